@@ -1,0 +1,77 @@
+// kiln (internal): the CPU iteration engine (after PyTorch's TensorIterator).
+// Operands are broadcast to one output shape, axes are coalesced, and a
+// kernel's inner loop is called on runs of `n` elements with byte strides.
+// Large loops split over threads along the flattened outer index; each
+// element is computed by exactly one thread, so results do not depend on the
+// thread count.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "../../tensor/tensor.h"
+
+namespace kiln::cpu {
+
+/// Elements below which a loop stays on one thread.
+inline constexpr int64_t kParallelGrain = 1 << 15;
+
+/// Up to N operands over a common iteration shape.
+template <int N>
+struct StridedLoop {
+  Shape shape;                                 // coalesced iteration shape
+  std::array<std::vector<int64_t>, N> stride;  // byte strides per operand, per axis
+  std::array<char*, N> base{};
+  int64_t numel = 0;
+};
+
+/// Byte strides of `t` broadcast to `shape` (0 on broadcast axes). The tensor
+/// must broadcast to `shape` (checked by the op's shape rule before).
+std::vector<int64_t> broadcast_byte_strides(const Tensor& t, const Shape& shape);
+
+/// Builds a loop over `shape`; operand 0 is usually the output.
+template <int N>
+StridedLoop<N> make_loop(const Shape& shape, const std::array<const Tensor*, N>& ops) {
+  StridedLoop<N> L;
+  L.numel = 1;
+  for (int64_t d : shape) L.numel *= d;
+  std::array<std::vector<int64_t>, N> st;
+  for (int k = 0; k < N; ++k) {
+    st[k] = broadcast_byte_strides(*ops[k], shape);
+    L.base[k] = static_cast<char*>(ops[k]->data_ptr());
+  }
+  // Drop extent-1 axes, then merge axis i into i+1 when every operand is
+  // contiguous across the pair.
+  Shape sh;
+  std::array<std::vector<int64_t>, N> cs;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == 1) continue;
+    bool merge = !sh.empty();
+    for (int k = 0; merge && k < N; ++k) merge = cs[k].back() == st[k][i] * shape[i];
+    if (merge) {
+      sh.back() *= shape[i];
+      for (int k = 0; k < N; ++k) cs[k].back() = st[k][i];
+    } else {
+      sh.push_back(shape[i]);
+      for (int k = 0; k < N; ++k) cs[k].push_back(st[k][i]);
+    }
+  }
+  if (sh.empty()) {
+    sh.push_back(1);
+    for (int k = 0; k < N; ++k) cs[k].push_back(0);
+  }
+  L.shape = std::move(sh);
+  L.stride = std::move(cs);
+  return L;
+}
+
+/// Runs `inner(ptrs, strides, n)` over the loop, where ptrs[k] points at
+/// operand k's first element of a run of n elements along the innermost axis
+/// and strides[k] is its byte stride there. Splits over OpenMP threads when
+/// the loop has at least kParallelGrain elements.
+template <int N, class Inner>
+void run_loop(const StridedLoop<N>& L, Inner&& inner);
+
+}  // namespace kiln::cpu
+
+#include "strided_loop_impl.h"

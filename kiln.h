@@ -1,0 +1,12 @@
+// kiln: the umbrella header. Light by design (no Eigen, asmjit or CUDA
+// headers), so it parses fast in Cling/clang-repl. Eigen interop is in
+// <kiln/eigen.h>.
+#pragma once
+#include "tensor/creation.h"
+#include "tensor/dtype.h"
+#include "tensor/error.h"
+#include "tensor/op_table.h"
+#include "tensor/ops.h"
+#include "tensor/random.h"
+#include "tensor/runtime.h"
+#include "tensor/tensor.h"

@@ -1,0 +1,77 @@
+#include "buffer.h"
+
+#include <cstdlib>
+#include <new>
+#include <ostream>
+#include <sstream>
+
+#include "error.h"
+
+namespace kiln {
+
+namespace detail {
+struct Storage {
+  void* data = nullptr;
+  size_t nbytes = 0;
+  Device device;
+  std::shared_ptr<void> keep_alive;  // external owner, or null when we own data
+  ~Storage() {
+    if (!keep_alive) std::free(data);
+  }
+};
+}  // namespace detail
+
+Buffer Buffer::allocate(size_t nbytes, Device device) {
+  if (!device.is_cpu())
+    throw DeviceError("Buffer::allocate: device " + device.str() + " is not available in this build");
+  auto s = std::make_shared<detail::Storage>();
+  // aligned_alloc wants a size that is a multiple of the alignment, and
+  // never 0 bytes (an empty tensor still gets a valid pointer).
+  size_t padded = (nbytes + 63) / 64 * 64;
+  if (padded == 0) padded = 64;
+  s->data = std::aligned_alloc(64, padded);
+  if (!s->data)
+    throw ValueError("Buffer::allocate: out of memory allocating " + std::to_string(nbytes) + " bytes");
+  s->nbytes = nbytes;
+  s->device = device;
+  Buffer b;
+  b.storage_ = std::move(s);
+  return b;
+}
+
+Buffer Buffer::wrap(void* data, size_t nbytes, Device device, std::shared_ptr<void> keep_alive) {
+  auto s = std::make_shared<detail::Storage>();
+  s->data = data;
+  s->nbytes = nbytes;
+  s->device = device;
+  s->keep_alive = keep_alive ? std::move(keep_alive) : std::shared_ptr<void>(nullptr, [](void*) {});
+  Buffer b;
+  b.storage_ = std::move(s);
+  return b;
+}
+
+void* Buffer::data() const { return storage_ ? storage_->data : nullptr; }
+size_t Buffer::nbytes() const { return storage_ ? storage_->nbytes : 0; }
+Device Buffer::device() const { return storage_ ? storage_->device : Device::cpu(); }
+
+std::string Device::str() const {
+  return type == DeviceType::cpu ? std::string("cpu") : "cuda:" + std::to_string(index);
+}
+
+Device Device::parse(const std::string& s) {
+  if (s == "cpu") return cpu();
+  if (s == "cuda") return cuda(0);
+  if (s.rfind("cuda:", 0) == 0 && s.size() > 5 && s.size() < 9) {
+    int n = 0;
+    for (size_t i = 5; i < s.size(); ++i) {
+      if (s[i] < '0' || s[i] > '9') throw DeviceError("Device::parse: expected 'cpu' or 'cuda:N', got '" + s + "'");
+      n = n * 10 + (s[i] - '0');
+    }
+    return cuda(n);
+  }
+  throw DeviceError("Device::parse: expected 'cpu' or 'cuda:N', got '" + s + "'");
+}
+
+std::ostream& operator<<(std::ostream& os, Device d) { return os << d.str(); }
+
+}  // namespace kiln

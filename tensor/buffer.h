@@ -1,0 +1,35 @@
+// kiln: reference-counted, 64-byte aligned device memory.
+#pragma once
+#include <cstddef>
+#include <memory>
+
+#include "device.h"
+
+namespace kiln {
+
+namespace detail { struct Storage; }
+
+/// A block of device memory shared by every tensor view over it. Copying a
+/// Buffer shares the memory (reference count); the memory is freed when the
+/// last Buffer goes. Data is 64-byte aligned. A default Buffer is empty.
+class Buffer {
+ public:
+  Buffer() = default;
+  /// Allocates `nbytes` (uninitialised) on `device`. Throws DeviceError for a
+  /// device that is not built and ValueError when the allocation fails.
+  static Buffer allocate(size_t nbytes, Device device = Device::cpu());
+  /// Wraps memory owned elsewhere; `keep_alive` is held as long as the Buffer.
+  static Buffer wrap(void* data, size_t nbytes, Device device, std::shared_ptr<void> keep_alive);
+
+  void* data() const;
+  size_t nbytes() const;
+  Device device() const;
+  explicit operator bool() const { return static_cast<bool>(storage_); }
+  long use_count() const { return storage_.use_count(); }
+  friend bool operator==(const Buffer& a, const Buffer& b) { return a.storage_ == b.storage_; }
+
+ private:
+  std::shared_ptr<detail::Storage> storage_;
+};
+
+}  // namespace kiln

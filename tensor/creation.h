@@ -1,0 +1,44 @@
+// kiln: tensors made from nothing or from C++ data.
+#pragma once
+#include <initializer_list>
+#include <optional>
+
+#include "scalar.h"
+#include "tensor.h"
+
+namespace kiln {
+
+/// Uninitialised contiguous tensor.
+Tensor empty(const Shape& shape, DType dtype = DType::float32, Device device = Device::cpu());
+Tensor zeros(const Shape& shape, DType dtype = DType::float32, Device device = Device::cpu());
+Tensor ones(const Shape& shape, DType dtype = DType::float32, Device device = Device::cpu());
+/// Every element `value` converted to `dtype`.
+Tensor full(const Shape& shape, Scalar value, DType dtype = DType::float32, Device device = Device::cpu());
+Tensor empty_like(const Tensor& x);
+Tensor zeros_like(const Tensor& x);
+Tensor ones_like(const Tensor& x);
+Tensor full_like(const Tensor& x, Scalar value);
+/// numpy.arange: start, start+step, ... < stop (> stop for negative step);
+/// ceil((stop - start) / step) elements. step 0 throws ValueError.
+Tensor arange(double start, double stop, double step = 1.0, DType dtype = DType::float32);
+Tensor arange(int64_t stop, DType dtype = DType::int64);
+/// numpy.linspace with endpoint: `num` evenly spaced values from start to stop.
+Tensor linspace(double start, double stop, int64_t num, DType dtype = DType::float32);
+/// n x m identity (m defaults to n).
+Tensor eye(int64_t n, std::optional<int64_t> m = std::nullopt, DType dtype = DType::float32);
+
+/// From C++ literals. The dtype follows the C++ type (float -> float32,
+/// double -> float64, int -> int32, int64_t -> int64, bool -> bool) unless
+/// `dtype` is given. Nested lists must be rectangular (ShapeError otherwise).
+Tensor tensor(std::initializer_list<float> v, std::optional<DType> dtype = std::nullopt);
+Tensor tensor(std::initializer_list<double> v, std::optional<DType> dtype = std::nullopt);
+Tensor tensor(std::initializer_list<int> v, std::optional<DType> dtype = std::nullopt);
+Tensor tensor(std::initializer_list<int64_t> v, std::optional<DType> dtype = std::nullopt);
+Tensor tensor(std::initializer_list<bool> v, std::optional<DType> dtype = std::nullopt);
+Tensor tensor(std::initializer_list<std::initializer_list<float>> v, std::optional<DType> dtype = std::nullopt);
+Tensor tensor(std::initializer_list<std::initializer_list<double>> v, std::optional<DType> dtype = std::nullopt);
+Tensor tensor(std::initializer_list<std::initializer_list<int>> v, std::optional<DType> dtype = std::nullopt);
+/// A 0-d tensor.
+Tensor scalar(Scalar v, DType dtype = DType::float32);
+
+}  // namespace kiln

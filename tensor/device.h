@@ -1,0 +1,27 @@
+// kiln: where a tensor's memory lives.
+#pragma once
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+
+namespace kiln {
+
+enum class DeviceType : uint8_t { cpu, cuda };
+
+/// A device: `Device::cpu()` or `Device::cuda(n)` (the CUDA backend, when built).
+struct Device {
+  DeviceType type = DeviceType::cpu;
+  int index = 0;
+
+  static constexpr Device cpu() { return {DeviceType::cpu, 0}; }
+  static constexpr Device cuda(int n = 0) { return {DeviceType::cuda, n}; }
+  bool is_cpu() const { return type == DeviceType::cpu; }
+  /// "cpu" or "cuda:N".
+  std::string str() const;
+  /// Parses "cpu", "cuda" or "cuda:N"; throws DeviceError otherwise.
+  static Device parse(const std::string& s);
+  friend bool operator==(Device a, Device b) { return a.type == b.type && a.index == b.index; }
+};
+std::ostream& operator<<(std::ostream& os, Device d);
+
+}  // namespace kiln

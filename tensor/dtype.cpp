@@ -1,0 +1,74 @@
+#include "dtype.h"
+
+#include <ostream>
+#include <string>
+
+#include "error.h"
+
+namespace kiln {
+
+size_t size_of(DType d) {
+  static constexpr size_t kSize[kNumDTypes] = {1, 1, 1, 4, 8, 2, 2, 4, 8};
+  return kSize[static_cast<int>(d)];
+}
+
+std::string_view name(DType d) {
+  static constexpr std::string_view kName[kNumDTypes] = {
+      "bool", "uint8", "int8", "int32", "int64", "float16", "bfloat16", "float32", "float64"};
+  return kName[static_cast<int>(d)];
+}
+
+DType dtype_from_name(std::string_view s) {
+  for (int i = 0; i < kNumDTypes; ++i)
+    if (name(DType(i)) == s) return DType(i);
+  throw DTypeError("dtype: unknown dtype name '" + std::string(s) + "'");
+}
+
+std::ostream& operator<<(std::ostream& os, DType d) { return os << name(d); }
+
+namespace {
+// Bits of integer range a float type represents exactly (numpy's safe-cast rule).
+int exact_int_bits(DType f) {
+  switch (f) {
+    case DType::float16: case DType::bfloat16: return 8;
+    case DType::float32: return 16;
+    default: return 64;
+  }
+}
+int int_bits(DType i) {
+  switch (i) {
+    case DType::uint8: case DType::int8: return 8;
+    case DType::int32: return 32;
+    default: return 64;
+  }
+}
+}  // namespace
+
+DType promote_types(DType a, DType b) {
+  if (a == b) return a;
+  if (a == DType::bool_) return b;
+  if (b == DType::bool_) return a;
+  if (is_floating(a) && is_floating(b)) {
+    if ((a == DType::float16 && b == DType::bfloat16) || (a == DType::bfloat16 && b == DType::float16))
+      return DType::float32;
+    return a > b ? a : b;
+  }
+  if (is_integral(a) && is_integral(b)) {
+    if ((a == DType::uint8 && b == DType::int8) || (a == DType::int8 && b == DType::uint8)) return DType::int32;
+    return a > b ? a : b;
+  }
+  DType f = is_floating(a) ? a : b, i = is_floating(a) ? b : a;
+  if (int_bits(i) <= exact_int_bits(f)) return f;
+  // numpy: int32/int64 with float16/float32 -> float64.
+  return DType::float64;
+}
+
+DType promote_with_scalar(DType t, ScalarKind k) {
+  switch (k) {
+    case ScalarKind::floating: return is_floating(t) ? t : DType::float32;
+    case ScalarKind::integer: return t == DType::bool_ ? DType::int64 : t;
+    default: return t;
+  }
+}
+
+}  // namespace kiln

@@ -1,0 +1,113 @@
+#include "op_table.h"
+
+#include <array>
+#include <string>
+
+namespace kiln {
+
+namespace {
+constexpr std::array<OpInfo, kNumOps> kTable = {{
+#define KILN_OP(id, name, arity, cat, rule) {OpId::id, name, arity, OpCategory::cat, DTypeRule::rule},
+#include "ops.def"
+#undef KILN_OP
+}};
+}  // namespace
+
+const OpInfo& op_info(OpId op) { return kTable[static_cast<size_t>(op)]; }
+
+OpId op_from_name(std::string_view name) {
+  for (const auto& r : kTable)
+    if (r.name == name) return r.id;
+  throw ValueError("op_from_name: unknown op '" + std::string(name) + "'");
+}
+
+std::string detail::op_prefix(OpId op) { return std::string(op_name(op)) + ": "; }
+
+DType result_dtype(OpId op, std::span<const DType> in, const Attrs& attrs) {
+  const OpInfo& r = op_info(op);
+  auto refuse_bool = [&](DType d) {
+    if (d == DType::bool_)
+      throw DTypeError(detail::op_prefix(op) + "bool tensors are not supported (cast to an integer or float dtype first)");
+  };
+  // Where's condition is input 0 and does not take part in promotion.
+  size_t first = r.category == OpCategory::Ternary && op == OpId::Where ? 1 : 0;
+  DType p = in.size() > first ? in[first] : DType::float32;
+  for (size_t i = first + 1; i < in.size(); ++i) p = promote_types(p, in[i]);
+  switch (r.dtype_rule) {
+    case DTypeRule::Same: refuse_bool(p); return p;
+    case DTypeRule::Float: return is_floating(p) ? p : DType::float32;
+    case DTypeRule::ToBool: return DType::bool_;
+    case DTypeRule::Promote:
+      if (p == DType::bool_ && op != OpId::Add && op != OpId::Mul && op != OpId::Maximum &&
+          op != OpId::Minimum && op != OpId::Where && op != OpId::Concat && op != OpId::Matmul)
+        refuse_bool(p);
+      return p;
+    case DTypeRule::TrueDiv: return is_floating(p) ? p : DType::float32;
+    case DTypeRule::Compare: return DType::bool_;
+    case DTypeRule::Attr: return attrs.dtype;
+    case DTypeRule::Index: return DType::int64;
+    case DTypeRule::Keep: return in.empty() ? DType::float32 : in[0];
+    case DTypeRule::Accum: return is_integral(p) || p == DType::bool_ ? DType::int64 : p;
+  }
+  return p;
+}
+
+TensorLayout infer_layout(OpId op, std::span<const TensorLayout> in, const Attrs& attrs) {
+  const OpInfo& r = op_info(op);
+  if (r.arity >= 0 && static_cast<int>(in.size()) != r.arity)
+    throw ValueError(detail::op_prefix(op) + "expected " + std::to_string(r.arity) + " tensor inputs, got " +
+                     std::to_string(in.size()));
+  if (in.empty()) throw ValueError(detail::op_prefix(op) + "expected at least one tensor input, got none");
+  for (size_t i = 1; i < in.size(); ++i)
+    if (!(in[i].device == in[0].device))
+      throw DeviceError(detail::op_prefix(op) + "input " + std::to_string(i) + " is on " + in[i].device.str() +
+                        " but input 0 is on " + in[0].device.str());
+  switch (r.category) {
+    case OpCategory::Unary: return detail::infer_unary(op, in, attrs);
+    case OpCategory::Binary: return detail::infer_binary(op, in, attrs);
+    case OpCategory::Ternary: return detail::infer_ternary(op, in, attrs);
+    case OpCategory::Reduce: return detail::infer_reduce(op, in, attrs);
+    case OpCategory::Scan: return detail::infer_scan(op, in, attrs);
+    case OpCategory::RowNorm: return detail::infer_rownorm(op, in, attrs);
+    case OpCategory::Matmul: return detail::infer_matmul(op, in, attrs);
+    case OpCategory::View: return detail::infer_view(op, in, attrs);
+    case OpCategory::Data: return detail::infer_data(op, in, attrs);
+  }
+  return {};
+}
+
+Tensor detail::eager_execute(OpId op, std::span<const Tensor> in, const Attrs& attrs) {
+  switch (op_info(op).category) {
+    case OpCategory::Unary: return eager_unary(op, in, attrs);
+    case OpCategory::Binary: return eager_binary(op, in, attrs);
+    case OpCategory::Ternary: return eager_ternary(op, in, attrs);
+    case OpCategory::Reduce: return eager_reduce(op, in, attrs);
+    case OpCategory::Scan: return eager_scan(op, in, attrs);
+    case OpCategory::RowNorm: return eager_rownorm(op, in, attrs);
+    case OpCategory::Matmul: return eager_matmul(op, in, attrs);
+    case OpCategory::View: return eager_view(op, in, attrs);
+    case OpCategory::Data: return eager_data(op, in, attrs);
+  }
+  return {};
+}
+
+Tensor apply(OpId op, std::span<const Tensor> inputs, const Attrs& attrs) {
+  const OpInfo& r = op_info(op);
+  if (r.arity >= 0 && static_cast<int>(inputs.size()) != r.arity)
+    throw ValueError(detail::op_prefix(op) + "expected " + std::to_string(r.arity) + " tensor inputs, got " +
+                     std::to_string(inputs.size()));
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (!inputs[i].defined())
+      throw ValueError(detail::op_prefix(op) + "input " + std::to_string(i) + " is an undefined tensor");
+  // Realization contexts (trace/) hook in here; the default is eager.
+  return detail::eager_execute(op, inputs, attrs);
+}
+
+Tensor apply(OpId op, const Tensor& a, const Attrs& attrs) { return apply(op, std::span<const Tensor>(&a, 1), attrs); }
+
+Tensor apply(OpId op, const Tensor& a, const Tensor& b, const Attrs& attrs) {
+  const Tensor in[2] = {a, b};
+  return apply(op, std::span<const Tensor>(in, 2), attrs);
+}
+
+}  // namespace kiln

@@ -1,0 +1,233 @@
+// kiln: the eager front end. Every function here is a row of the op table
+// (tensor/ops.def) or a composition of rows, so it runs eagerly by default
+// and is recorded when a graph realization context is current.
+//
+// Common rules (numpy's):
+// - Elementwise ops broadcast their operands (numpy broadcasting) and promote
+//   dtypes with numpy's table (promote_types); C++ scalars are weak (Scalar).
+// - Axes may be negative (counted from the end); an axis out of range throws
+//   IndexError; shapes that do not broadcast throw ShapeError; an unsupported
+//   dtype throws DTypeError. Messages start with the op's name.
+// - Inputs may have any strides (non-contiguous, broadcast, negative).
+#pragma once
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "scalar.h"
+#include "tensor.h"
+
+namespace kiln {
+
+using Axes = std::vector<int64_t>;
+
+// ---- unary elementwise ------------------------------------------------------
+// "Float" ops (exp ... erf) return float32 for integer/bool inputs and keep
+// floating dtypes; float16/bfloat16 compute in float32. The others keep the
+// dtype and refuse bool (DTypeError) unless noted.
+Tensor neg(const Tensor& x);
+Tensor abs(const Tensor& x);
+/// -1, 0 or 1 (NaN for NaN).
+Tensor sign(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor exp2(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor log2(const Tensor& x);
+Tensor log1p(const Tensor& x);
+Tensor expm1(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+/// 1 / sqrt(x).
+Tensor rsqrt(const Tensor& x);
+Tensor square(const Tensor& x);
+Tensor reciprocal(const Tensor& x);
+Tensor sin(const Tensor& x);
+Tensor cos(const Tensor& x);
+Tensor tan(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor atanh(const Tensor& x);
+/// 1 / (1 + exp(-x)).
+Tensor sigmoid(const Tensor& x);
+/// max(x, 0); NaN stays NaN.
+Tensor relu(const Tensor& x);
+/// Gaussian error linear unit (Hendrycks & Gimpel 2016): x * Phi(x) with the
+/// erf form, or 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) when
+/// `approximate_tanh`.
+Tensor gelu(const Tensor& x, bool approximate_tanh = false);
+/// x * sigmoid(x).
+Tensor silu(const Tensor& x);
+Tensor erf(const Tensor& x);
+Tensor floor(const Tensor& x);
+Tensor ceil(const Tensor& x);
+/// Rounds half to even (numpy.round, IEEE roundTiesToEven).
+Tensor round(const Tensor& x);
+Tensor trunc(const Tensor& x);
+/// Bool result for every input dtype.
+Tensor logical_not(const Tensor& x);
+Tensor isnan(const Tensor& x);
+Tensor isinf(const Tensor& x);
+Tensor isfinite(const Tensor& x);
+/// Converts to `dtype` with numpy's cast semantics (float->int truncates).
+Tensor cast(const Tensor& x, DType dtype);
+
+// ---- binary elementwise -----------------------------------------------------
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+/// True division: integer/bool operands give float32.
+Tensor div(const Tensor& a, const Tensor& b);
+/// a ** b. Integer pow with a negative exponent throws ValueError.
+Tensor pow(const Tensor& a, const Tensor& b);
+/// Elementwise max/min; NaN propagates.
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+/// Python semantics: floor(a / b); remainder has the sign of the divisor
+/// (also for zero results). Integer division by zero throws ValueError;
+/// INT_MIN // -1 wraps.
+Tensor floor_divide(const Tensor& a, const Tensor& b);
+Tensor remainder(const Tensor& a, const Tensor& b);
+/// C semantics (std::fmod): result has the sign of the dividend.
+Tensor fmod(const Tensor& a, const Tensor& b);
+Tensor atan2(const Tensor& y, const Tensor& x);
+Tensor equal(const Tensor& a, const Tensor& b);
+Tensor not_equal(const Tensor& a, const Tensor& b);
+Tensor less(const Tensor& a, const Tensor& b);
+Tensor less_equal(const Tensor& a, const Tensor& b);
+Tensor greater(const Tensor& a, const Tensor& b);
+Tensor greater_equal(const Tensor& a, const Tensor& b);
+Tensor logical_and(const Tensor& a, const Tensor& b);
+Tensor logical_or(const Tensor& a, const Tensor& b);
+Tensor logical_xor(const Tensor& a, const Tensor& b);
+
+/// A 0-d tensor holding `s`, typed as it would combine with a tensor of
+/// dtype `like` (weak-scalar rule).
+Tensor scalar_tensor(Scalar s, DType like);
+Tensor add(const Tensor& a, Scalar b);
+Tensor sub(const Tensor& a, Scalar b);
+Tensor mul(const Tensor& a, Scalar b);
+Tensor div(const Tensor& a, Scalar b);
+Tensor pow(const Tensor& a, Scalar b);
+Tensor maximum(const Tensor& a, Scalar b);
+Tensor minimum(const Tensor& a, Scalar b);
+
+/// cond ? a : b elementwise (cond any dtype, nonzero = true); a and b promoted.
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+Tensor where(const Tensor& cond, const Tensor& a, Scalar b);
+Tensor where(const Tensor& cond, Scalar a, const Tensor& b);
+/// min(max(x, lo), hi); NaN in x propagates. A missing bound is no bound.
+Tensor clamp(const Tensor& x, const Tensor& lo, const Tensor& hi);
+Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi);
+/// x where !mask, value where mask (mask broadcasts to x's shape).
+Tensor masked_fill(const Tensor& x, const Tensor& mask, Scalar value);
+
+// ---- C++ operators ------------------------------------------------------------
+Tensor operator-(const Tensor& x);
+#define KILN_BINARY_OPERATOR(sym, fn)                                       \
+  inline Tensor operator sym(const Tensor& a, const Tensor& b) { return fn(a, b); } \
+  Tensor operator sym(const Tensor& a, Scalar b);                          \
+  Tensor operator sym(Scalar a, const Tensor& b);
+KILN_BINARY_OPERATOR(+, add)
+KILN_BINARY_OPERATOR(-, sub)
+KILN_BINARY_OPERATOR(*, mul)
+KILN_BINARY_OPERATOR(/, div)
+KILN_BINARY_OPERATOR(==, equal)
+KILN_BINARY_OPERATOR(!=, not_equal)
+KILN_BINARY_OPERATOR(<, less)
+KILN_BINARY_OPERATOR(<=, less_equal)
+KILN_BINARY_OPERATOR(>, greater)
+KILN_BINARY_OPERATOR(>=, greater_equal)
+#undef KILN_BINARY_OPERATOR
+
+// ---- reductions ---------------------------------------------------------------
+// `axes` empty means all axes; duplicates or out-of-range axes throw
+// IndexError. `keepdim` keeps reduced axes with extent 1. Integer and bool
+// sums/products accumulate and return int64; float16/bfloat16 accumulate in
+// float32. Empty reductions: sum 0, prod 1, mean/var NaN, logsumexp -inf,
+// any false, all true; max/min/argmax/argmin throw ValueError. NaN
+// propagates through max, min, argmax and argmin (first NaN wins).
+// Results do not depend on the thread count (fixed blocking order).
+Tensor sum(const Tensor& x, const Axes& axes = {}, bool keepdim = false);
+Tensor mean(const Tensor& x, const Axes& axes = {}, bool keepdim = false);
+Tensor prod(const Tensor& x, const Axes& axes = {}, bool keepdim = false);
+Tensor max(const Tensor& x, const Axes& axes = {}, bool keepdim = false);
+Tensor min(const Tensor& x, const Axes& axes = {}, bool keepdim = false);
+/// Index (int64) of the first maximum along `axis`, or into the flattened
+/// tensor when no axis is given.
+Tensor argmax(const Tensor& x, std::optional<int64_t> axis = std::nullopt, bool keepdim = false);
+Tensor argmin(const Tensor& x, std::optional<int64_t> axis = std::nullopt, bool keepdim = false);
+/// Variance with `correction` subtracted from the count (1 = Bessel, as
+/// PyTorch's default; numpy's ddof). Two-pass (mean, then squared deviations).
+Tensor var(const Tensor& x, const Axes& axes = {}, double correction = 1.0, bool keepdim = false);
+Tensor std(const Tensor& x, const Axes& axes = {}, double correction = 1.0, bool keepdim = false);
+/// log(sum(exp(x))) computed as m + log(sum(exp(x - m))), m = max.
+Tensor logsumexp(const Tensor& x, const Axes& axes = {}, bool keepdim = false);
+Tensor any(const Tensor& x, const Axes& axes = {}, bool keepdim = false);
+Tensor all(const Tensor& x, const Axes& axes = {}, bool keepdim = false);
+/// Inclusive prefix sum along `axis` (integer/bool accumulate in int64).
+Tensor cumsum(const Tensor& x, int64_t axis);
+/// exp(x - max) / sum(exp(x - max)) along `axis`.
+Tensor softmax(const Tensor& x, int64_t axis = -1);
+/// x - max - log(sum(exp(x - max))) along `axis`.
+Tensor log_softmax(const Tensor& x, int64_t axis = -1);
+
+// ---- linear algebra and norms ------------------------------------------------
+/// numpy.matmul: 1-d operands are promoted to matrices and the added axis
+/// removed; leading (batch) axes broadcast. float32/float64 call a BLAS
+/// (OpenBLAS when found, else Eigen's GEMM); 16-bit floats compute in float32.
+Tensor matmul(const Tensor& a, const Tensor& b);
+/// Layer normalisation over the last axis (Ba, Kiros & Hinton 2016):
+/// (x - mean) / sqrt(var + eps) * weight + bias, biased variance. weight and
+/// bias are optional (undefined Tensor), of shape [x.shape[-1]].
+Tensor layer_norm(const Tensor& x, const Tensor& weight = {}, const Tensor& bias = {}, double eps = 1e-5);
+/// RMS normalisation over the last axis (Zhang & Sennrich 2019):
+/// x / sqrt(mean(x^2) + eps) * weight.
+Tensor rms_norm(const Tensor& x, const Tensor& weight = {}, double eps = 1e-6);
+
+// ---- shape and indexing ---------------------------------------------------------
+/// A view when the strides allow it (numpy's rule), else a copy. One extent
+/// may be -1 (inferred).
+Tensor reshape(const Tensor& x, const Shape& shape);
+/// Merges axes start..end (inclusive) into one.
+Tensor flatten(const Tensor& x, int64_t start = 0, int64_t end = -1);
+Tensor permute(const Tensor& x, const Axes& axes);
+Tensor transpose(const Tensor& x, int64_t a = -2, int64_t b = -1);
+/// Removes the given size-1 axes (all size-1 axes when empty); naming an axis
+/// whose extent is not 1 throws ShapeError.
+Tensor squeeze(const Tensor& x, const Axes& axes = {});
+/// Inserts a size-1 axis at `axis` (in [-ndim-1, ndim]).
+Tensor unsqueeze(const Tensor& x, int64_t axis);
+/// A broadcast view (stride 0 on new/expanded axes).
+Tensor broadcast_to(const Tensor& x, const Shape& shape);
+/// Python slicing x[start:stop:step] along `axis` (a view). Bounds are
+/// clamped as Python does; step may be negative, not zero.
+Tensor slice(const Tensor& x, int64_t axis, std::optional<int64_t> start, std::optional<int64_t> stop,
+             int64_t step = 1);
+/// x[..., index, ...] along `axis` (removes the axis; a view).
+Tensor select(const Tensor& x, int64_t axis, int64_t index);
+/// Joins along an existing axis; dtypes are promoted.
+Tensor concat(const std::vector<Tensor>& xs, int64_t axis = 0);
+/// Joins along a new axis.
+Tensor stack(const std::vector<Tensor>& xs, int64_t axis = 0);
+/// Splits into pieces of the given sizes (they must sum to the extent).
+std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t axis = 0);
+/// Splits into pieces of `size` (the last may be smaller).
+std::vector<Tensor> split(const Tensor& x, int64_t size, int64_t axis = 0);
+/// `chunks` pieces of ceil(n / chunks) (torch.chunk).
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t axis = 0);
+/// numpy.tile.
+Tensor tile(const Tensor& x, const Axes& reps);
+/// Constant padding: pads[i] = {before, after} for axis i (leading axes may
+/// be omitted: pads apply to the last pads.size() axes).
+Tensor pad(const Tensor& x, const std::vector<std::pair<int64_t, int64_t>>& pads, Scalar value = 0.0);
+/// Reverses the order along `axes` (all when empty); a view with negative strides.
+Tensor flip(const Tensor& x, const Axes& axes = {});
+/// numpy.take_along_axis: out[..i..] = x[..index[..i..]..] along `axis`;
+/// index is int32/int64 of the same rank; negative indices count from the end.
+Tensor gather(const Tensor& x, int64_t axis, const Tensor& index);
+/// Picks entries of a 1-d int32/int64 `indices` along `axis`.
+Tensor index_select(const Tensor& x, int64_t axis, const Tensor& indices);
+/// weight[ids]: result shape ids.shape + [weight.shape[1]].
+Tensor embedding(const Tensor& weight, const Tensor& ids);
+/// indices.shape + [num_classes], 1 where the class matches.
+Tensor one_hot(const Tensor& indices, int64_t num_classes, DType dtype = DType::int64);
+
+}  // namespace kiln

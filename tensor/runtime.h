@@ -1,0 +1,13 @@
+// kiln: process-wide runtime settings.
+#pragma once
+
+namespace kiln {
+
+/// Threads used by CPU kernels (OpenMP and the BLAS). Default: the number of
+/// cores (or OMP_NUM_THREADS). Results never depend on this value.
+void set_num_threads(int n);
+int get_num_threads();
+/// "OpenBLAS" or "Eigen": the GEMM backend matmul calls.
+const char* blas_backend();
+
+}  // namespace kiln

@@ -1,0 +1,204 @@
+#include "tensor.h"
+
+#include <algorithm>
+#include <cstring>
+#include <ostream>
+
+#include "../backends/cpu/copy.h"
+#include "dispatch.h"
+#include "op_table.h"
+#include "realize_hook.h"
+
+namespace kiln {
+
+std::ostream& operator<<(std::ostream& os, const TensorLayout& l) {
+  static constexpr const char* kClass[] = {"contiguous", "broadcast", "transposed", "general"};
+  return os << "TensorLayout(" << l.dtype << ", " << shape_str(l.shape) << ", " << l.device << ", "
+            << kClass[static_cast<int>(l.stride_class)] << ")";
+}
+
+detail::TensorImpl& Tensor::impl() const {
+  if (!impl_) throw ValueError("Tensor: use of an undefined tensor (default-constructed)");
+  return *impl_;
+}
+
+Tensor::Tensor(Buffer storage, DType dtype, Shape shape, Strides strides, int64_t offset) {
+  if (strides.size() != shape.size())
+    throw ShapeError("Tensor: strides " + shape_str(strides) + " do not match shape " + shape_str(shape));
+  int64_t n = checked_numel(shape, "Tensor");
+  if (n > 0) {
+    // The lowest and highest element reached must lie inside the storage.
+    int64_t lo = offset, hi = offset;
+    for (size_t i = 0; i < shape.size(); ++i) {
+      int64_t span;
+      if (__builtin_mul_overflow(shape[i] - 1, strides[i], &span))
+        throw ShapeError("Tensor: strides overflow for shape " + shape_str(shape));
+      (span < 0 ? lo : hi) += span;
+    }
+    int64_t cap = static_cast<int64_t>(storage.nbytes() / size_of(dtype));
+    if (lo < 0 || hi >= cap)
+      throw IndexError("Tensor: view with shape " + shape_str(shape) + ", strides " + shape_str(strides) +
+                       " and offset " + std::to_string(offset) + " reaches elements [" + std::to_string(lo) + ", " +
+                       std::to_string(hi) + "] outside a storage of " + std::to_string(cap) + " elements");
+  }
+  auto impl = std::make_shared<detail::TensorImpl>();
+  impl->dtype = dtype;
+  impl->shape = std::move(shape);
+  impl->strides = std::move(strides);
+  impl->offset = offset;
+  impl->device = storage.device();
+  impl->storage = std::move(storage);
+  impl_ = std::move(impl);
+}
+
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
+  int64_t n = checked_numel(shape, "empty");
+  size_t bytes;
+  if (__builtin_mul_overflow(static_cast<size_t>(n), size_of(dtype), &bytes))
+    throw ShapeError("empty: shape " + shape_str(shape) + " needs more bytes than fit in size_t");
+  auto impl = std::make_shared<detail::TensorImpl>();
+  impl->dtype = dtype;
+  impl->shape = shape;
+  impl->strides = contiguous_strides(shape);
+  impl->device = device;
+  impl->storage = Buffer::allocate(bytes, device);
+  return Tensor(std::move(impl));
+}
+
+Tensor Tensor::from_data(const void* data, DType dtype, size_t n, const Shape& shape) {
+  int64_t want = checked_numel(shape, "from_data");
+  if (static_cast<size_t>(want) != n)
+    throw ShapeError("from_data: " + std::to_string(n) + " values cannot fill shape " + shape_str(shape) + " (" +
+                     std::to_string(want) + " elements)");
+  Tensor t = empty(shape, dtype);
+  if (n) std::memcpy(t.data_ptr(), data, n * size_of(dtype));
+  return t;
+}
+
+const Strides& Tensor::strides() const {
+  realize();
+  return impl().strides;
+}
+
+int64_t Tensor::numel() const {
+  int64_t n = 1;
+  for (int64_t d : impl().shape) n *= d;
+  return n;
+}
+
+int64_t Tensor::size(int64_t axis) const { return impl().shape[normalize_axis(axis, ndim(), "size")]; }
+
+StrideClass Tensor::stride_class() const {
+  if (!is_realized()) return StrideClass::contiguous;
+  const auto& im = impl();
+  if (kiln::is_contiguous(im.shape, im.strides)) return StrideClass::contiguous;
+  bool broadcast = false, negative = false;
+  for (size_t i = 0; i < im.shape.size(); ++i) {
+    if (im.shape[i] > 1 && im.strides[i] == 0) broadcast = true;
+    if (im.strides[i] < 0) negative = true;
+  }
+  if (broadcast) return StrideClass::broadcast;
+  if (!negative) {
+    // A permutation of a contiguous layout: sort axes by stride and check.
+    std::vector<size_t> order(im.shape.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return im.strides[a] > im.strides[b]; });
+    int64_t acc = 1;
+    bool ok = true;
+    for (size_t k = order.size(); k-- > 0;) {
+      size_t i = order[k];
+      if (im.shape[i] == 1) continue;
+      if (im.strides[i] != acc) { ok = false; break; }
+      acc *= im.shape[i];
+    }
+    if (ok) return StrideClass::transposed;
+  }
+  return StrideClass::general;
+}
+
+bool Tensor::is_contiguous() const { return stride_class() == StrideClass::contiguous; }
+
+TensorLayout Tensor::layout() const { return TensorLayout(dtype(), shape(), device(), stride_class()); }
+
+const Buffer& Tensor::buffer() const {
+  realize();
+  return impl().storage;
+}
+
+void* Tensor::data_ptr() const {
+  realize();
+  const auto& im = impl();
+  return static_cast<char*>(im.storage.data()) + im.offset * static_cast<int64_t>(size_of(im.dtype));
+}
+
+void Tensor::check_dtype(DType want, const char* what) const {
+  if (dtype() != want)
+    throw DTypeError(std::string("Tensor::") + what + ": tensor has dtype " + std::string(name(dtype())) +
+                     ", not " + std::string(name(want)));
+}
+
+const Tensor& Tensor::realize() const {
+  if (!impl().state) return *this;
+  detail::realize_tensor(*this);
+  return *this;
+}
+
+template <class T>
+T Tensor::item() const {
+  if (numel() != 1)
+    throw ShapeError("item: expected a tensor with one element, got shape " + shape_str(shape()));
+  const void* p = data_ptr();
+  return detail::visit_dtype(dtype(), [&](auto tag) {
+    using S = typename decltype(tag)::type;
+    return detail::convert<T>(*static_cast<const S*>(p));
+  });
+}
+
+template <class T>
+std::vector<T> Tensor::to_vector() const {
+  Tensor c = contiguous();
+  std::vector<T> out(static_cast<size_t>(c.numel()));
+  const void* p = c.data_ptr();
+  detail::visit_dtype(c.dtype(), [&](auto tag) {
+    using S = typename decltype(tag)::type;
+    const S* s = static_cast<const S*>(p);
+    for (size_t i = 0; i < out.size(); ++i) out[i] = detail::convert<T>(s[i]);
+  });
+  return out;
+}
+
+#define KILN_INSTANTIATE(T) \
+  template T Tensor::item<T>() const; \
+  template std::vector<T> Tensor::to_vector<T>() const;
+KILN_INSTANTIATE(float)
+KILN_INSTANTIATE(double)
+KILN_INSTANTIATE(int32_t)
+KILN_INSTANTIATE(int64_t)
+KILN_INSTANTIATE(bool)
+template std::vector<uint8_t> Tensor::to_vector<uint8_t>() const;
+template std::vector<int8_t> Tensor::to_vector<int8_t>() const;
+template std::vector<float16_t> Tensor::to_vector<float16_t>() const;
+template std::vector<bfloat16_t> Tensor::to_vector<bfloat16_t>() const;
+#undef KILN_INSTANTIATE
+
+Tensor Tensor::contiguous() const {
+  realize();
+  if (is_contiguous()) return *this;
+  return clone();
+}
+
+Tensor Tensor::clone() const {
+  realize();
+  Tensor out = empty(shape(), dtype(), device());
+  cpu::copy_into(*this, out);
+  return out;
+}
+
+Tensor Tensor::to(DType d) const {
+  if (d == dtype()) return *this;
+  Attrs a;
+  a.dtype = d;
+  return apply(OpId::Cast, *this, a);
+}
+
+}  // namespace kiln

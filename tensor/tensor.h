@@ -1,0 +1,157 @@
+// kiln: Tensor (a cheap handle to shape, strides and shared storage) and
+// TensorLayout (what a compiled function is specialised on).
+#pragma once
+#include <cstdint>
+#include <initializer_list>
+#include <iosfwd>
+#include <memory>
+#include <vector>
+
+#include "buffer.h"
+#include "device.h"
+#include "dtype.h"
+#include "error.h"
+#include "shape.h"
+
+namespace kiln {
+
+class RealizationState;  // graph values + context of an unrealized tensor (trace/)
+
+/// How a tensor's strides relate to its shape; part of a compiled call's cache key.
+enum class StrideClass : uint8_t {
+  contiguous,  ///< row-major
+  broadcast,   ///< some stride is 0 (a broadcast view)
+  transposed,  ///< a permutation of row-major strides
+  general,     ///< anything else (slices with steps, negative strides)
+};
+
+/// dtype, shape and device of a tensor, plus its stride class. Two tensors
+/// with equal layouts can be passed to the same compiled callable.
+struct TensorLayout {
+  DType dtype = DType::float32;
+  Shape shape;
+  Device device = Device::cpu();
+  StrideClass stride_class = StrideClass::contiguous;
+
+  TensorLayout() = default;
+  TensorLayout(DType dtype, Shape shape, Device device = Device::cpu(),
+               StrideClass stride_class = StrideClass::contiguous)
+      : dtype(dtype), shape(std::move(shape)), device(device), stride_class(stride_class) {}
+  bool is_contiguous() const { return stride_class == StrideClass::contiguous; }
+  int64_t ndim() const { return static_cast<int64_t>(shape.size()); }
+  int64_t numel() const { return checked_numel(shape); }
+  friend bool operator==(const TensorLayout&, const TensorLayout&) = default;
+};
+std::ostream& operator<<(std::ostream& os, const TensorLayout& l);
+
+namespace detail {
+struct TensorImpl {
+  DType dtype = DType::float32;
+  Shape shape;
+  Strides strides;      // element strides (realized tensors)
+  int64_t offset = 0;   // element offset of index (0, ..., 0) into storage
+  Buffer storage;       // realized data
+  Device device = Device::cpu();
+  std::shared_ptr<RealizationState> state;  // set while unrealized
+};
+}  // namespace detail
+
+/// An n-dimensional array. Copying a Tensor copies the handle, not the data:
+/// views (reshape, slice, permute, ...) share storage. Element strides may be
+/// zero or negative. A tensor is either realized (it has storage) or
+/// unrealized (a value in a graph being recorded or lazily evaluated).
+class Tensor {
+ public:
+  /// An undefined tensor (no data, `defined()` is false).
+  Tensor() = default;
+  /// A realized view over `storage`. Throws IndexError when the view reaches
+  /// outside the storage.
+  Tensor(Buffer storage, DType dtype, Shape shape, Strides strides, int64_t offset = 0);
+  /// A new, uninitialised, contiguous tensor.
+  static Tensor empty(const Shape& shape, DType dtype = DType::float32, Device device = Device::cpu());
+  /// A tensor copied from `data`, reshaped to `shape` (default: 1-d). Throws
+  /// ShapeError when the element count does not match.
+  template <class T>
+  static Tensor from_vector(const std::vector<T>& data, Shape shape = {}) {
+    return from_data(data.data(), dtype_v<T>, data.size(), shape.empty() ? Shape{int64_t(data.size())} : shape);
+  }
+  /// Copies `n` elements of `dtype` from `data` into a new tensor of `shape`.
+  static Tensor from_data(const void* data, DType dtype, size_t n, const Shape& shape);
+
+  bool defined() const { return impl_ != nullptr; }
+  DType dtype() const { return impl().dtype; }
+  const Shape& shape() const { return impl().shape; }
+  const Strides& strides() const;
+  int64_t offset() const { return impl().offset; }
+  int64_t ndim() const { return static_cast<int64_t>(impl().shape.size()); }
+  int64_t numel() const;
+  /// Extent of `axis` (negative counts from the end).
+  int64_t size(int64_t axis) const;
+  Device device() const { return impl().device; }
+  TensorLayout layout() const;
+  StrideClass stride_class() const;
+  bool is_contiguous() const;
+  size_t itemsize() const { return size_of(dtype()); }
+
+  /// The storage (realizes the tensor first if needed).
+  const Buffer& buffer() const;
+  /// Address of element (0, ..., 0) (realizes first). Do not write through it
+  /// into a tensor that shares storage unless you mean to change every view.
+  void* data_ptr() const;
+  template <class T> T* data() const {
+    check_dtype(dtype_v<T>, "data");
+    return static_cast<T*>(data_ptr());
+  }
+
+  /// The value of a one-element tensor converted to T (default double).
+  /// Throws ShapeError when numel() != 1.
+  template <class T = double> T item() const;
+  /// All elements in row-major order, converted to T.
+  template <class T> std::vector<T> to_vector() const;
+  /// This tensor if contiguous, else a contiguous copy.
+  Tensor contiguous() const;
+  /// A copy converted to `dtype` (this tensor when the dtype already matches).
+  Tensor to(DType dtype) const;
+  /// A contiguous copy that shares nothing with this tensor.
+  Tensor clone() const;
+
+  // Realization (see trace/realization_context.h).
+  bool is_realized() const { return impl().state == nullptr; }
+  /// Realizes this tensor in its context (no-op when realized). Returns *this.
+  const Tensor& realize() const;
+
+  /// Shape-related methods, same as the free functions of the same name.
+  Tensor reshape(const Shape& shape) const;
+  Tensor permute(const std::vector<int64_t>& axes) const;
+  Tensor transpose(int64_t a = -2, int64_t b = -1) const;
+
+  /// Shares the impl: true when both handles are the same tensor.
+  bool is_same(const Tensor& o) const { return impl_ == o.impl_; }
+  detail::TensorImpl& impl() const;
+  explicit Tensor(std::shared_ptr<detail::TensorImpl> impl) : impl_(std::move(impl)) {}
+
+ private:
+  void check_dtype(DType want, const char* what) const;
+  std::shared_ptr<detail::TensorImpl> impl_;
+};
+
+/// Prints in numpy's format, e.g. `[[1., 2.],\n [3., 4.]]`; tensors with
+/// more than 1000 elements are summarised with `...` (3 items each side).
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
+extern template float Tensor::item<float>() const;
+extern template double Tensor::item<double>() const;
+extern template int32_t Tensor::item<int32_t>() const;
+extern template int64_t Tensor::item<int64_t>() const;
+extern template bool Tensor::item<bool>() const;
+extern template std::vector<float> Tensor::to_vector<float>() const;
+extern template std::vector<double> Tensor::to_vector<double>() const;
+extern template std::vector<int32_t> Tensor::to_vector<int32_t>() const;
+extern template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
+extern template std::vector<uint8_t> Tensor::to_vector<uint8_t>() const;
+extern template std::vector<int8_t> Tensor::to_vector<int8_t>() const;
+extern template std::vector<bool> Tensor::to_vector<bool>() const;
+extern template std::vector<float16_t> Tensor::to_vector<float16_t>() const;
+extern template std::vector<bfloat16_t> Tensor::to_vector<bfloat16_t>() const;
+
+}  // namespace kiln

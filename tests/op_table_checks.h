@@ -1,0 +1,20 @@
+// kiln tests: the table-driven check. test_op_table.cpp walks every row of
+// the op table and calls its category's checker, which runs the op on random
+// inputs of every dtype it accepts (empty and size-1 dims, broadcasting,
+// transposed/strided/negative-stride views, NaN and +-inf) and compares with
+// a float64 reference. A checker returns how many cases it compared; a row
+// whose checker compares nothing fails the walk.
+#pragma once
+#include <kiln/kiln.h>
+
+namespace kt {
+int check_unary_op(kiln::OpId op);
+int check_binary_op(kiln::OpId op);
+int check_ternary_op(kiln::OpId op);
+int check_reduce_op(kiln::OpId op);
+int check_scan_op(kiln::OpId op);
+int check_rownorm_op(kiln::OpId op);
+int check_matmul_op(kiln::OpId op);
+int check_view_op(kiln::OpId op);
+int check_data_op(kiln::OpId op);
+}  // namespace kt
