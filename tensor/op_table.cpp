@@ -3,6 +3,8 @@
 #include <array>
 #include <string>
 
+#include "realize_hook.h"
+
 namespace kiln {
 
 namespace {
@@ -99,7 +101,9 @@ Tensor apply(OpId op, std::span<const Tensor> inputs, const Attrs& attrs) {
   for (size_t i = 0; i < inputs.size(); ++i)
     if (!inputs[i].defined())
       throw ValueError(detail::op_prefix(op) + "input " + std::to_string(i) + " is an undefined tensor");
-  // Realization contexts (trace/) hook in here; the default is eager.
+  // Every op goes through the current realization context; the built-in
+  // eager context is the fast path (one thread-local read).
+  if (RealizationContext* ctx = detail::active_context()) return detail::context_apply(ctx, op, inputs, attrs);
   return detail::eager_execute(op, inputs, attrs);
 }
 

@@ -16,6 +16,7 @@
 namespace kiln {
 
 class RealizationState;  // graph values + context of an unrealized tensor (trace/)
+struct GraphValue;       // a value of a Graph (trace/graph.h)
 
 /// How a tensor's strides relate to its shape; part of a compiled call's cache key.
 enum class StrideClass : uint8_t {
@@ -115,6 +116,11 @@ class Tensor {
   /// A contiguous copy that shares nothing with this tensor.
   Tensor clone() const;
 
+  /// A tensor standing for graph value `v` in the current (graph) context;
+  /// throws RealizationError when the current context does not record into
+  /// v's graph.
+  static Tensor from_graph_value(const GraphValue& v);
+
   // Realization (see trace/realization_context.h).
   bool is_realized() const { return impl().state == nullptr; }
   /// Realizes this tensor in its context (no-op when realized). Returns *this.
@@ -128,6 +134,7 @@ class Tensor {
   /// Shares the impl: true when both handles are the same tensor.
   bool is_same(const Tensor& o) const { return impl_ == o.impl_; }
   detail::TensorImpl& impl() const;
+  const std::shared_ptr<detail::TensorImpl>& impl_ptr() const { return impl_; }
   explicit Tensor(std::shared_ptr<detail::TensorImpl> impl) : impl_(std::move(impl)) {}
 
  private:

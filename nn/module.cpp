@@ -1,0 +1,120 @@
+#include "module.h"
+
+#include <cxxabi.h>
+
+#include <cstdlib>
+#include <typeinfo>
+
+#include "../trace/subgraph.h"
+
+namespace kiln::nn {
+
+Module::~Module() = default;
+
+std::string Module::type_name() const {
+  int status = 0;
+  char* d = abi::__cxa_demangle(typeid(*this).name(), nullptr, nullptr, &status);
+  std::string n = status == 0 && d ? d : typeid(*this).name();
+  std::free(d);
+  auto pos = n.rfind("::");
+  return pos == std::string::npos ? n : n.substr(pos + 2);
+}
+
+void Module::register_parameter(const std::string& name, Tensor value) {
+  if (name.empty() || name.find('.') != std::string::npos)
+    throw ValueError("Module::register_parameter: name '" + name + "' must be non-empty and contain no '.'");
+  if (!value.defined() || !value.is_realized())
+    throw ValueError("Module::register_parameter: '" + name + "' must be a realized tensor");
+  for (auto& [n, t] : params_)
+    if (n == name) throw ValueError("Module::register_parameter: '" + name + "' is already registered");
+  params_.emplace_back(name, std::move(value));
+}
+
+void Module::add_child(const std::string& name, std::shared_ptr<Module> m) {
+  if (!m) throw ValueError("Module::register_module: '" + name + "' is null");
+  if (name.empty() || name.find('.') != std::string::npos)
+    throw ValueError("Module::register_module: name '" + name + "' must be non-empty and contain no '.'");
+  for (auto& [n, c] : children_)
+    if (n == name) throw ValueError("Module::register_module: '" + name + "' is already registered");
+  m->set_path(path_ + name + ".");
+  children_.emplace_back(name, std::move(m));
+}
+
+void Module::set_path(const std::string& p) {
+  path_ = p;
+  for (auto& [n, c] : children_) c->set_path(p + n + ".");
+}
+
+void Module::collect(std::vector<std::pair<std::string, Tensor>>& out) const {
+  for (const auto& [n, t] : params_) out.emplace_back(path_ + n, t);
+  for (const auto& [n, c] : children_) c->collect(out);
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_parameters() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  collect(out);
+  // Paths are absolute; strip this module's own prefix so a child reports
+  // the same names a root would.
+  for (auto& [n, t] : out) n = n.substr(path_.size());
+  return out;
+}
+
+std::map<std::string, Tensor> Module::state_dict() const {
+  auto v = named_parameters();
+  return {v.begin(), v.end()};
+}
+
+void Module::load_state_dict(const std::map<std::string, Tensor>& sd) {
+  std::map<std::string, Tensor*> slots;
+  std::function<void(Module&)> walk = [&](Module& m) {
+    for (auto& [n, t] : m.params_) slots[(m.path_ + n).substr(path_.size())] = &t;
+    for (auto& [n, c] : m.children_) walk(*c);
+  };
+  walk(*this);
+  for (const auto& [k, v] : sd) {
+    auto it = slots.find(k);
+    if (it == slots.end()) throw ValueError("load_state_dict: no parameter named '" + k + "'");
+    if (v.dtype() != it->second->dtype() || v.shape() != it->second->shape())
+      throw ValueError("load_state_dict: '" + k + "' expects " + std::string(name(it->second->dtype())) +
+                       shape_str(it->second->shape()) + ", got " + std::string(name(v.dtype())) + shape_str(v.shape()));
+    *it->second = v;
+  }
+}
+
+Tensor Module::param(const std::string& name) const {
+  const Tensor* t = nullptr;
+  for (const auto& [n, p] : params_)
+    if (n == name) t = &p;
+  if (!t) throw ValueError(type_name() + ": no parameter named '" + name + "'");
+  auto* g = dynamic_cast<GraphRealizationContext*>(&current_realization_context());
+  if (!g) return *t;
+  const std::string full = path_ + name;
+  const std::string& pre = g->prefix();
+  if (full.compare(0, pre.size(), pre) != 0)
+    throw ValueError(type_name() + ": parameter '" + full + "' is not under the enclosing call's prefix '" + pre + "'");
+  // Inside a shared body the name is relative and resolved per call (placeholder).
+  GraphValue v = g->graph().add_weight(full.substr(pre.size()), TensorType(t->dtype(), t->shape(), t->device()),
+                                       !pre.empty());
+  return g->create_unrealized({v});
+}
+
+Tensor Module::operator()(const Tensor& x) {
+  GraphRealizationContext* ctx = subgraph_ && !path_.empty() ? detail::armed_context() : nullptr;
+  if (!ctx) return forward(x);
+  // Key: the module's type, its parameters' names and types, the operand
+  // type, and that a prefix is used; layers that differ only in weight values share a body.
+  std::string key = "module:" + type_name() + "|";
+  for (const auto& [n, t] : named_parameters()) key += n + "=" + TensorType(t.dtype(), t.shape(), t.device()).str() + ";";
+  key += "|" + detail::types_key({x}) + "|1";
+  TreeDef out_tree;
+  auto outs = detail::call_subgraph(
+      *ctx, type_name(), key, {x}, path_,
+      [&](const std::vector<Tensor>& args, TreeDef& ot) {
+        ot = TreeDef{};
+        return std::vector<Tensor>{forward(args[0])};
+      },
+      out_tree);
+  return outs.at(0);
+}
+
+}  // namespace kiln::nn

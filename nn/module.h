@@ -1,0 +1,72 @@
+// kiln: a minimal nn::Module: named parameters with dotted paths
+// ("layers.3.weight") and child modules. While a graph is being traced a
+// parameter is a named weight of the graph (bound when compiling) instead
+// of a constant; a module marked with set_subgraph(true) is traced once per
+// key and called (see trace/subgraph.h), its weights resolved through the
+// call's prefix.
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "../tensor/tensor.h"
+
+namespace kiln::nn {
+
+class Module {
+ public:
+  Module() = default;
+  virtual ~Module();
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  /// The computation. Use param("name") for parameters inside it.
+  virtual Tensor forward(const Tensor& x) = 0;
+  /// A short type name for subgraph bodies ("Linear"); default: the demangled class name.
+  virtual std::string type_name() const;
+
+  /// Runs forward, as a deduplicated subgraph call when this module is
+  /// marked (set_subgraph) and a root trace is active.
+  Tensor operator()(const Tensor& x);
+
+  /// (dotted path, tensor) for every parameter, depth first in registration order.
+  std::vector<std::pair<std::string, Tensor>> named_parameters() const;
+  /// named_parameters() as a map (the weights registry for compile()).
+  std::map<std::string, Tensor> state_dict() const;
+  /// Replaces parameters by path; an unknown path or a shape/dtype mismatch throws ValueError.
+  void load_state_dict(const std::map<std::string, Tensor>& sd);
+  /// This module's prefix: "" for a root, "layers.3." for a child.
+  const std::string& path() const { return path_; }
+  /// Marks the module to be traced as one shared subgraph body per key.
+  Module& set_subgraph(bool on = true) {
+    subgraph_ = on;
+    return *this;
+  }
+
+ protected:
+  /// Adds a parameter (a realized tensor) named `name`.
+  void register_parameter(const std::string& name, Tensor value);
+  /// Adds a child module reachable as `name.` in paths.
+  template <class M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
+    add_child(name, m);
+    return m;
+  }
+  /// The parameter as the current context sees it: the tensor itself when
+  /// running eagerly or lazily; a weight node named by its path (relative to
+  /// the enclosing call's prefix) while tracing a graph.
+  Tensor param(const std::string& name) const;
+
+ private:
+  void add_child(const std::string& name, std::shared_ptr<Module> m);
+  void set_path(const std::string& p);
+  void collect(std::vector<std::pair<std::string, Tensor>>& out) const;
+  std::string path_;
+  bool subgraph_ = false;
+  std::vector<std::pair<std::string, Tensor>> params_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+};
+
+}  // namespace kiln::nn

@@ -1,0 +1,169 @@
+// Realization contexts: eager, lazy and graph; sources, nesting, defaults.
+#include "test_util.h"
+
+using namespace kiln;
+
+TEST_SUITE("realization") {
+  TEST_CASE("the default context is eager and runs each op at once") {
+    CHECK(dynamic_cast<EagerRealizationContext*>(&current_realization_context()) != nullptr);
+    CHECK_FALSE(in_graph_context());
+    Tensor a = tensor({1.f, 2.f, 3.f});
+    Tensor b = a + 1.0f;
+    CHECK(b.is_realized());
+    CHECK(b.to_vector<float>() == std::vector<float>{2.f, 3.f, 4.f});
+  }
+
+  TEST_CASE("graph context records nodes instead of computing") {
+    Graph g("my_model", {TensorType(DType::float32, {3}, Device::cpu())});
+    {
+      GraphRealizationContext ctx(g);
+      CHECK(in_graph_context());
+      CHECK(&current_realization_context() == &ctx);
+      Tensor a = Tensor::from_graph_value(g.inputs()[0]);
+      CHECK_FALSE(a.is_realized());
+      Tensor y = exp(a) * 2.0f;
+      CHECK_FALSE(y.is_realized());
+      CHECK(y.shape() == Shape{3});
+      CHECK(y.dtype() == DType::float32);
+      g.output(y);
+    }
+    CHECK_FALSE(in_graph_context());
+    g.verify();
+    auto counts = g.op_counts();
+    CHECK(counts["exp"] == 1);
+    CHECK(counts["mul"] == 1);
+    CHECK(g.to_text().find("exp(%0)") != std::string::npos);
+  }
+
+  TEST_CASE("realize_all in a graph context throws, and realizing a graph tensor throws") {
+    Graph g("g", {TensorType(DType::float32, {2})});
+    GraphRealizationContext ctx(g);
+    CHECK_THROWS_WITH_AS(ctx.realize_all(), doctest::Contains("can't realize from a graph context"),
+                         RealizationError);
+    Tensor a = Tensor::from_graph_value(g.inputs()[0]);
+    CHECK_THROWS_AS(a.item<float>(), RealizationError);
+    CHECK_THROWS_AS(a.to_vector<float>(), RealizationError);
+  }
+
+  TEST_CASE("add_source embeds realized tensors as constants; unrealized ones are refused") {
+    Graph g("g", {TensorType(DType::float32, {2})});
+    GraphRealizationContext ctx(g);
+    Tensor c = tensor({5.f, 6.f});
+    auto st1 = ctx.add_source(c);
+    auto st2 = ctx.add_source(c);
+    CHECK(st1->values[0] == st2->values[0]);  // same tensor -> same constant
+    CHECK(g.node(g.producer(st1->values[0].id)).kind == NodeKind::constant);
+    Tensor a = Tensor::from_graph_value(g.inputs()[0]);
+    CHECK_THROWS_WITH_AS(ctx.add_source(a), doctest::Contains("only realized tensors may be graph sources"),
+                         RealizationError);
+    CHECK_THROWS_AS(ctx.add_mutable_source(a), RealizationError);
+    // A captured realized tensor used in an op becomes a constant.
+    Tensor y = a + c;
+    g.output(y);
+    g.verify();
+    int consts = 0;
+    for (const auto& n : g.nodes()) consts += n.kind == NodeKind::constant;
+    CHECK(consts == 1);
+  }
+
+  TEST_CASE("from_graph_value outside the graph's context is an error") {
+    Graph g("g", {TensorType(DType::float32, {2})});
+    CHECK_THROWS_WITH_AS(Tensor::from_graph_value(g.inputs()[0]), doctest::Contains("current context records into"),
+                         RealizationError);
+  }
+
+  TEST_CASE("shape errors surface while recording") {
+    Graph g("g", {TensorType(DType::float32, {3, 4}), TensorType(DType::float32, {5})});
+    GraphRealizationContext ctx(g);
+    Tensor a = Tensor::from_graph_value(g.inputs()[0]);
+    Tensor b = Tensor::from_graph_value(g.inputs()[1]);
+    CHECK_THROWS_WITH_AS(a + b, "add: cannot broadcast shapes [3, 4] and [5]", ShapeError);
+  }
+
+  TEST_CASE("contexts nest; the innermost is current") {
+    Graph outer("outer", {TensorType(DType::float32, {2})});
+    Graph inner("inner", {TensorType(DType::float32, {2})});
+    GraphRealizationContext c1(outer);
+    {
+      GraphRealizationContext c2(inner);
+      CHECK(&current_realization_context() == &c2);
+      Tensor x = Tensor::from_graph_value(inner.inputs()[0]);
+      inner.output(x * x);
+    }
+    CHECK(&current_realization_context() == &c1);
+    CHECK(inner.op_counts()["mul"] == 1);
+    CHECK(outer.op_counts().empty());
+  }
+
+  TEST_CASE("lazy: ops are recorded and realized on demand, once") {
+    Tensor x = tensor({1.f, 2.f, 3.f});
+    Tensor b, c;
+    std::shared_ptr<LazyRealizationContext> keep;
+    {
+      auto scope = lazy();
+      Tensor a = x + 1.0f;  // shared dependency
+      b = a * 2.0f;
+      c = a * 3.0f;
+      CHECK_FALSE(b.is_realized());
+      // Realizing while the lazy context is current is an error, and leaves the tensors unrealized.
+      CHECK_THROWS_WITH_AS(b.item<float>(), doctest::Contains("before its realization context is completed"),
+                           RealizationError);
+      CHECK_FALSE(b.is_realized());
+      Tensor dead = exp(x);  // dies before realization: dropped
+      (void)dead;
+      CHECK(scope.context().ops_executed() == 0);
+    }
+    CHECK_FALSE(b.is_realized());
+    CHECK(b.to_vector<float>() == std::vector<float>{4.f, 6.f, 8.f});
+    // c was realized in the same run; a was computed once; the dead exp never ran.
+    CHECK(c.is_realized());
+    CHECK(c.to_vector<float>() == std::vector<float>{6.f, 9.f, 12.f});
+  }
+
+  TEST_CASE("lazy: shared dependency computed once, dead tensors dropped (counted)") {
+    Tensor x = tensor({1.f, 2.f});
+    auto ctx = std::make_shared<LazyRealizationContext>();
+    Tensor b, c;
+    {
+      RealizationScope s(*ctx);
+      Tensor a = x + 1.0f;
+      b = a * 2.0f;
+      c = a - 1.0f;
+      { Tensor dead = exp(a) + 1.0f; }
+    }
+    b.realize();
+    CHECK(ctx->ops_executed() == 3);  // a, b, c; not exp/add of the dead tensor
+    c.realize();
+    CHECK(ctx->ops_executed() == 3);
+    CHECK(c.to_vector<float>() == std::vector<float>{1.f, 2.f});
+  }
+
+  TEST_CASE("a lazy tensor used in a user graph becomes a constant there") {
+    Tensor lazy_t;
+    {
+      auto scope = lazy();
+      lazy_t = tensor({1.f, 2.f}) * 10.0f;
+    }
+    Graph g("g", {TensorType(DType::float32, {2})});
+    {
+      GraphRealizationContext ctx(g);
+      Tensor a = Tensor::from_graph_value(g.inputs()[0]);
+      g.output(a + lazy_t);
+    }
+    CHECK(lazy_t.is_realized());
+    int consts = 0;
+    for (const auto& n : g.nodes()) consts += n.kind == NodeKind::constant;
+    CHECK(consts == 1);
+  }
+
+  TEST_CASE("set_default_realization_context applies at once and its handle undoes it") {
+    auto lazy_ctx = std::make_shared<LazyRealizationContext>();
+    auto h = set_default_realization_context(lazy_ctx);
+    CHECK(&current_realization_context() == lazy_ctx.get());
+    Tensor t = tensor({1.f}) + 1.0f;
+    CHECK_FALSE(t.is_realized());
+    h.restore();
+    CHECK(dynamic_cast<EagerRealizationContext*>(&current_realization_context()) != nullptr);
+    CHECK(t.item<float>() == 2.f);
+  }
+}

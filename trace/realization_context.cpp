@@ -1,0 +1,283 @@
+#include "realization_context.h"
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+
+#include "../tensor/realize_hook.h"
+
+namespace kiln {
+
+namespace {
+thread_local std::vector<RealizationContext*> t_stack;
+
+std::mutex g_default_mu;
+std::shared_ptr<RealizationContext> g_default;           // null = built-in eager
+std::atomic<RealizationContext*> g_default_raw{nullptr};  // fast-path read of g_default
+
+EagerRealizationContext& builtin_eager() {
+  static EagerRealizationContext ctx;
+  return ctx;
+}
+
+void push(RealizationContext* c) { t_stack.push_back(c); }
+void pop(RealizationContext* c) {
+  // Normally the top; tolerate out-of-order destruction rather than corrupt the stack.
+  auto it = std::find(t_stack.rbegin(), t_stack.rend(), c);
+  if (it != t_stack.rend()) t_stack.erase(std::next(it).base());
+}
+}  // namespace
+
+// ---- hooks used by tensor/ ----------------------------------------------------------
+RealizationContext* detail::active_context() {
+  if (!t_stack.empty()) return t_stack.back();
+  return g_default_raw.load(std::memory_order_acquire);
+}
+
+Tensor detail::context_apply(RealizationContext* ctx, OpId op, std::span<const Tensor> in, const Attrs& attrs) {
+  return ctx->apply_op(op, in, attrs);
+}
+
+void detail::realize_tensor(const Tensor& t) {
+  const auto& st = t.impl().state;
+  if (!st) return;
+  RealizationContext* c = st->context();
+  if (!c) throw RealizationError("realize: the realization context that recorded this tensor no longer exists");
+  c->realize_all();
+  if (t.impl().state) throw RealizationError("realize: the tensor's context did not realize it");
+}
+
+// ---- RealizationContext ---------------------------------------------------------------
+RealizationContext::RealizationContext() : link_(std::make_shared<detail::ContextLink>()) { link_->ctx = this; }
+RealizationContext::~RealizationContext() { link_->ctx = nullptr; }
+
+bool RealizationContext::is_current() const { return !t_stack.empty() && t_stack.back() == this; }
+
+Tensor RealizationContext::create_unrealized(std::vector<GraphValue> values, std::optional<Device> mapping) {
+  if (values.empty()) throw ValueError("create_unrealized: needs at least one graph value");
+  for (const auto& v : values)
+    if (v.graph != &graph())
+      throw RealizationError("create_unrealized: value %" + std::to_string(v.id) + " belongs to graph '" +
+                             (v.graph ? v.graph->name() : std::string("?")) + "', not to this context's graph '" +
+                             graph().name() + "'");
+  auto impl = std::make_shared<detail::TensorImpl>();
+  const TensorType& ty = values[0].type();
+  impl->dtype = ty.dtype;
+  impl->shape = ty.shape;
+  impl->device = mapping ? *mapping : ty.device;
+  impl->state = std::make_shared<RealizationState>(std::move(values), link_);
+  return Tensor(std::move(impl));
+}
+
+GraphValue RealizationContext::value_of(const Tensor& t) {
+  const auto& st = t.impl().state;
+  if (st) {
+    if (st->link() == link_) return st->values[0];
+    t.realize();  // another context's tensor: realize it there, then it is a source here
+  }
+  return add_source(t)->values[0];
+}
+
+Tensor RealizationContext::apply_op(OpId op, std::span<const Tensor> in, const Attrs& attrs) {
+  GraphValue vals[8];
+  std::vector<GraphValue> many;
+  std::span<const GraphValue> args;
+  if (in.size() <= 8) {
+    for (size_t i = 0; i < in.size(); ++i) vals[i] = value_of(in[i]);
+    args = std::span<const GraphValue>(vals, in.size());
+  } else {
+    for (const auto& t : in) many.push_back(value_of(t));
+    args = many;
+  }
+  GraphValue out = graph().add_op(op, args, attrs);
+  return create_unrealized({out});
+}
+
+// ---- Eager ----------------------------------------------------------------------------
+EagerRealizationContext::EagerRealizationContext() = default;
+EagerRealizationContext::~EagerRealizationContext() = default;
+
+std::shared_ptr<RealizationState> EagerRealizationContext::add_source(const Tensor& t) {
+  if (!t.is_realized()) throw RealizationError("add_source: only realized tensors may be graph sources");
+  return std::make_shared<RealizationState>(std::vector<GraphValue>{graph_.add_constant(t, false)}, link_);
+}
+
+Tensor EagerRealizationContext::apply_op(OpId op, std::span<const Tensor> in, const Attrs& attrs) {
+  return detail::eager_execute(op, in, attrs);
+}
+
+// ---- Lazy -----------------------------------------------------------------------------
+LazyRealizationContext::LazyRealizationContext() : graph_(std::make_unique<Graph>("lazy")) {}
+LazyRealizationContext::~LazyRealizationContext() = default;
+
+std::shared_ptr<RealizationState> LazyRealizationContext::add_source(const Tensor& t) {
+  if (!t.is_realized()) throw RealizationError("add_source: only realized tensors may be graph sources");
+  const detail::TensorImpl* key = &t.impl();
+  auto it = sources_.find(key);
+  int32_t v;
+  if (it != sources_.end()) {
+    v = it->second;
+  } else {
+    // No copy: a lazy region reads its sources when it is realized. The
+    // constant node keeps the tensor alive, so the key cannot be reused.
+    v = graph_->add_constant(t, false).id;
+    sources_[key] = v;
+  }
+  return std::make_shared<RealizationState>(std::vector<GraphValue>{{graph_.get(), v}}, link_, weak_from_this().lock());
+}
+
+Tensor LazyRealizationContext::create_unrealized(std::vector<GraphValue> values, std::optional<Device> mapping) {
+  Tensor t = RealizationContext::create_unrealized(std::move(values), mapping);
+  auto& st = t.impl().state;
+  st = std::make_shared<RealizationState>(st->values, link_, weak_from_this().lock());
+  pending_.emplace_back(t.impl_ptr());
+  return t;
+}
+
+void LazyRealizationContext::realize_all() {
+  if (is_current())
+    throw RealizationError(
+        "realize: can't realize a tensor before its realization context is completed (leave the kiln::lazy() scope "
+        "first)");
+  Graph& g = *graph_;
+  // Live tensors still waiting for a value; dead ones are simply dropped.
+  std::vector<std::shared_ptr<detail::TensorImpl>> live;
+  for (auto& w : pending_)
+    if (auto p = w.lock(); p && p->state && p->state->link() == link_) live.push_back(std::move(p));
+  if (live.empty()) return;
+  std::vector<char> need(g.num_values(), 0);
+  for (auto& p : live) need[p->state->values[0].id] = 1;
+  std::vector<char> run(g.num_nodes(), 0);
+  for (size_t i = g.num_nodes(); i-- > 0;) {
+    const Node& n = g.node(i);
+    bool used = false;
+    for (int32_t v : n.outputs) used = used || need[v];
+    if (!used) continue;
+    run[i] = 1;
+    for (int32_t v : n.inputs) need[v] = 1;
+  }
+  // Until the compiler handles lazy regions, run node by node with the eager
+  // kernels; each needed node runs exactly once.
+  std::vector<Tensor> val(g.num_values());
+  std::vector<Tensor> args;
+  for (size_t i = 0; i < g.num_nodes(); ++i) {
+    if (!run[i]) continue;
+    const Node& n = g.node(i);
+    if (n.kind == NodeKind::constant) {
+      val[n.outputs[0]] = n.data;
+    } else if (n.kind == NodeKind::op) {
+      args.clear();
+      for (int32_t v : n.inputs) args.push_back(val[v]);
+      val[n.outputs[0]] = detail::eager_execute(n.op, args, n.attrs);
+      ++ops_executed_;
+    } else {
+      throw RealizationError("realize: a lazy graph cannot contain inputs, weights or calls");
+    }
+  }
+  for (auto& p : live) {
+    const detail::TensorImpl& r = val[p->state->values[0].id].impl();
+    p->storage = r.storage;
+    p->strides = r.strides;
+    p->offset = r.offset;
+    p->device = r.device;
+    p->state.reset();
+  }
+  // Everything recorded so far is realized (or dead): start a fresh graph.
+  pending_.clear();
+  sources_.clear();
+  graph_ = std::make_unique<Graph>("lazy");
+}
+
+// ---- Graph ----------------------------------------------------------------------------
+GraphRealizationContext::GraphRealizationContext(Graph& graph, std::vector<GraphValue> signal_buffers,
+                                                 std::string prefix)
+    : graph_(&graph), signal_buffers_(std::move(signal_buffers)), prefix_(std::move(prefix)) {
+  push(this);
+}
+
+GraphRealizationContext::~GraphRealizationContext() { pop(this); }
+
+void GraphRealizationContext::realize_all() {
+  throw RealizationError("realize: can't realize from a graph context (graph '" + graph_->name() +
+                         "'); its tensors are symbolic values until the graph is compiled and called");
+}
+
+std::shared_ptr<RealizationState> GraphRealizationContext::add_source(const Tensor& t) {
+  if (!t.is_realized())
+    throw RealizationError("add_source: only realized tensors may be graph sources (this tensor is unrealized)");
+  const detail::TensorImpl* key = &t.impl();
+  auto it = sources_.find(key);
+  int32_t v;
+  if (it != sources_.end()) {
+    v = it->second;
+  } else {
+    v = graph_->add_constant(t).id;
+    sources_[key] = v;
+    pinned_.push_back(t);  // keep the key's address from being reused
+  }
+  return std::make_shared<RealizationState>(std::vector<GraphValue>{{graph_, v}}, link_);
+}
+
+// ---- scopes and defaults -----------------------------------------------------------------
+RealizationContext& current_realization_context() {
+  if (RealizationContext* c = detail::active_context()) return *c;
+  return builtin_eager();
+}
+
+bool in_graph_context() { return dynamic_cast<GraphRealizationContext*>(&current_realization_context()) != nullptr; }
+
+RealizationScope::RealizationScope(RealizationContext& ctx) : ctx_(&ctx) { push(ctx_); }
+RealizationScope::~RealizationScope() { pop(ctx_); }
+
+LazyScope::LazyScope() : ctx_(std::make_shared<LazyRealizationContext>()) { scope_.emplace(*ctx_); }
+LazyScope::~LazyScope() { scope_.reset(); }
+LazyScope lazy() { return LazyScope(); }
+
+void DefaultContextHandle::restore() {
+  if (restored_) return;
+  restored_ = true;
+  std::lock_guard<std::mutex> lock(g_default_mu);
+  g_default = previous_;
+  g_default_raw.store(g_default.get(), std::memory_order_release);
+}
+
+DefaultContextHandle set_default_realization_context(std::shared_ptr<RealizationContext> ctx) {
+  std::lock_guard<std::mutex> lock(g_default_mu);
+  auto prev = g_default;
+  g_default = std::move(ctx);
+  g_default_raw.store(g_default.get(), std::memory_order_release);
+  return DefaultContextHandle(std::move(prev));
+}
+
+// ---- Tensor and Graph members that need contexts ---------------------------------------------
+Tensor Tensor::from_graph_value(const GraphValue& v) {
+  RealizationContext& ctx = current_realization_context();
+  if (v.graph != &ctx.graph())
+    throw RealizationError("from_graph_value: the value belongs to graph '" +
+                           (v.graph ? v.graph->name() : std::string("?")) +
+                           "' but the current context records into '" + ctx.graph().name() +
+                           "' (enter a GraphRealizationContext for that graph first)");
+  return ctx.create_unrealized({v});
+}
+
+void Graph::output(const Tensor& t) { output(std::vector<Tensor>{t}); }
+
+void Graph::output(const std::vector<Tensor>& ts) {
+  std::vector<GraphValue> vs;
+  for (size_t i = 0; i < ts.size(); ++i) {
+    const Tensor& t = ts[i];
+    if (!t.defined()) throw ValueError("Graph::output: result " + std::to_string(i) + " is an undefined tensor");
+    const auto& st = t.impl().state;
+    if (st && st->values[0].graph == this) {
+      vs.push_back(st->values[0]);
+    } else if (!st) {
+      vs.push_back(add_constant(t));
+    } else {
+      throw ValueError("Graph::output: result " + std::to_string(i) + " is a value of graph '" +
+                       st->values[0].graph->name() + "', not of '" + name_ + "'");
+    }
+  }
+  output_values(vs);
+}
+
+}  // namespace kiln

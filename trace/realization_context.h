@@ -1,0 +1,192 @@
+// kiln: realization contexts: whether an op runs now (eager), is recorded
+// for later (lazy), or is recorded into a graph being built (graph). Every
+// op goes through the current context (tensor/op_table.h: apply). Semantics
+// follow MAX's max.experimental.realization_context.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "../tensor/op_table.h"
+#include "graph.h"
+#include "pytree.h"
+
+namespace kiln {
+
+class RealizationContext;
+namespace detail {
+/// Shared between a context and the states it created, so a state can tell
+/// when its context is gone (ctx becomes null).
+struct ContextLink {
+  RealizationContext* ctx = nullptr;
+};
+}  // namespace detail
+
+/// What an unrealized tensor is: its graph value(s) (one per shard) and the
+/// context that can realize it.
+class RealizationState {
+ public:
+  RealizationState(std::vector<GraphValue> values, std::shared_ptr<detail::ContextLink> link,
+                   std::shared_ptr<void> keep_alive = nullptr)
+      : values(std::move(values)), link_(std::move(link)), keep_alive_(std::move(keep_alive)) {}
+  std::vector<GraphValue> values;
+  /// The owning context, or null when it no longer exists.
+  RealizationContext* context() const { return link_ ? link_->ctx : nullptr; }
+  const std::shared_ptr<detail::ContextLink>& link() const { return link_; }
+
+ private:
+  std::shared_ptr<detail::ContextLink> link_;
+  std::shared_ptr<void> keep_alive_;  // lazy contexts live as long as their tensors
+};
+
+/// The protocol every context implements.
+class RealizationContext {
+ public:
+  RealizationContext();
+  virtual ~RealizationContext();
+  RealizationContext(const RealizationContext&) = delete;
+  RealizationContext& operator=(const RealizationContext&) = delete;
+
+  /// The graph ops are recorded into.
+  virtual Graph& graph() = 0;
+  /// Realizes every live unrealized tensor of this context. Throws
+  /// RealizationError while this context is current, or for a graph context.
+  virtual void realize_all() = 0;
+  /// Makes a realized tensor usable in this context's graph (a constant in a
+  /// graph context). An unrealized tensor is an error.
+  virtual std::shared_ptr<RealizationState> add_source(const Tensor& t) = 0;
+  /// As add_source, for a tensor the graph may write (a constant in a graph context).
+  virtual std::shared_ptr<RealizationState> add_mutable_source(const Tensor& t) { return add_source(t); }
+  /// A tensor backed by `values` of this context's graph. `device` defaults
+  /// to the first value's device.
+  virtual Tensor create_unrealized(std::vector<GraphValue> values, std::optional<Device> mapping = std::nullopt);
+  /// Runs or records one op (called by apply()).
+  virtual Tensor apply_op(OpId op, std::span<const Tensor> in, const Attrs& attrs);
+
+  /// True when this context is the innermost one on this thread's stack.
+  bool is_current() const;
+  /// The graph value standing for `t` here: its own value if it belongs to
+  /// this context, else (after realizing it if needed) add_source(t).
+  GraphValue value_of(const Tensor& t);
+
+ protected:
+  std::shared_ptr<detail::ContextLink> link_;
+};
+
+/// Runs each op at once with the eager kernels (the default context).
+class EagerRealizationContext : public RealizationContext {
+ public:
+  EagerRealizationContext();
+  ~EagerRealizationContext() override;
+  Graph& graph() override { return graph_; }
+  void realize_all() override {}
+  std::shared_ptr<RealizationState> add_source(const Tensor& t) override;
+  Tensor apply_op(OpId op, std::span<const Tensor> in, const Attrs& attrs) override;
+
+ private:
+  Graph graph_{"main"};
+};
+
+/// Records ops; tensors realize on demand (item(), to_vector, printing,
+/// data access, realize()), all live tensors of the context together, so a
+/// shared dependency is computed once; tensors that died are dropped.
+class LazyRealizationContext : public RealizationContext,
+                               public std::enable_shared_from_this<LazyRealizationContext> {
+ public:
+  LazyRealizationContext();
+  ~LazyRealizationContext() override;
+  Graph& graph() override { return *graph_; }
+  void realize_all() override;
+  std::shared_ptr<RealizationState> add_source(const Tensor& t) override;
+  Tensor create_unrealized(std::vector<GraphValue> values, std::optional<Device> mapping = std::nullopt) override;
+  /// Op nodes executed by realizations so far (for tests and diagnostics).
+  int64_t ops_executed() const { return ops_executed_; }
+
+ private:
+  std::unique_ptr<Graph> graph_;
+  std::vector<std::weak_ptr<detail::TensorImpl>> pending_;
+  std::map<const detail::TensorImpl*, int32_t> sources_;  // realized tensor -> its constant value
+  int64_t ops_executed_ = 0;
+};
+
+/// Records ops into `graph`; never realizes. Constructing one makes it the
+/// current context of this thread until it is destroyed (RAII).
+class GraphRealizationContext : public RealizationContext {
+ public:
+  explicit GraphRealizationContext(Graph& graph, std::vector<GraphValue> signal_buffers = {}, std::string prefix = "");
+  ~GraphRealizationContext() override;
+
+  Graph& graph() override { return *graph_; }
+  /// Always throws RealizationError ("can't realize from a graph context").
+  void realize_all() override;
+  /// Embeds a realized tensor as a constant; an unrealized one throws RealizationError.
+  std::shared_ptr<RealizationState> add_source(const Tensor& t) override;
+
+  const std::string& prefix() const { return prefix_; }
+  const std::vector<GraphValue>& signal_buffers() const { return signal_buffers_; }
+  /// Subgraph dedup table (key -> subgraph name); null means calls are inlined.
+  std::shared_ptr<std::map<std::string, std::string>> subgraph_cache;
+  /// Output tree per dedup key, to rebuild a cached call's results without
+  /// tracing the body again.
+  std::map<std::string, TreeDef> subgraph_out_defs;
+
+ private:
+  Graph* graph_;
+  std::vector<GraphValue> signal_buffers_;
+  std::string prefix_;
+  std::map<const detail::TensorImpl*, int32_t> sources_;
+  std::vector<Tensor> pinned_;
+};
+
+/// The innermost context on this thread, or the default one.
+RealizationContext& current_realization_context();
+/// True when the innermost context records into a graph (not eager/lazy).
+bool in_graph_context();
+
+/// Makes `ctx` current on this thread until destroyed (contexts nest).
+class RealizationScope {
+ public:
+  explicit RealizationScope(RealizationContext& ctx);
+  ~RealizationScope();
+  RealizationScope(const RealizationScope&) = delete;
+  RealizationScope& operator=(const RealizationScope&) = delete;
+
+ private:
+  RealizationContext* ctx_;
+};
+
+/// A lazy region: `{ auto scope = kiln::lazy(); ... }`. Tensors made inside
+/// stay unrealized until needed after the scope ends.
+class LazyScope {
+ public:
+  LazyScope();
+  ~LazyScope();
+  LazyScope(const LazyScope&) = delete;
+  LazyScope& operator=(const LazyScope&) = delete;
+  LazyRealizationContext& context() { return *ctx_; }
+
+ private:
+  std::shared_ptr<LazyRealizationContext> ctx_;
+  std::optional<RealizationScope> scope_;
+};
+[[nodiscard]] LazyScope lazy();
+
+/// Undoes a set_default_realization_context when restore() is called.
+class [[nodiscard]] DefaultContextHandle {
+ public:
+  explicit DefaultContextHandle(std::shared_ptr<RealizationContext> previous) : previous_(std::move(previous)) {}
+  void restore();
+
+ private:
+  std::shared_ptr<RealizationContext> previous_;
+  bool restored_ = false;
+};
+/// Replaces the process-wide default context (used when no scope is active;
+/// null restores the built-in eager context). Returns a handle that undoes it.
+DefaultContextHandle set_default_realization_context(std::shared_ptr<RealizationContext> ctx);
+
+}  // namespace kiln

@@ -1,0 +1,54 @@
+#include "stage.h"
+
+namespace kiln::detail {
+
+TraceSession::TraceSession(const std::string& name, const std::vector<TensorLayout>& in_layouts,
+                           bool allow_subgraphs)
+    : graph_(std::make_shared<Graph>(name)) {
+  for (const auto& l : in_layouts) graph_->add_input(TensorType(l));
+  ctx_.emplace(*graph_);
+  if (allow_subgraphs) ctx_->subgraph_cache = std::make_shared<std::map<std::string, std::string>>();
+  for (const auto& v : graph_->inputs()) inputs_.push_back(ctx_->create_unrealized({v}));
+}
+
+TraceSession::~TraceSession() = default;
+
+namespace {
+// First path whose leaf is static (not a tensor), or "" when none.
+bool find_static(const TreeDef& d, const std::string& path, std::string& where, std::string& what) {
+  if (d.kind == TreeDef::Kind::static_leaf || d.kind == TreeDef::Kind::none) {
+    where = path.empty() ? "(the result itself)" : path;
+    what = d.kind == TreeDef::Kind::none ? "an empty optional" : d.value;
+    return true;
+  }
+  for (size_t i = 0; i < d.children.size(); ++i) {
+    std::string k = (d.kind == TreeDef::Kind::dict || d.kind == TreeDef::Kind::record) ? d.keys[i] : std::to_string(i);
+    if (find_static(d.children[i], join_path(path, k), where, what)) return true;
+  }
+  return false;
+}
+}  // namespace
+
+StagedGraph TraceSession::finish(const std::vector<Tensor>& outs, TreeDef out_tree, TreeDef in_tree,
+                                 std::vector<TensorLayout> in_layouts) {
+  std::string where, what;
+  if (find_static(out_tree, "", where, what))
+    throw ValueError("stage: output " + where + " is not a tensor (got " + what +
+                     "); a staged function must return tensors only");
+  auto paths = out_tree.leaf_paths();
+  for (size_t i = 0; i < outs.size(); ++i)
+    if (!outs[i].defined())
+      throw ValueError("stage: output " + (paths[i].empty() ? std::string("(the result itself)") : paths[i]) +
+                       " is an undefined tensor");
+  graph_->output(outs);
+  ctx_.reset();
+  StagedGraph s;
+  s.graph = graph_;
+  s.in_layouts = std::move(in_layouts);
+  s.in_tree = std::move(in_tree);
+  for (int32_t v : graph_->output_ids()) s.out_layouts.push_back(graph_->type(v).layout());
+  s.out_tree = std::move(out_tree);
+  return s;
+}
+
+}  // namespace kiln::detail

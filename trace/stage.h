@@ -1,0 +1,101 @@
+// kiln: stage(fn)(specs...) traces `fn` into a graph without running it.
+#pragma once
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+
+#include "graph.h"
+#include "pytree.h"
+#include "realization_context.h"
+
+namespace kiln {
+
+/// A traced function: its graph and signature.
+struct StagedGraph {
+  std::shared_ptr<Graph> graph;
+  std::vector<TensorLayout> in_layouts;  ///< one per tensor leaf of the arguments
+  TreeDef in_tree;                       ///< structure of the argument tuple (static values included)
+  std::vector<TensorLayout> out_layouts; ///< one per tensor leaf of the result
+  TreeDef out_tree;
+  /// The graph's text form (subgraph definitions first).
+  std::string ir() const { return graph->to_text(); }
+};
+
+struct StageOptions {
+  std::string name = "main";
+  /// Arms subgraph dedup (as_subgraph / nn::Module calls become calls).
+  bool allow_subgraphs = true;
+};
+
+namespace detail {
+
+template <class F> struct fn_traits : fn_traits<decltype(&std::decay_t<F>::operator())> {};
+template <class R, class... A> struct fn_traits<R (*)(A...)> {
+  using args = std::tuple<std::decay_t<A>...>;
+  using result = R;
+};
+template <class R, class... A> struct fn_traits<R(A...)> : fn_traits<R (*)(A...)> {};
+template <class C, class R, class... A> struct fn_traits<R (C::*)(A...) const> : fn_traits<R (*)(A...)> {};
+template <class C, class R, class... A> struct fn_traits<R (C::*)(A...)> : fn_traits<R (*)(A...)> {};
+
+/// The non-template part of a trace: owns the graph and the context.
+class TraceSession {
+ public:
+  TraceSession(const std::string& name, const std::vector<TensorLayout>& in_layouts, bool allow_subgraphs);
+  ~TraceSession();
+  /// Unrealized tensors for the graph's inputs.
+  const std::vector<Tensor>& inputs() const { return inputs_; }
+  /// Sets the outputs (checking that the result tree has only tensor leaves)
+  /// and returns the staged graph; the context is left.
+  StagedGraph finish(const std::vector<Tensor>& outs, TreeDef out_tree, TreeDef in_tree,
+                     std::vector<TensorLayout> in_layouts);
+
+ private:
+  std::shared_ptr<Graph> graph_;
+  std::optional<GraphRealizationContext> ctx_;
+  std::vector<Tensor> inputs_;
+};
+
+}  // namespace detail
+
+/// The callable returned by stage(fn).
+template <class F>
+class Stager {
+ public:
+  Stager(F fn, StageOptions opts) : fn_(std::move(fn)), opts_(std::move(opts)) {}
+
+  /// Traces fn on arguments described by `specs`: a TensorLayout (or an
+  /// example Tensor, taken by its layout) for each tensor parameter, nested
+  /// in the same containers as the parameters; other values are static.
+  /// Throws ValueError naming the output path when a result is not a tensor.
+  template <class... Specs>
+  StagedGraph operator()(const Specs&... specs) const {
+    using Args = typename detail::fn_traits<F>::args;
+    static_assert(std::tuple_size_v<Args> == sizeof...(Specs),
+                  "kiln::stage: give exactly one spec per parameter of the function");
+    std::tuple<Specs...> spec_tuple(specs...);
+    auto [layouts, in_tree] = tree_flatten_layouts(spec_tuple);
+    detail::TraceSession session(opts_.name, layouts, opts_.allow_subgraphs);
+    detail::LeafSource src{session.inputs().data(), session.inputs().size(), 0};
+    Args args = detail::rebuild_node<Args>(spec_tuple, src);
+    auto result = std::apply(fn_, args);
+    auto [outs, out_tree] = tree_flatten(result);
+    return session.finish(outs, std::move(out_tree), std::move(in_tree), std::move(layouts));
+  }
+
+ private:
+  F fn_;
+  StageOptions opts_;
+};
+
+/// stage(fn)(specs...) -> StagedGraph. See Stager::operator().
+template <class F>
+Stager<F> stage(F fn, StageOptions opts = {}) {
+  return Stager<F>(std::move(fn), std::move(opts));
+}
+
+}  // namespace kiln

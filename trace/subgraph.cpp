@@ -1,0 +1,58 @@
+#include "subgraph.h"
+
+namespace kiln::detail {
+
+GraphRealizationContext* armed_context() {
+  auto* g = dynamic_cast<GraphRealizationContext*>(&current_realization_context());
+  return g && g->subgraph_cache ? g : nullptr;
+}
+
+std::string types_key(const std::vector<Tensor>& ts) {
+  std::string r;
+  for (const auto& t : ts) r += TensorType(t.dtype(), t.shape(), t.device()).str() + ";";
+  return r;
+}
+
+uint64_t next_subgraph_id() {
+  static std::atomic<uint64_t> n{0};
+  return ++n;
+}
+
+std::vector<Tensor> call_subgraph(
+    GraphRealizationContext& parent, const std::string& base_name, const std::string& key,
+    const std::vector<Tensor>& args, const std::string& prefix,
+    const std::function<std::vector<Tensor>(const std::vector<Tensor>&, TreeDef&)>& trace_body, TreeDef& out_tree) {
+  // Operands first, in the parent (a realized argument becomes a constant there).
+  std::vector<GraphValue> vals;
+  for (const auto& a : args) vals.push_back(parent.value_of(a));
+  auto& cache = *parent.subgraph_cache;
+  auto it = cache.find(key);
+  std::string name;
+  if (it != cache.end()) {
+    name = it->second;
+    out_tree = parent.subgraph_out_defs.at(key);
+  } else {
+    name = parent.graph().unique_subgraph_name(base_name);
+    std::vector<TensorType> types;
+    for (const auto& v : vals) types.push_back(v.type());
+    Graph& body = parent.graph().define_subgraph(name, types);
+    try {
+      // The body's context has no cache, so calls nested in it are inlined.
+      GraphRealizationContext child(body, {}, prefix);
+      std::vector<Tensor> body_args;
+      for (const auto& v : body.inputs()) body_args.push_back(child.create_unrealized({v}));
+      std::vector<Tensor> outs = trace_body(body_args, out_tree);
+      body.output(outs);
+    } catch (...) {
+      parent.graph().remove_subgraph(name);
+      throw;
+    }
+    cache[key] = name;
+    parent.subgraph_out_defs[key] = out_tree;
+  }
+  std::vector<Tensor> results;
+  for (const auto& v : parent.graph().add_call(name, vals, prefix)) results.push_back(parent.create_unrealized({v}));
+  return results;
+}
+
+}  // namespace kiln::detail
