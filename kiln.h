@@ -17,3 +17,6 @@
 #include "trace/subgraph.h"
 #include "nn/layers.h"
 #include "nn/module.h"
+#include "jit/compiled_callable.h"
+#include "jit/inference_session.h"
+#include "jit/jit_function.h"

@@ -218,6 +218,12 @@ std::shared_ptr<RealizationState> GraphRealizationContext::add_source(const Tens
   return std::make_shared<RealizationState>(std::vector<GraphValue>{{graph_, v}}, link_);
 }
 
+std::vector<std::pair<Tensor, int32_t>> GraphRealizationContext::sources() const {
+  std::vector<std::pair<Tensor, int32_t>> r;
+  for (const Tensor& t : pinned_) r.emplace_back(t, sources_.at(&t.impl()));
+  return r;
+}
+
 // ---- scopes and defaults -----------------------------------------------------------------
 RealizationContext& current_realization_context() {
   if (RealizationContext* c = detail::active_context()) return *c;

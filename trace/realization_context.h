@@ -128,6 +128,8 @@ class GraphRealizationContext : public RealizationContext {
 
   const std::string& prefix() const { return prefix_; }
   const std::vector<GraphValue>& signal_buffers() const { return signal_buffers_; }
+  /// Realized tensors embedded by add_source, in order, with their constant's value id.
+  std::vector<std::pair<Tensor, int32_t>> sources() const;
   /// Subgraph dedup table (key -> subgraph name); null means calls are inlined.
   std::shared_ptr<std::map<std::string, std::string>> subgraph_cache;
   /// Output tree per dedup key, to rebuild a cached call's results without

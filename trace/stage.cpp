@@ -1,5 +1,26 @@
 #include "stage.h"
 
+#include <cstring>
+
+namespace kiln {
+
+uint64_t content_hash(const Tensor& t) {
+  Tensor c = t.contiguous();
+  const auto* p = static_cast<const unsigned char*>(c.data_ptr());
+  size_t n = static_cast<size_t>(c.numel()) * c.itemsize();
+  uint64_t h = 1469598103934665603ull;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, p + i, 8);
+    h = (h ^ w) * 1099511628211ull;
+  }
+  for (; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h ^ n;
+}
+
+}  // namespace kiln
+
 namespace kiln::detail {
 
 TraceSession::TraceSession(const std::string& name, const std::vector<TensorLayout>& in_layouts,
@@ -41,8 +62,9 @@ StagedGraph TraceSession::finish(const std::vector<Tensor>& outs, TreeDef out_tr
       throw ValueError("stage: output " + (paths[i].empty() ? std::string("(the result itself)") : paths[i]) +
                        " is an undefined tensor");
   graph_->output(outs);
-  ctx_.reset();
   StagedGraph s;
+  for (auto& [t, v] : ctx_->sources()) s.captured.push_back({t, content_hash(t), v});
+  ctx_.reset();
   s.graph = graph_;
   s.in_layouts = std::move(in_layouts);
   s.in_tree = std::move(in_tree);

@@ -14,6 +14,17 @@
 
 namespace kiln {
 
+/// A realized tensor a traced function captured (closure), embedded in the
+/// graph as a constant. Its content hash is checked before each compiled call
+/// so a changed tensor is an error, never a stale result.
+struct CapturedConstant {
+  Tensor source;        ///< the captured tensor (kept alive)
+  uint64_t hash = 0;    ///< content hash when traced
+  int32_t value = -1;   ///< its constant's value id in the staged graph
+};
+/// 64-bit content hash (FNV-1a over 8-byte words) of a tensor's elements.
+uint64_t content_hash(const Tensor& t);
+
 /// A traced function: its graph and signature.
 struct StagedGraph {
   std::shared_ptr<Graph> graph;
@@ -21,6 +32,8 @@ struct StagedGraph {
   TreeDef in_tree;                       ///< structure of the argument tuple (static values included)
   std::vector<TensorLayout> out_layouts; ///< one per tensor leaf of the result
   TreeDef out_tree;
+  /// Tensors captured by the function, in the order first used.
+  std::vector<CapturedConstant> captured;
   /// The graph's text form (subgraph definitions first).
   std::string ir() const { return graph->to_text(); }
 };

@@ -29,19 +29,14 @@ struct StridedLoop {
 /// must broadcast to `shape` (checked by the op's shape rule before).
 std::vector<int64_t> broadcast_byte_strides(const Tensor& t, const Shape& shape);
 
-/// Builds a loop over `shape`; operand 0 is usually the output.
+/// Builds a loop over `shape` from per-operand byte strides (already
+/// broadcast to `shape`): drops extent-1 axes and merges neighbouring axes
+/// where every operand is contiguous across the pair. Bases are left null.
 template <int N>
-StridedLoop<N> make_loop(const Shape& shape, const std::array<const Tensor*, N>& ops) {
+StridedLoop<N> make_loop_from_strides(const Shape& shape, const std::array<std::vector<int64_t>, N>& st) {
   StridedLoop<N> L;
   L.numel = 1;
   for (int64_t d : shape) L.numel *= d;
-  std::array<std::vector<int64_t>, N> st;
-  for (int k = 0; k < N; ++k) {
-    st[k] = broadcast_byte_strides(*ops[k], shape);
-    L.base[k] = static_cast<char*>(ops[k]->data_ptr());
-  }
-  // Drop extent-1 axes, then merge axis i into i+1 when every operand is
-  // contiguous across the pair.
   Shape sh;
   std::array<std::vector<int64_t>, N> cs;
   for (size_t i = 0; i < shape.size(); ++i) {
@@ -65,12 +60,26 @@ StridedLoop<N> make_loop(const Shape& shape, const std::array<const Tensor*, N>&
   return L;
 }
 
+/// Builds a loop over `shape`; operand 0 is usually the output.
+template <int N>
+StridedLoop<N> make_loop(const Shape& shape, const std::array<const Tensor*, N>& ops) {
+  std::array<std::vector<int64_t>, N> st;
+  for (int k = 0; k < N; ++k) st[k] = broadcast_byte_strides(*ops[k], shape);
+  StridedLoop<N> L = make_loop_from_strides<N>(shape, st);
+  for (int k = 0; k < N; ++k) L.base[k] = static_cast<char*>(ops[k]->data_ptr());
+  return L;
+}
+
 /// Runs `inner(ptrs, strides, n)` over the loop, where ptrs[k] points at
 /// operand k's first element of a run of n elements along the innermost axis
 /// and strides[k] is its byte stride there. Splits over OpenMP threads when
 /// the loop has at least kParallelGrain elements.
 template <int N, class Inner>
 void run_loop(const StridedLoop<N>& L, Inner&& inner);
+/// run_loop with the operand base pointers given separately (a loop whose
+/// structure was built once, run on new data).
+template <int N, class Inner>
+void run_loop_at(const StridedLoop<N>& L, const std::array<char*, N>& base, Inner&& inner);
 
 }  // namespace kiln::cpu
 

@@ -6,6 +6,11 @@ namespace kiln::cpu {
 
 template <int N, class Inner>
 void run_loop(const StridedLoop<N>& L, Inner&& inner) {
+  run_loop_at<N>(L, L.base, std::forward<Inner>(inner));
+}
+
+template <int N, class Inner>
+void run_loop_at(const StridedLoop<N>& L, const std::array<char*, N>& base, Inner&& inner) {
   if (L.numel == 0) return;
   const int nd = static_cast<int>(L.shape.size());
   const int64_t inner_n = L.shape[nd - 1];
@@ -19,7 +24,7 @@ void run_loop(const StridedLoop<N>& L, Inner&& inner) {
     std::array<char*, N> p;
     for (int64_t r = r0; r < r1; ++r) {
       int64_t rem = r;
-      p = L.base;
+      p = base;
       for (int d = nd - 2; d >= 0; --d) {
         int64_t i = rem % L.shape[d];
         rem /= L.shape[d];

@@ -1,0 +1,83 @@
+// kiln (internal): the contract between the fuser (jit/fusion.*) and the CPU
+// code generator (backends/cpu/jit/*). A fused group of elementwise ops is a
+// straight-line SSA program over virtual registers that computes, for each
+// element index i of an inner run of n elements, every output from the
+// inputs. The generated function has run_loop's inner-loop signature, so
+// the loop engine (backends/cpu/strided_loop.h) drives the outer axes and
+// the threading, and results never depend on the thread count.
+// NOTE: the namespace is kiln::codegen (a namespace kiln::jit would clash with
+// the public function kiln::jit).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../tensor/op_table.h"
+
+namespace kiln::codegen {
+
+/// One instruction. Registers are numbered by instruction index: the result
+/// of code[i] is register i.
+struct Instr {
+  enum class Kind : uint8_t {
+    load,   ///< register = operand `arg` at the current element (converted to `dtype`)
+    imm,    ///< register = the constant `imm` (a 0-d constant folded into the program)
+    op,     ///< register = op(a[, b[, c]]): a Unary/Binary/Ternary op-table row (Cast uses attrs.dtype)
+    store,  ///< operand `arg` at the current element = register `a` (converted to the operand dtype)
+  };
+  Kind kind = Kind::op;
+  OpId op{};           ///< kind == op
+  DType dtype{};       ///< dtype of the value this instruction produces (as eager would: result_dtype)
+  int32_t a = -1, b = -1, c = -1;  ///< operand registers
+  int32_t arg = -1;    ///< load/store operand index
+  double imm = 0.0;    ///< kind == imm, already in `dtype`'s value set
+  Attrs attrs;         ///< kind == op (Cast: attrs.dtype)
+};
+
+/// A fused elementwise group. Operands are numbered: outputs first, then inputs.
+struct ElementwiseProgram {
+  std::vector<DType> operand_dtypes;  ///< dtype in memory of each operand
+  /// Per operand: its byte stride along the inner run is 0 (a broadcast
+  /// value, same for every element of the run) instead of its itemsize
+  /// (contiguous). Fixed at compile time (shapes are static).
+  std::vector<bool> operand_broadcast;
+  int num_outputs = 0;
+  std::vector<Instr> code;
+  /// Strict mode: no FMA contraction across ops, and only ops whose result
+  /// is bitwise what the eager kernel gives may be used.
+  bool strict = false;
+  /// Printed form for KILN_JIT_DUMP and cache keys.
+  std::string str() const;
+};
+
+/// run_loop's inner-loop signature: ptrs[k] = operand k's first element of the
+/// run, strides[k] = its byte stride (itemsize or 0, as promised by the
+/// program), n = elements in the run.
+using InnerLoopFn = void (*)(char** ptrs, const int64_t* strides, int64_t n);
+
+/// Generated machine code for one program. Frees its code when destroyed.
+class ElementwiseKernel {
+ public:
+  virtual ~ElementwiseKernel() = default;
+  virtual InnerLoopFn fn() const = 0;
+  /// Bytes of machine code.
+  virtual size_t code_size() const = 0;
+  /// asmjit's disassembly (filled when requested at compile time).
+  virtual const std::string& disassembly() const = 0;
+};
+
+/// The instruction set the generator targets.
+enum class CpuTarget : uint8_t { sse2, avx2, avx512 };
+/// Best target of this CPU (CPUID: AVX-512F+DQ+BW+VL -> avx512, AVX2+FMA -> avx2, else sse2).
+CpuTarget detect_cpu_target();
+const char* cpu_target_name(CpuTarget t);
+
+/// True when the generator supports every instruction of `p` on `t`.
+bool can_generate(const ElementwiseProgram& p, CpuTarget t);
+/// Generates code for `p`. Throws kiln::Error when can_generate is false.
+/// `want_disassembly` fills disassembly() (slower; for KILN_JIT_DUMP).
+std::unique_ptr<ElementwiseKernel> generate_elementwise(const ElementwiseProgram& p, CpuTarget t,
+                                                        bool want_disassembly = false);
+
+}  // namespace kiln::codegen

@@ -1,0 +1,95 @@
+#include "jit_function.h"
+#include "plan.h"
+
+namespace kiln::detail {
+
+namespace {
+const char* class_name(StrideClass c) {
+  static const char* n[] = {"contiguous", "broadcast", "transposed", "general"};
+  return n[static_cast<int>(c)];
+}
+}  // namespace
+
+std::string jit_key(const TreeDef& tree, const std::vector<TensorLayout>& layouts) {
+  std::string k = tree.str();
+  for (const auto& l : layouts) {
+    k += '|';
+    k += TensorType(l).str();
+    k += class_name(l.stride_class);
+  }
+  return k;
+}
+
+std::string JitCache::explain(const TreeDef& tree, const std::vector<TensorLayout>& layouts) const {
+  if (lru_.empty()) return "first call: nothing cached yet";
+  const Entry& e = lru_.front();
+  std::string r;
+  auto add = [&](const std::string& s) { r += (r.empty() ? "" : "; ") + s; };
+  if (!(tree == e.tree)) add("tree structure " + tree.str() + " vs cached " + e.tree.str());
+  auto paths = tree.leaf_paths();
+  for (size_t i = 0; i < layouts.size() && i < e.layouts.size(); ++i) {
+    const auto &a = layouts[i], &b = e.layouts[i];
+    std::string p = "arg " + (paths.size() > i && !paths[i].empty() ? paths[i] : std::to_string(i)) + ": ";
+    if (a.dtype != b.dtype) add(p + "dtype " + std::string(name(a.dtype)) + " vs cached " + std::string(name(b.dtype)));
+    if (a.shape != b.shape) add(p + "shape " + shape_str(a.shape) + " vs cached " + shape_str(b.shape));
+    if (!(a.device == b.device)) add(p + "device " + a.device.str() + " vs cached " + b.device.str());
+    if (a.stride_class != b.stride_class)
+      add(p + "stride class " + class_name(a.stride_class) + " vs cached " + class_name(b.stride_class));
+  }
+  if (layouts.size() != e.layouts.size())
+    add(std::to_string(layouts.size()) + " tensor arguments vs cached " + std::to_string(e.layouts.size()));
+  return r.empty() ? "evicted entry" : r;
+}
+
+std::shared_ptr<const CompiledCallable> JitCache::get(const TreeDef& tree, const std::vector<TensorLayout>& layouts,
+                                                      const std::function<CompiledCallable()>& compile_fn) {
+  const std::string key = jit_key(tree, layouts);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = lru_.begin(); it != lru_.end(); ++it)
+      if (it->key == key) {
+        ++stats_.hits;
+        if (it != lru_.begin()) lru_.splice(lru_.begin(), lru_, it);
+        return lru_.front().fn;
+      }
+    ++stats_.misses;
+    last_miss_ = explain(tree, layouts);
+    if (opts_.error_on_recompile && stats_.compiles > 0)
+      throw ValueError("jit: recompilation is disabled (error_on_recompile) and this call misses the cache: " +
+                       last_miss_);
+  }
+  // Compile outside the lock: other threads keep using cached entries.
+  auto fn = std::make_shared<const CompiledCallable>(compile_fn());
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& e : lru_)
+    if (e.key == key) return e.fn;  // another thread compiled it meanwhile
+  ++stats_.compiles;
+  lru_.push_front({key, tree, layouts, fn});
+  while (lru_.size() > std::max<size_t>(opts_.max_entries, 1)) {
+    lru_.pop_back();  // the last reference to its code goes with it (unless a caller still runs it)
+    ++stats_.evictions;
+  }
+  return fn;
+}
+
+JitStats JitCache::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  JitStats s = stats_;
+  s.entries = lru_.size();
+  s.code_bytes = 0;
+  for (const auto& e : lru_) s.code_bytes += e.fn->engine_model().artifact().plan().code_bytes();
+  return s;
+}
+
+void JitCache::clear() {
+  std::lock_guard<std::mutex> lock(mu_);
+  lru_.clear();
+  last_miss_.clear();
+}
+
+std::string JitCache::last_miss_explanation() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return last_miss_;
+}
+
+}  // namespace kiln::detail

@@ -1,0 +1,164 @@
+// compile(), CompiledCallable, weights, staleness checks and jit()'s cache.
+#include <thread>
+
+#include "test_util.h"
+
+using namespace kiln;
+
+namespace {
+std::vector<float> vecf(const Tensor& t) { return t.to_vector<float>(); }
+TensorLayout f32(Shape s) { return TensorLayout(DType::float32, std::move(s)); }
+}  // namespace
+
+TEST_SUITE("compile") {
+  TEST_CASE("a compiled function gives the eager result") {
+    auto f = [](Tensor a, Tensor b, Tensor c) { return tanh(a * b + c) * 0.5f + exp(-a); };
+    CompiledCallable run = compile(f)(f32({4, 5}), f32({4, 5}), f32({5}));
+    Tensor a = random::normal({4, 5}), b = random::normal({4, 5}), c = random::normal({5});
+    Tensor want = f(a, b, c);
+    Tensor got = run(a, b, c);
+    kt::check_all_close(got, kt::values(want), 1e-6, 1e-6, "compiled chain");
+    CHECK(run.in_layouts().size() == 3);
+    CHECK(run.out_layouts()[0].shape == Shape{4, 5});
+    CHECK(run.signal_buffers().empty());
+    // execute_raw: same result, no checks.
+    std::vector<Tensor> raw = run.execute_raw(std::vector<Tensor>{a, b, c});
+    CHECK(vecf(raw[0]) == vecf(got));
+    std::vector<Buffer> rb = run.execute_raw(std::vector<Buffer>{a.buffer(), b.buffer(), c.buffer()});
+    REQUIRE(rb.size() == 1);
+    CHECK(std::memcmp(rb[0].data(), got.data_ptr(), 20 * sizeof(float)) == 0);
+  }
+
+  TEST_CASE("matmul, reductions and row ops compile and agree with eager") {
+    auto f = [](Tensor x, Tensor w) {
+      Tensor h = relu(matmul(x, w) + 1.0f);
+      return std::make_tuple(softmax(h, -1), sum(h, {1}), layer_norm(h));
+    };
+    CompiledCallable run = compile(f)(f32({8, 16}), f32({16, 4}));
+    Tensor x = random::normal({8, 16}), w = random::normal({16, 4});
+    auto [s, r, l] = run(x, w).as<std::tuple<Tensor, Tensor, Tensor>>();
+    auto [s0, r0, l0] = f(x, w);
+    kt::check_all_close(s, kt::values(s0), 1e-6, 1e-7, "softmax");
+    kt::check_all_close(r, kt::values(r0), 1e-6, 1e-6, "sum");
+    kt::check_all_close(l, kt::values(l0), 1e-5, 1e-6, "layer_norm");
+  }
+
+  TEST_CASE("argument checks name the path and give expected vs got") {
+    auto f = [](std::pair<Tensor, Tensor> p, int k) { return p.first * p.second * static_cast<float>(k); };
+    CompiledCallable run = compile(f)(std::make_pair(f32({3}), f32({3})), 2);
+    Tensor a = ones({3}), b = ones({3});
+    CHECK(vecf(run(std::make_pair(a, b), 2)) == std::vector<float>{2, 2, 2});
+    CHECK_THROWS_WITH_AS(run(std::make_pair(a, ones({4})), 2),
+                         doctest::Contains("argument 0.1: expected float32[3] cpu (contiguous), got float32[4] cpu"),
+                         ValueError);
+    CHECK_THROWS_WITH_AS(run(std::make_pair(a, ones({3}, DType::float64)), 2),
+                         doctest::Contains("argument 0.1: expected float32[3]"), ValueError);
+    CHECK_THROWS_WITH_AS(run(std::make_pair(a, b), 3), doctest::Contains("tree structure mismatch"), ValueError);
+    CHECK_THROWS_WITH_AS(run(std::make_pair(a, b)), doctest::Contains("expected 2 positional argument(s), got 1"),
+                         ValueError);
+    // Stride class is part of the signature.
+    Tensor m = random::normal({3, 3});
+    auto g = [](Tensor x) { return x + 1.0f; };
+    CompiledCallable rg = compile(g)(f32({3, 3}));
+    CHECK_THROWS_WITH_AS(rg(transpose(m)), doctest::Contains("(transposed)"), ValueError);
+    // Compiled for a transposed layout: accepted, and right.
+    CompiledCallable rt = compile(g)(transpose(m));
+    CHECK(vecf(rt(transpose(m))) == vecf(transpose(m) + 1.0f));
+  }
+
+  TEST_CASE("weights: bound by name when the callable is created") {
+    nn::Linear lin(4, 3);
+    auto f = [&](Tensor x) { return lin(x); };
+    CompileOptions o;
+    o.weights = lin.state_dict();
+    CompiledCallable run = compile(f, o)(f32({2, 4}));
+    Tensor x = random::normal({2, 4});
+    kt::check_all_close(run(x), kt::values(lin(x)), 1e-6, 1e-6, "linear");
+    CHECK(run.weights().size() == 2);
+    CHECK_THROWS_WITH_AS(compile(f)(f32({2, 4})),
+                         doctest::Contains("weight 'weight' (float32[3, 4] cpu) is missing from the weights registry"),
+                         ValueError);
+    CompileOptions bad = o;
+    bad.weights["bias"] = zeros({4});
+    CHECK_THROWS_WITH_AS(compile(f, bad)(f32({2, 4})),
+                         doctest::Contains("weight 'bias' expects float32[3] cpu, got float32[4] cpu"), ValueError);
+    // Other weights on the same staged graph reuse its code.
+    StagedGraph s = stage(f)(f32({2, 4}));
+    CompiledCallable c1(s, o.weights);
+    auto w2 = o.weights;
+    w2["bias"] = ones({3});
+    CompiledCallable c2(s, w2);
+    CHECK(&c1.engine_model().artifact() == &c2.engine_model().artifact());
+    kt::check_all_close(c2(x), kt::values(c1(x).tensor() + 1.0f), 1e-6, 1e-6, "rebound bias");
+  }
+
+  TEST_CASE("a captured constant that changes makes the next call raise") {
+    Tensor captured = tensor({1.f, 2.f, 3.f});
+    auto f = [&](Tensor x) { return x * captured; };
+    CompiledCallable run = compile(f)(f32({3}));
+    CHECK(vecf(run(ones({3}))) == std::vector<float>{1, 2, 3});
+    captured.data<float>()[1] = 20.f;
+    CHECK_THROWS_WITH_AS(run(ones({3})), doctest::Contains("captured constant 0 (float32[3] cpu"), ValueError);
+    CHECK_THROWS_WITH_AS(run(ones({3})), doctest::Contains("bind it as a named weight"), ValueError);
+  }
+
+  TEST_CASE("jit compiles on first use and caches by layout") {
+    auto jf = jit([](Tensor x, Tensor y) { return x * y + 1.0f; });
+    Tensor a = random::normal({32, 64}), b = random::normal({32, 64});
+    Tensor r1 = jf(a, b);
+    Tensor r2 = jf(b, a);
+    CHECK(jf.stats().compiles == 1);
+    CHECK(jf.stats().hits == 1);
+    CHECK(jf.stats().misses == 1);
+    kt::check_all_close(r1, kt::values(a * b + 1.0f), 0, 0, "jit result");
+    Tensor c = random::normal({16, 64});
+    jf(c, c);
+    CHECK(jf.stats().compiles == 2);
+    CHECK(jf.last_miss_explanation().find("arg 0: shape [16, 64] vs cached [32, 64]") != std::string::npos);
+    jf(transpose(random::normal({64, 32})), a);
+    CHECK(jf.last_miss_explanation().find("stride class transposed vs cached contiguous") != std::string::npos);
+    CHECK(jf.stats().entries == 3);
+    jf.clear();
+    CHECK(jf.stats().entries == 0);
+  }
+
+  TEST_CASE("jit: static arguments are part of the key; LRU bound; recompile-as-error mode") {
+    JitOptions o;
+    o.max_entries = 2;
+    auto jf = jit([](Tensor x, int k) { return x * static_cast<float>(k); }, o);
+    Tensor x = ones({3});
+    CHECK(vecf(jf(x, 2)) == std::vector<float>{2, 2, 2});
+    CHECK(vecf(jf(x, 3)) == std::vector<float>{3, 3, 3});
+    CHECK(jf.last_miss_explanation().find("tree structure (T, 3) vs cached (T, 2)") != std::string::npos);
+    jf(x, 4);
+    CHECK(jf.stats().entries == 2);
+    CHECK(jf.stats().evictions == 1);
+    JitOptions strict;
+    strict.error_on_recompile = true;
+    auto js = jit([](Tensor x) { return x + 1.0f; }, strict);
+    js(ones({3}));
+    js(ones({3}));
+    CHECK_THROWS_WITH_AS(js(ones({4})), doctest::Contains("arg 0: shape [4] vs cached [3]"), ValueError);
+  }
+
+  TEST_CASE("many threads may call one callable and one jit function") {
+    auto f = [](Tensor x) { return tanh(x) * 2.0f + 1.0f; };
+    CompiledCallable run = compile(f)(f32({64}));
+    auto jf = jit(f);
+    Tensor x = random::normal({64});
+    std::vector<float> want = vecf(f(x));
+    std::atomic<int> bad{0};
+    std::vector<std::thread> ts;
+    for (int t = 0; t < 4; ++t)
+      ts.emplace_back([&] {
+        for (int i = 0; i < 50; ++i) {
+          std::vector<float> a = vecf(run(x)), b = vecf(jf(x));
+          for (size_t k = 0; k < want.size(); ++k)
+            if (std::fabs(a[k] - want[k]) > 1e-5f || std::fabs(b[k] - want[k]) > 1e-5f) ++bad;
+        }
+      });
+    for (auto& t : ts) t.join();
+    CHECK(bad == 0);
+    CHECK(jf.stats().compiles == 1);
+  }
+}
