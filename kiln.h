@@ -20,3 +20,4 @@
 #include "jit/compiled_callable.h"
 #include "jit/inference_session.h"
 #include "jit/jit_function.h"
+#include "io/csv.h"

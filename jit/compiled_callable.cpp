@@ -1,5 +1,6 @@
 #include "compiled_callable.h"
 
+#include "mef.h"
 #include "plan.h"
 
 namespace kiln {
@@ -28,9 +29,98 @@ CompiledCallable::CompiledCallable(StagedGraph staged, std::map<std::string, Ten
       weights_(std::move(weights)),
       session_(session ? std::move(session) : InferenceSession::default_session()) {
   if (!staged_.graph) throw ValueError("CompiledCallable: the staged graph is empty");
-  auto artifact = engine::compile_graph(staged_.graph, *session_);
+  const engine::Signature sig = signature();
+  auto artifact = engine::compile_graph(staged_.graph, *session_, &sig);
   model_ = std::make_shared<engine::Model>(artifact, weights_);
   for (const auto& l : staged_.in_layouts) needs_copy_.push_back(!l.is_contiguous());
+}
+
+// ---- export and rebuilding ----------------------------------------------------------------
+
+engine::Signature CompiledCallable::signature() const {
+  return engine::Signature{staged_.in_layouts, staged_.in_tree, staged_.out_layouts, staged_.out_tree};
+}
+
+void CompiledCallable::export_mef(const std::string& path, bool include_source_graph) const {
+  const engine::CompiledModel& art = model_->artifact();
+  mef::Contents c;
+  c.graph_text = art.graph().to_text();
+  c.signature = signature();
+  c.weights = art.weight_slots();
+  if (include_source_graph) c.source_text = art.source_graph().to_text();
+  mef::write_file_atomically(path, mef::encode(c), "export_mef");
+}
+
+namespace {
+void check_signature_against(const Graph& g, const std::vector<TensorLayout>& in_layouts, const TreeDef& in_tree,
+                             const std::vector<TensorLayout>& out_layouts, const TreeDef& out_tree, const char* who) {
+  auto check = [&](const std::vector<int32_t>& ids, const std::vector<TensorLayout>& ls, const char* what) {
+    if (ls.size() != ids.size())
+      throw ValueError(std::string(who) + ": " + std::to_string(ls.size()) + " " + what + " layouts given, the graph has " +
+                       std::to_string(ids.size()));
+    for (size_t i = 0; i < ids.size(); ++i)
+      if (!(TensorType(ls[i]) == g.type(ids[i])))
+        throw ValueError(std::string(who) + ": " + what + " " + std::to_string(i) + " is " + TensorType(ls[i]).str() +
+                         " in the layouts given but " + g.type(ids[i]).str() + " in the graph");
+  };
+  check(g.input_ids(), in_layouts, "argument");
+  check(g.output_ids(), out_layouts, "result");
+  if (in_tree.num_leaves() != in_layouts.size())
+    throw ValueError(std::string(who) + ": in_tree " + in_tree.str() + " has " + std::to_string(in_tree.num_leaves()) +
+                     " tensor leaves for " + std::to_string(in_layouts.size()) + " in_layouts");
+  if (out_tree.num_leaves() != out_layouts.size())
+    throw ValueError(std::string(who) + ": out_tree " + out_tree.str() + " has " + std::to_string(out_tree.num_leaves()) +
+                     " tensor leaves for " + std::to_string(out_layouts.size()) + " out_layouts");
+}
+}  // namespace
+
+CompiledCallable::CompiledCallable(FromParts, StagedGraph staged, std::map<std::string, Tensor> weights,
+                                   std::shared_ptr<InferenceSession> session, std::shared_ptr<engine::Model> model)
+    : staged_(std::move(staged)),
+      weights_(std::move(weights)),
+      session_(session ? std::move(session) : InferenceSession::default_session()),
+      model_(std::move(model)) {
+  for (const auto& l : staged_.in_layouts) needs_copy_.push_back(!l.is_contiguous());
+}
+
+CompiledCallable CompiledCallable::from_compiled(std::shared_ptr<const engine::CompiledModel> artifact,
+                                                 std::shared_ptr<engine::Model> engine_model,
+                                                 std::vector<TensorLayout> in_layouts, TreeDef in_tree,
+                                                 std::vector<TensorLayout> out_layouts, TreeDef out_tree,
+                                                 std::map<std::string, Tensor> weights) {
+  if (!artifact) throw ValueError("from_compiled: the artifact is null");
+  check_signature_against(artifact->graph(), in_layouts, in_tree, out_layouts, out_tree, "from_compiled");
+  if (engine_model && engine_model->artifact_ptr() != artifact)
+    throw ValueError("from_compiled: engine_model was initialised from another artifact");
+  if (!engine_model) engine_model = std::make_shared<engine::Model>(artifact, weights);
+  StagedGraph s;
+  s.in_layouts = std::move(in_layouts);
+  s.in_tree = std::move(in_tree);
+  s.out_layouts = std::move(out_layouts);
+  s.out_tree = std::move(out_tree);
+  return CompiledCallable(FromParts{}, std::move(s), std::move(weights), nullptr, std::move(engine_model));
+}
+
+CompiledCallable CompiledCallable::from_engine_model(StagedGraph staged,
+                                                     std::shared_ptr<const engine::CompiledModel> artifact,
+                                                     std::shared_ptr<engine::Model> engine_model,
+                                                     std::map<std::string, Tensor> weights) {
+  if (!artifact) throw ValueError("from_engine_model: the artifact is null");
+  if (!engine_model) throw ValueError("from_engine_model: engine_model is null (use from_compiled to bind weights)");
+  if (engine_model->artifact_ptr() != artifact)
+    throw ValueError("from_engine_model: engine_model was initialised from another artifact");
+  check_signature_against(artifact->graph(), staged.in_layouts, staged.in_tree, staged.out_layouts, staged.out_tree,
+                          "from_engine_model");
+  return CompiledCallable(FromParts{}, std::move(staged), std::move(weights), nullptr, std::move(engine_model));
+}
+
+CompiledCallable CompiledCallable::from_mef(const std::string& path, std::map<std::string, Tensor> weights,
+                                            std::shared_ptr<InferenceSession> session) {
+  auto art = engine::read(path, session);
+  const engine::Signature& s = *art->signature();
+  CompiledCallable c = from_compiled(art, nullptr, s.in_layouts, s.in_tree, s.out_layouts, s.out_tree, std::move(weights));
+  if (session) c.session_ = std::move(session);
+  return c;
 }
 
 void CompiledCallable::check_captured() const {

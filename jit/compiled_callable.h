@@ -72,10 +72,51 @@ class CompiledCallable {
   const std::vector<Buffer>& signal_buffers() const { return signal_buffers_; }
   /// The engine model (compiled artifact + bound weights).
   const engine::Model& engine_model() const { return *model_; }
-  /// The staged graph this callable was compiled from.
+  /// The staged graph this callable was compiled from. A callable rebuilt by
+  /// from_compiled has the signature here and a null `graph`.
   const StagedGraph& staged() const { return staged_; }
 
+  // ---- export and rebuilding --------------------------------------------------------------
+
+  /// Writes the compiled callable to one MEF file (format in jit/mef.h): the
+  /// optimised graph, the signature (argument layouts with stride classes,
+  /// argument tree with static values, result layouts and tree), the names
+  /// and types of the weights it expects (never their data), with
+  /// `include_source_graph` the graph as staged, and a checksum. Load it with
+  /// engine::read (or from_mef) to skip tracing and optimising. Throws
+  /// ValueError naming the path when it cannot be written.
+  void export_mef(const std::string& path, bool include_source_graph = false) const;
+
+  /// The signature (in/out layouts and trees) as one value.
+  engine::Signature signature() const;
+
+  /// Wraps a graph compiled elsewhere (e.g. read from a MEF file), given its
+  /// signature. `engine_model` is the model initialised from `artifact`, or
+  /// null to bind `weights` to `artifact` here. Throws ValueError when the
+  /// layouts do not match the artifact's graph inputs and outputs, a tree's
+  /// leaf count differs from its layouts, `engine_model` runs another
+  /// artifact, or (engine_model null) a weight is missing or mis-typed.
+  static CompiledCallable from_compiled(std::shared_ptr<const engine::CompiledModel> artifact,
+                                        std::shared_ptr<engine::Model> engine_model,
+                                        std::vector<TensorLayout> in_layouts, TreeDef in_tree,
+                                        std::vector<TensorLayout> out_layouts, TreeDef out_tree,
+                                        std::map<std::string, Tensor> weights = {});
+  /// Wraps a graph that was compiled and initialised elsewhere from `staged`
+  /// (engine::compile_graph(staged.graph, ...) then engine::Model). Throws
+  /// ValueError when `engine_model` (required) runs another artifact or the
+  /// artifact's graph does not match staged's signature.
+  static CompiledCallable from_engine_model(StagedGraph staged, std::shared_ptr<const engine::CompiledModel> artifact,
+                                            std::shared_ptr<engine::Model> engine_model,
+                                            std::map<std::string, Tensor> weights = {});
+  /// engine::read(path) then from_compiled with the file's signature and
+  /// `weights`: a callable ready to run, with no tracing or optimisation.
+  static CompiledCallable from_mef(const std::string& path, std::map<std::string, Tensor> weights = {},
+                                   std::shared_ptr<InferenceSession> session = nullptr);
+
  private:
+  struct FromParts {};
+  CompiledCallable(FromParts, StagedGraph staged, std::map<std::string, Tensor> weights,
+                   std::shared_ptr<InferenceSession> session, std::shared_ptr<engine::Model> model);
   void check_captured() const;
   StagedGraph staged_;
   std::map<std::string, Tensor> weights_;

@@ -47,9 +47,17 @@ struct ElementwiseProgram {
   /// Strict mode: no FMA contraction across ops, and only ops whose result
   /// is bitwise what the eager kernel gives may be used.
   bool strict = false;
+  /// Outputs may be written with non-temporal (streaming) stores, which
+  /// bypass the caches: the generated loop uses them for runs of at least
+  /// kStreamMinElements whose output pointers are 64-byte aligned. Set it when
+  /// the outputs are too large to stay in the last-level cache.
+  bool streaming_stores = false;
   /// Printed form for KILN_JIT_DUMP and cache keys.
   std::string str() const;
 };
+
+/// Shortest run (elements) written with streaming stores.
+inline constexpr int64_t kStreamMinElements = 4096;
 
 /// run_loop's inner-loop signature: ptrs[k] = operand k's first element of the
 /// run, strides[k] = its byte stride (itemsize or 0, as promised by the

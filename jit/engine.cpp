@@ -1,10 +1,18 @@
 #include "engine.h"
 
+#include <cctype>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <iostream>
 #include <map>
 #include <mutex>
 
 #include "../trace/passes/passes.h"
+#include "../trace/treedef_io.h"
+#include "capture.h"
+#include "mef.h"
 #include "plan.h"
 
 namespace kiln::engine {
@@ -12,6 +20,16 @@ namespace kiln::engine {
 CompiledModel::CompiledModel(std::shared_ptr<const Graph> source, std::shared_ptr<const Graph> optimized,
                              std::shared_ptr<const codegen::ExecutionPlan> plan)
     : source_(std::move(source)), optimized_(std::move(optimized)), plan_(std::move(plan)) {}
+
+CompiledModel::CompiledModel(std::shared_ptr<const Graph> source, std::shared_ptr<const Graph> optimized,
+                             std::shared_ptr<const codegen::ExecutionPlan> plan,
+                             std::shared_ptr<const Signature> signature, MefOrigin origin)
+    : source_(std::move(source)),
+      optimized_(std::move(optimized)),
+      plan_(std::move(plan)),
+      signature_(std::move(signature)),
+      origin_(std::move(origin)),
+      loaded_from_mef_(true) {}
 
 const std::vector<std::pair<std::string, TensorType>>& CompiledModel::weight_slots() const {
   return plan_->weight_slots();
@@ -25,7 +43,94 @@ std::mutex g_artifacts_mu;
 std::map<std::pair<const Graph*, const InferenceSession*>, std::weak_ptr<const CompiledModel>> g_artifacts;
 }  // namespace
 
+// ---- the session's MEF folders ---------------------------------------------------------
+
+namespace {
+std::mutex g_mef_stats_mu;
+MefCacheStats g_mef_stats;
+
+void note_rejection(const std::string& why) {
+  std::lock_guard<std::mutex> lock(g_mef_stats_mu);
+  ++g_mef_stats.rejected;
+  g_mef_stats.last_rejection = why;
+}
+
+// The signature a graph implies when its callable gave none: contiguous
+// arguments and results, as a flat tuple.
+Signature implied_signature(const Graph& g) {
+  Signature s;
+  s.in_tree.kind = s.out_tree.kind = TreeDef::Kind::tuple;
+  for (int32_t v : g.input_ids()) {
+    s.in_layouts.push_back(g.type(v).layout());
+    s.in_tree.children.emplace_back();
+  }
+  for (int32_t v : g.output_ids()) {
+    s.out_layouts.push_back(g.type(v).layout());
+    s.out_tree.children.emplace_back();
+  }
+  return s;
+}
+
+// FNV-1a, 64-bit: the file key needs to be stable across runs and builds.
+uint64_t fnv1a(std::string_view a, uint64_t h = 1469598103934665603ull) {
+  for (unsigned char c : a) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// "<graph name>-<16 hex digits>.mef", the name kept to file-name-safe characters.
+std::string mef_file_name(const std::string& graph_name, const std::string& source_text, const std::string& sig) {
+  std::string n;
+  for (char c : graph_name) n += (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.') ? c : '_';
+  if (n.empty() || n[0] == '.') n = "graph" + n;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv1a(sig, fnv1a(source_text))));
+  return n + "-" + hex + ".mef";
+}
+
+// A precompiled file for exactly this staged graph and signature, or null.
+std::shared_ptr<const CompiledModel> load_precompiled(const std::string& path, const std::shared_ptr<const Graph>& staged,
+                                                      const std::string& source_text, const Signature& sig,
+                                                      const KernelOptions& options) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return nullptr;
+  try {
+    std::ifstream f(path, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    mef::Contents c = mef::decode(bytes, path);
+    // The name is a hash: check the file really is for this graph and signature.
+    if (c.source_text != source_text) {
+      note_rejection("'" + path + "' holds another graph (its source graph differs)");
+      return nullptr;
+    }
+    if (!(c.signature == sig)) {
+      note_rejection("'" + path + "' has another signature");
+      return nullptr;
+    }
+    c.source_text.clear();  // the staged graph is the source: no need to parse it again
+    auto read = mef::build(c, options, path);
+    std::lock_guard<std::mutex> lock(g_mef_stats_mu);
+    ++g_mef_stats.loaded;
+    return std::make_shared<const CompiledModel>(staged, std::shared_ptr<const Graph>(read, &read->graph()),
+                                                 std::shared_ptr<const codegen::ExecutionPlan>(read, &read->plan()),
+                                                 std::make_shared<const Signature>(sig), read->mef_origin());
+  } catch (const Error& e) {
+    note_rejection(e.what());
+    return nullptr;
+  }
+}
+}  // namespace
+
+MefCacheStats mef_cache_stats() {
+  std::lock_guard<std::mutex> lock(g_mef_stats_mu);
+  return g_mef_stats;
+}
+
 std::shared_ptr<const CompiledModel> compile_graph(const std::shared_ptr<const Graph>& staged, InferenceSession& session) {
+  return compile_graph(staged, session, nullptr);
+}
+
+std::shared_ptr<const CompiledModel> compile_graph(const std::shared_ptr<const Graph>& staged, InferenceSession& session,
+                                                   const Signature* signature) {
   const auto key = std::make_pair(staged.get(), &session);
   {
     std::lock_guard<std::mutex> lock(g_artifacts_mu);
@@ -34,13 +139,40 @@ std::shared_ptr<const CompiledModel> compile_graph(const std::shared_ptr<const G
       if (auto a = it->second.lock()) return a;
   }
   staged->verify();
-  std::shared_ptr<Graph> flat = codegen::inline_calls(*staged);
-  optimize(*flat);
-  flat->verify();
-  auto plan = std::make_shared<codegen::ExecutionPlan>(flat, session.options());
-  if (session.options().dump)
-    std::cerr << "[kiln jit] optimised graph:\n" << flat->to_text() << "[kiln jit] plan:\n" << plan->describe(true);
-  auto art = std::make_shared<const CompiledModel>(staged, flat, plan);
+  const bool use_folders = !session.precompiled_mefs.empty() || !session.export_mefs.empty();
+  std::string source_text, file_name;
+  Signature sig;
+  if (use_folders) {
+    source_text = staged->to_text();
+    sig = signature ? *signature : implied_signature(*staged);
+    file_name = mef_file_name(staged->name(), source_text, mef::encode_signature(sig));
+  }
+  std::shared_ptr<const CompiledModel> art;
+  if (!session.precompiled_mefs.empty())
+    art = load_precompiled((std::filesystem::path(session.precompiled_mefs) / file_name).string(), staged, source_text,
+                           sig, session.options());
+  if (!art) {
+    std::shared_ptr<Graph> flat = codegen::inline_calls(*staged);
+    optimize(*flat);
+    flat->verify();
+    auto plan = std::make_shared<codegen::ExecutionPlan>(flat, session.options());
+    if (session.options().dump)
+      std::cerr << "[kiln jit] optimised graph:\n" << flat->to_text() << "[kiln jit] plan:\n" << plan->describe(true);
+    art = std::make_shared<const CompiledModel>(staged, flat, plan);
+    if (!session.export_mefs.empty()) {
+      mef::Contents c;
+      c.graph_text = flat->to_text();
+      c.signature = sig;
+      c.weights = plan->weight_slots();
+      c.source_text = source_text;
+      std::error_code ec;
+      std::filesystem::create_directories(session.export_mefs, ec);
+      mef::write_file_atomically((std::filesystem::path(session.export_mefs) / file_name).string(), mef::encode(c),
+                                 "InferenceSession export_mefs");
+      std::lock_guard<std::mutex> lock(g_mef_stats_mu);
+      ++g_mef_stats.exported;
+    }
+  }
   std::lock_guard<std::mutex> lock(g_artifacts_mu);
   for (auto it = g_artifacts.begin(); it != g_artifacts.end();)  // drop expired entries
     it = it->second.expired() ? g_artifacts.erase(it) : std::next(it);
@@ -48,8 +180,10 @@ std::shared_ptr<const CompiledModel> compile_graph(const std::shared_ptr<const G
   return art;
 }
 
+Model::~Model() = default;
+
 Model::Model(std::shared_ptr<const CompiledModel> artifact, const std::map<std::string, Tensor>& weights)
-    : artifact_(std::move(artifact)) {
+    : artifact_(std::move(artifact)), captures_(std::make_unique<detail::CaptureTable>()) {
   for (const auto& [name, type] : artifact_->weight_slots()) {
     auto it = weights.find(name);
     if (it == weights.end())

@@ -1,0 +1,505 @@
+// kiln (internal): generate_elementwise, the function skeleton of the CPU
+// code generator. One generated function is one loop:
+//
+//   prologue:  operand pointers, loop-invariant values (broadcast operands,
+//              constants and everything computed only from them)
+//   loop:      while n - i >= L: body on elements [i, i + L); i += L
+//   tail:      the last n - i < L elements are copied to 64-byte stack
+//              buffers, the same body runs once on the buffers, and the
+//              outputs are copied back (so the body is emitted once)
+//
+// Loads and stores convert between the memory dtype and the register form
+// (codegen.h). Outputs are written with streaming stores when the program
+// allows it, the run is long and the output pointers are 64-byte aligned
+// (an sfence closes such a run). Without strict mode a multiply whose only
+// use is an add or subtract of the same float dtype becomes an FMA.
+#include <asmjit/x86.h>
+
+#include <string>
+#include <vector>
+
+#include "codegen.h"
+
+namespace kiln::codegen {
+
+CpuTarget host_cpu_target();  // cpu_features.cpp
+
+namespace cg {
+
+DType compute_dtype(const Instr& ins, const std::vector<Instr>& code) {
+  switch (ins.op) {
+    case OpId::LogicalNot:
+    case OpId::LogicalAnd:
+    case OpId::LogicalOr:
+    case OpId::LogicalXor: return DType::bool_;
+    case OpId::IsNan:
+    case OpId::IsInf:
+    case OpId::IsFinite: return code[ins.a].dtype;
+    case OpId::Equal:
+    case OpId::NotEqual:
+    case OpId::Less:
+    case OpId::LessEqual:
+    case OpId::Greater:
+    case OpId::GreaterEqual: return promote_types(code[ins.a].dtype, code[ins.b].dtype);
+    default: return ins.dtype;
+  }
+}
+
+}  // namespace cg
+
+namespace {
+
+using namespace cg;
+using asmjit::Label;
+
+bool dtype_ok(DType d, CpuTarget t) {
+  if (!has_kind(d)) return false;
+  if (d == DType::int64) return t == CpuTarget::avx512;
+  if (d == DType::float64 || d == DType::float16) return t != CpuTarget::sse2;
+  return true;
+}
+
+bool needs_rounding(OpId op) {
+  switch (op) {
+    case OpId::Neg:
+    case OpId::Abs:
+    case OpId::Sign:
+    case OpId::Relu:
+    case OpId::Floor:
+    case OpId::Ceil:
+    case OpId::Round:
+    case OpId::Trunc:
+    case OpId::Maximum:
+    case OpId::Minimum:
+    case OpId::Where:
+    case OpId::Clamp: return false;  // exact on values of the format
+    default: return true;
+  }
+}
+
+/// Whether row `op` computing in `cd` has a generated form.
+bool op_ok(OpId op, DType cd, bool strict) {
+  if (op == OpId::Cast) return true;
+  const VK k = kind_of(cd);
+  if (is_math_op(op)) return !strict && k == VK::f32;  // not bitwise eager's
+  if (is_predicate_op(op)) return true;
+  switch (op) {
+    case OpId::Add:
+    case OpId::Mul:
+    case OpId::Maximum:
+    case OpId::Minimum:
+    case OpId::Where: return true;
+    case OpId::Neg:
+    case OpId::Abs:
+    case OpId::Sign:
+    case OpId::Square:
+    case OpId::Relu:
+    case OpId::Floor:
+    case OpId::Ceil:
+    case OpId::Round:
+    case OpId::Trunc:
+    case OpId::Sub:
+    case OpId::Clamp: return k != VK::m;
+    case OpId::Reciprocal:
+    case OpId::Sqrt:
+    case OpId::Rsqrt:
+    case OpId::Div: return is_float_kind(k);
+    default: return false;  // pow, floor_divide, remainder, fmod, atan2
+  }
+}
+
+/// Why `p` cannot be generated for `t`; empty when it can.
+std::string why_not(const ElementwiseProgram& p, CpuTarget t) {
+  const int nops = int(p.operand_dtypes.size());
+  if (t > host_cpu_target()) return std::string("target ") + cpu_target_name(t) + " is not supported by this CPU";
+  if (int(p.operand_broadcast.size()) != nops) return "operand_broadcast has the wrong size";
+  if (p.num_outputs < 1 || p.num_outputs > nops) return "bad number of outputs";
+  for (int k = 0; k < nops; ++k) {
+    if (k < p.num_outputs && p.operand_broadcast[k]) return "output " + std::to_string(k) + " is broadcast";
+    if (!dtype_ok(p.operand_dtypes[k], t))
+      return "operand dtype " + std::string(name(p.operand_dtypes[k])) + " on " + cpu_target_name(t);
+  }
+  auto value = [&](int32_t r, size_t i) {
+    return r >= 0 && size_t(r) < i && p.code[r].kind != Instr::Kind::store;
+  };
+  for (size_t i = 0; i < p.code.size(); ++i) {
+    const Instr& in = p.code[i];
+    const std::string at = "instruction " + std::to_string(i) + ": ";
+    if (in.kind != Instr::Kind::store && !dtype_ok(in.dtype, t))
+      return at + "dtype " + std::string(name(in.dtype)) + " on " + cpu_target_name(t);
+    switch (in.kind) {
+      case Instr::Kind::load:
+        if (in.arg < p.num_outputs || in.arg >= nops) return at + "load of a non-input operand";
+        break;
+      case Instr::Kind::imm: break;
+      case Instr::Kind::store:
+        if (in.arg < 0 || in.arg >= p.num_outputs) return at + "store to a non-output operand";
+        if (!value(in.a, i)) return at + "bad operand register";
+        break;
+      case Instr::Kind::op: {
+        const OpInfo& info = op_info(in.op);
+        if (info.category != OpCategory::Unary && info.category != OpCategory::Binary &&
+            info.category != OpCategory::Ternary)
+          return at + "'" + std::string(info.name) + "' is not elementwise";
+        const int32_t r[3] = {in.a, in.b, in.c};
+        for (int j = 0; j < info.arity; ++j)
+          if (!value(r[j], i)) return at + "bad operand register";
+        const DType cd = compute_dtype(in, p.code);
+        if (!dtype_ok(cd, t) || !op_ok(in.op, cd, p.strict))
+          return at + "'" + std::string(info.name) + "' on " + std::string(name(cd)) + (p.strict ? " (strict)" : "") +
+                 " has no generated form for " + cpu_target_name(t);
+        break;
+      }
+    }
+  }
+  return {};
+}
+
+bool is64(DType d) { return d == DType::float64 || d == DType::int64; }
+
+/// Records asmjit's first error instead of throwing through its frames.
+struct RecordingHandler : asmjit::ErrorHandler {
+  asmjit::Error err = asmjit::kErrorOk;
+  std::string msg;
+  void handleError(asmjit::Error e, const char* m, asmjit::BaseEmitter*) override {
+    if (err == asmjit::kErrorOk) {
+      err = e;
+      msg = m ? m : "";
+    }
+  }
+};
+
+asmjit::JitRuntime& runtime() {
+  static auto* rt = new asmjit::JitRuntime();  // never destroyed: kernels may outlive statics
+  return *rt;
+}
+
+class JitKernel final : public ElementwiseKernel {
+ public:
+  JitKernel(InnerLoopFn f, size_t n, std::string dis) : f_(f), size_(n), dis_(std::move(dis)) {}
+  ~JitKernel() override { runtime().release(f_); }
+  InnerLoopFn fn() const override { return f_; }
+  size_t code_size() const override { return size_; }
+  const std::string& disassembly() const override { return dis_; }
+
+ private:
+  InnerLoopFn f_;
+  size_t size_;
+  std::string dis_;
+};
+
+/// Emits one program.
+class Gen {
+ public:
+  Gen(const ElementwiseProgram& p, CpuTarget t, x86::Compiler& cc) : p_(p), cc_(cc), A_(cc, t) {}
+
+  void run();
+
+ private:
+  const ElementwiseProgram& p_;
+  x86::Compiler& cc_;
+  VecAsm A_;
+  Ctx* c_ = nullptr;
+  std::vector<x86::Gp> P_;        // operand pointers
+  x86::Gp i_, nt_;                // element index, streaming flag
+  std::vector<x86::Vec> val_;
+  std::vector<bool> done_, invariant_, fuse_;
+  std::vector<int> uses_;
+  std::vector<DType> cd_;
+
+  int isz(int k) const { return int(size_of(p_.operand_dtypes[k])); }
+  x86::Mem at(int k) {
+    static const int shift[9] = {0, 0, 1, 0, 2, 0, 0, 0, 3};
+    if (p_.operand_broadcast[k]) return x86::ptr(P_[k]);
+    return x86::ptr(P_[k], i_, uint32_t(shift[isz(k)]));
+  }
+  x86::Vec get(int32_t r) {
+    if (!done_[r]) emit_value(r);
+    return val_[r];
+  }
+  x86::Vec operand(int32_t r, DType to) { return convert(*c_, get(r), p_.code[r].dtype, to); }
+  void emit_value(size_t i);
+  void emit_store(size_t i);
+  void copy_bytes(const x86::Gp& dst, const x86::Gp& src, const x86::Gp& nbytes);
+};
+
+void Gen::copy_bytes(const x86::Gp& dst, const x86::Gp& src, const x86::Gp& nbytes) {
+  x86::Gp j = cc_.newIntPtr(), t = cc_.newGpd();
+  Label loop = cc_.newLabel(), end = cc_.newLabel();
+  cc_.xor_(j, j);
+  cc_.bind(loop);
+  cc_.cmp(j, nbytes);
+  cc_.jae(end);
+  cc_.movzx(t, x86::byte_ptr(src, j));
+  cc_.mov(x86::byte_ptr(dst, j), t.r8());
+  cc_.inc(j);
+  cc_.jmp(loop);
+  cc_.bind(end);
+}
+
+void Gen::emit_value(size_t i) {
+  const Instr& in = p_.code[i];
+  Ctx& c = *c_;
+  x86::Vec v;
+  switch (in.kind) {
+    case Instr::Kind::imm: {
+      const int nb = c.bytes(kind_of(in.dtype));
+      x86::Vec w = A_.newv(nb);
+      switch (kind_of(in.dtype)) {
+        case VK::f32: v = A_.reg(A_.cf(float(in.imm)), w); break;
+        case VK::f64: v = A_.reg(A_.cd(in.imm), w); break;
+        case VK::i32: v = A_.reg(A_.c32(uint32_t(int32_t(in.imm))), w); break;
+        case VK::i64: v = A_.reg(A_.c64(uint64_t(int64_t(in.imm))), w); break;
+        case VK::m: v = in.imm != 0 ? A_.ones(nb) : A_.zero(nb); break;
+      }
+      break;
+    }
+    case Instr::Kind::load: {
+      const DType md = p_.operand_dtypes[in.arg];
+      x86::Vec raw = p_.operand_broadcast[in.arg] ? load_splat(c, md, at(in.arg)) : load_run(c, md, at(in.arg));
+      v = convert(c, raw, md, in.dtype);
+      break;
+    }
+    case Instr::Kind::op: {
+      if (in.op == OpId::Cast) {
+        v = operand(in.a, in.dtype);
+        break;
+      }
+      const DType cd = cd_[i];
+      // a*b +- c as one FMA when the product has no other use
+      if ((in.op == OpId::Add || in.op == OpId::Sub) && (fuse_[in.a] || fuse_[in.b])) {
+        const bool first = fuse_[in.a];
+        const Instr& m = p_.code[first ? in.a : in.b];
+        x86::Vec m0 = operand(m.a, cd), m1 = operand(m.b, cd), other = operand(first ? in.b : in.a, cd);
+        const Lane l = lane_of(kind_of(cd));
+        if (in.op == OpId::Add) v = A_.madd(l, m0, m1, other, true);
+        else if (first) v = A_.msub(l, m0, m1, other, true);
+        else v = A_.nmadd(l, m0, m1, other, true);
+        done_[first ? in.a : in.b] = true;  // consumed
+        break;
+      }
+      const int n = op_info(in.op).arity;
+      const int32_t r[3] = {in.a, in.b, in.c};
+      x86::Vec x[3];
+      for (int j = 0; j < n; ++j) x[j] = operand(r[j], (in.op == OpId::Where && j == 0) ? DType::bool_ : cd);
+      if (is_math_op(in.op)) v = emit_math(c, in.op, x[0]);
+      else if (is_predicate_op(in.op)) v = emit_predicate(c, in, cd, x, n);
+      else v = emit_arith(c, in, cd, x, n);
+      if (!is_predicate_op(in.op) && needs_rounding(in.op)) v = round_to(c, v, in.dtype);
+      break;
+    }
+    case Instr::Kind::store: return;
+  }
+  val_[i] = v;
+  done_[i] = true;
+}
+
+void Gen::emit_store(size_t i) {
+  const Instr& in = p_.code[i];
+  const DType md = p_.operand_dtypes[in.arg];
+  x86::Vec v = operand(in.a, md);
+  if (p_.streaming_stores && can_stream(*c_, md)) {
+    Label plain = cc_.newLabel(), end = cc_.newLabel();
+    cc_.test(nt_, nt_);
+    cc_.jz(plain);
+    store_run(*c_, md, at(in.arg), v, true);
+    cc_.jmp(end);
+    cc_.bind(plain);
+    store_run(*c_, md, at(in.arg), v, false);
+    cc_.bind(end);
+  } else {
+    store_run(*c_, md, at(in.arg), v, false);
+  }
+}
+
+void Gen::run() {
+  const size_t N = p_.code.size();
+  const int nops = int(p_.operand_dtypes.size());
+  cd_.resize(N);
+  bool wide = false;
+  for (DType d : p_.operand_dtypes) wide |= is64(d);
+  for (size_t i = 0; i < N; ++i) {
+    const Instr& in = p_.code[i];
+    if (in.kind == Instr::Kind::store) continue;
+    cd_[i] = in.kind == Instr::Kind::op ? compute_dtype(in, p_.code) : in.dtype;
+    wide |= is64(in.dtype) || is64(cd_[i]);
+  }
+  const Lane lw = wide ? Lane::b64 : Lane::b32;
+  Ctx c{A_, A_.vbytes() / lane_bytes(lw), lw, p_.strict};
+  c_ = &c;
+
+  // uses, loop invariance, FMA candidates
+  uses_.assign(N, 0);
+  invariant_.assign(N, false);
+  fuse_.assign(N, false);
+  std::vector<int> user(N, -1);
+  for (size_t i = 0; i < N; ++i) {
+    const Instr& in = p_.code[i];
+    bool inv = in.kind == Instr::Kind::imm || (in.kind == Instr::Kind::load && p_.operand_broadcast[in.arg]);
+    if (in.kind == Instr::Kind::op) {
+      inv = true;
+      const int n = op_info(in.op).arity;
+      const int32_t rr[3] = {in.a, in.b, in.c};
+      for (int j = 0; j < n; ++j) {
+        const int32_t r = rr[j];
+        ++uses_[r];
+        user[r] = int(i);
+        inv = inv && invariant_[r];
+      }
+    } else if (in.kind == Instr::Kind::store) {
+      ++uses_[in.a];
+      user[in.a] = int(i);
+    }
+    invariant_[i] = inv;
+  }
+  if (!p_.strict && A_.has_fma()) {
+    for (size_t i = 0; i < N; ++i) {
+      const Instr& in = p_.code[i];
+      if (in.kind != Instr::Kind::op || in.op != OpId::Mul || uses_[i] != 1) continue;
+      if (in.dtype != DType::float32 && in.dtype != DType::float64) continue;
+      const Instr& u = p_.code[user[i]];
+      if (u.kind == Instr::Kind::op && (u.op == OpId::Add || u.op == OpId::Sub) && u.dtype == in.dtype &&
+          cd_[user[i]] == in.dtype && invariant_[user[i]] == invariant_[i] && !(u.a == u.b))
+        fuse_[i] = true;
+    }
+  }
+
+  asmjit::FuncNode* fn = cc_.addFunc(asmjit::FuncSignatureT<void, char**, const int64_t*, int64_t>());
+  if (!A_.sse()) {
+    fn->frame().setAvxEnabled();
+    fn->frame().setAvxCleanup();
+  }
+  if (A_.evex()) fn->frame().setAvx512Enabled();
+  x86::Gp ptrs = cc_.newIntPtr("ptrs"), strides = cc_.newIntPtr("strides"), n = cc_.newInt64("n");
+  fn->setArg(0, ptrs);
+  fn->setArg(1, strides);
+  fn->setArg(2, n);
+  P_.resize(nops);
+  for (int k = 0; k < nops; ++k) {
+    P_[k] = cc_.newIntPtr("p%d", k);
+    cc_.mov(P_[k], x86::ptr(ptrs, 8 * k));
+  }
+  i_ = cc_.newIntPtr("i");
+  nt_ = cc_.newIntPtr("nt");
+  x86::Gp tail = cc_.newIntPtr("tail"), rem = cc_.newIntPtr("rem");
+  Label L_loop = cc_.newLabel(), L_body = cc_.newLabel(), L_out = cc_.newLabel(), L_done = cc_.newLabel();
+
+  // prologue: loop-invariant values
+  val_.assign(N, x86::Vec());
+  done_.assign(N, false);
+  for (size_t i = 0; i < N; ++i)
+    if (invariant_[i] && !fuse_[i] && !done_[i]) emit_value(i);
+
+  cc_.xor_(i_, i_);
+  cc_.xor_(tail, tail);
+  cc_.xor_(nt_, nt_);
+  if (p_.streaming_stores) {
+    Label skip = cc_.newLabel();
+    cc_.cmp(n, kStreamMinElements);
+    cc_.jl(skip);
+    x86::Gp a = cc_.newIntPtr();
+    cc_.xor_(a, a);
+    for (int k = 0; k < p_.num_outputs; ++k) cc_.or_(a, P_[k]);
+    cc_.test(a, 63);
+    cc_.jnz(skip);
+    cc_.mov(nt_, 1);
+    cc_.bind(skip);
+  }
+
+  // loop head: a full vector, the tail, or done
+  cc_.bind(L_loop);
+  cc_.mov(rem, n);
+  cc_.sub(rem, i_);
+  cc_.cmp(rem, c.L);
+  cc_.jge(L_body);
+  cc_.test(rem, rem);
+  cc_.jle(L_done);
+  std::vector<x86::Gp> orig(nops);
+  {
+    x86::Gp src = cc_.newIntPtr(), nb = cc_.newIntPtr();
+    for (int k = 0; k < nops; ++k) {
+      if (p_.operand_broadcast[k]) continue;
+      x86::Mem buf = cc_.newStack(64, 64);
+      x86::Gp b = cc_.newIntPtr();
+      cc_.lea(b, buf);
+      cc_.lea(src, at(k));
+      if (k < p_.num_outputs) {
+        orig[k] = cc_.newIntPtr();
+        cc_.mov(orig[k], src);
+      } else {
+        cc_.mov(nb, rem);
+        cc_.imul(nb, nb, isz(k));
+        copy_bytes(b, src, nb);
+      }
+      cc_.mov(P_[k], b);
+    }
+  }
+  cc_.xor_(i_, i_);
+  cc_.mov(tail, 1);
+  cc_.xor_(nt_, nt_);
+
+  // body
+  cc_.bind(L_body);
+  for (size_t i = 0; i < N; ++i) {
+    if (p_.code[i].kind == Instr::Kind::store) emit_store(i);
+    else if (!done_[i] && !fuse_[i] && !invariant_[i]) emit_value(i);
+  }
+  cc_.test(tail, tail);
+  cc_.jnz(L_out);
+  cc_.add(i_, c.L);
+  cc_.jmp(L_loop);
+
+  // tail: copy the outputs back
+  cc_.bind(L_out);
+  {
+    x86::Gp nb = cc_.newIntPtr();
+    for (int k = 0; k < p_.num_outputs; ++k) {
+      cc_.mov(nb, rem);
+      cc_.imul(nb, nb, isz(k));
+      copy_bytes(orig[k], P_[k], nb);
+    }
+  }
+  cc_.bind(L_done);
+  if (p_.streaming_stores) {
+    Label skip = cc_.newLabel();
+    cc_.cmp(n, kStreamMinElements);
+    cc_.jl(skip);
+    cc_.sfence();
+    cc_.bind(skip);
+  }
+  cc_.ret();
+  cc_.endFunc();
+}
+
+}  // namespace
+
+bool can_generate(const ElementwiseProgram& p, CpuTarget t) { return why_not(p, t).empty(); }
+
+std::unique_ptr<ElementwiseKernel> generate_elementwise(const ElementwiseProgram& p, CpuTarget t,
+                                                        bool want_disassembly) {
+  const std::string why = why_not(p, t);
+  if (!why.empty()) throw Error("codegen: cannot generate this program: " + why);
+  asmjit::CodeHolder code;
+  code.init(runtime().environment());
+  RecordingHandler eh;
+  code.setErrorHandler(&eh);
+  asmjit::StringLogger logger;
+  if (want_disassembly) code.setLogger(&logger);
+  x86::Compiler cc(&code);
+  try {
+    Gen g(p, t, cc);
+    g.run();
+  } catch (const std::logic_error& e) {
+    throw Error(std::string("codegen: internal error: ") + e.what());
+  }
+  cc.finalize();
+  if (eh.err != asmjit::kErrorOk)
+    throw Error("codegen: asmjit error " + std::string(asmjit::DebugUtils::errorAsString(eh.err)) + ": " + eh.msg);
+  InnerLoopFn fn = nullptr;
+  asmjit::Error e = runtime().add(&fn, &code);
+  if (e != asmjit::kErrorOk || !fn)
+    throw Error("codegen: cannot add code: " + std::string(asmjit::DebugUtils::errorAsString(e)));
+  return std::make_unique<JitKernel>(fn, code.codeSize(), want_disassembly ? std::string(logger.data()) : "");
+}
+
+}  // namespace kiln::codegen

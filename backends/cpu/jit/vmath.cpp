@@ -1,0 +1,152 @@
+// kiln (internal): the float32 vector math rows, emitted inline by running
+// the algorithms of vmath_alg.h on an asmjit backend (one SIMD instruction
+// per backend call). vmath_model.h runs the same templates on scalars.
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "codegen.h"
+#include "vmath_alg.h"
+
+namespace kiln::codegen::cg {
+
+namespace {
+
+using asmjit::Imm;
+namespace Inst = asmjit::x86::Inst;
+
+/// Backend of vmath_alg.h that emits code. Values are registers or constant
+/// pool operands (Src); every value has the width of `w`.
+struct AsmBackend {
+  using V = Src;
+  using I = Src;
+  using M = VMask;
+  VecAsm& A;
+  x86::Vec w;
+  bool fma;
+
+  bool fused() const { return fma; }
+  x86::Vec R(const Src& s) { return A.reg(s, w); }
+  static constexpr Lane l = Lane::b32;
+
+  V cf(float c) { return A.cf(c); }
+  I ci(int32_t c) { return A.c32(uint32_t(c)); }
+  // commutative ops take the register first
+  static void order(Src& a, Src& b) {
+    if (!a.is_reg() && b.is_reg()) std::swap(a, b);
+  }
+  V add(V a, V b) { order(a, b); return A.add(l, R(a), b); }
+  V sub(V a, V b) { return A.sub(l, R(a), b); }
+  V mul(V a, V b) { order(a, b); return A.mul(l, R(a), b); }
+  V div(V a, V b) { return A.div(l, R(a), b); }
+  V madd(V a, V b, V c) { order(a, b); return A.madd(l, R(a), b, c, fma); }
+  V msub(V a, V b, V c) { order(a, b); return A.msub(l, R(a), b, c, fma); }
+  V nmadd(V a, V b, V c) { order(a, b); return A.nmadd(l, R(a), b, c, fma); }
+  V maxx(V a, V b) { return A.maxx(l, R(a), b); }
+  V minx(V a, V b) { return A.minx(l, R(a), b); }
+  V vand(V a, V b) { order(a, b); return A.and_(R(a), b); }
+  V vor(V a, V b) { order(a, b); return A.or_(R(a), b); }
+  V vxor(V a, V b) { order(a, b); return A.xor_(R(a), b); }
+  static I as_i(V a) { return a; }
+  static V as_f(I a) { return a; }
+  I iadd(I a, I b) { order(a, b); return A.iadd(l, R(a), b); }
+  I isub(I a, I b) { return A.isub(l, R(a), b); }
+  I iand(I a, I b) { order(a, b); return A.and_(R(a), b); }
+  I ishl(I a, int n) { return A.ishl(l, R(a), n); }
+  I isra(I a, int n) { return A.isra(l, R(a), n); }
+  V i2f(I a) { return A.i2f(R(a)); }
+  M lt(V a, V b) { return A.cmpf(l, Cmp::lt, R(a), b); }
+  M le(V a, V b) { return A.cmpf(l, Cmp::le, R(a), b); }
+  M gt(V a, V b) { return A.cmpf(l, Cmp::gt, R(a), b); }
+  M ge(V a, V b) { return A.cmpf(l, Cmp::ge, R(a), b); }
+  M eq(V a, V b) { return A.cmpf(l, Cmp::eq, R(a), b); }
+  M unord(V a, V b) { return A.cmpf(l, Cmp::unord, R(a), b); }
+  M ieq(I a, I b) { return A.cmpi(l, Cmp::eq, R(a), R(b)); }
+  V sel(const M& m, V a, V b) { return A.select(l, m, R(a), R(b)); }
+
+  /// v 2^k in one rounding: vscalefps on AVX-512, else two exact factors.
+  V scale(V v, I k) {
+    if (A.evex()) {
+      x86::Vec d = A.like(w);
+      A.cc.emit(Inst::kIdVscalefps, d, R(v), A.i2f(R(k)));
+      return d;
+    }
+    x86::Vec k1 = A.isra(l, R(k), 1);
+    x86::Vec k2 = A.isub(l, R(k), k1);
+    x86::Vec s1 = A.ishl(l, A.iadd(l, k1, A.c32(127)), 23);
+    x86::Vec s2 = A.ishl(l, A.iadd(l, k2, A.c32(127)), 23);
+    return A.mul(l, A.mul(l, R(v), s1), s2);
+  }
+
+  /// ax - qf pi/2 in double (SSE2: no FMA for an exact float reduction).
+  V reduce_double(V ax, V qf) {
+    x86::Vec x = R(ax), q = R(qf);
+    auto half = [&](const x86::Vec& f, bool hi) {
+      x86::Vec s = hi ? A.hi_half(f) : f;
+      x86::Vec d = A.cc.newXmm();
+      A.cc.emit(Inst::kIdCvtps2pd, d, s);
+      return d;
+    };
+    x86::Vec out[2];
+    for (int h = 0; h < 2; ++h) {
+      x86::Vec xd = half(x, h), qd = half(q, h);
+      x86::Vec r = A.sub(Lane::b64, xd, A.mul(Lane::b64, qd, A.cd(vm::kPio2D1)));
+      r = A.sub(Lane::b64, r, A.mul(Lane::b64, qd, A.cd(vm::kPio2D2)));
+      r = A.sub(Lane::b64, r, A.mul(Lane::b64, qd, A.cd(vm::kPio2D3)));
+      out[h] = A.cc.newXmm();
+      A.cc.emit(Inst::kIdCvtpd2ps, out[h], r);
+    }
+    return A.concat(out[0], out[1]);
+  }
+};
+
+}  // namespace
+
+bool is_math_op(OpId op) {
+  switch (op) {
+    case OpId::Exp:
+    case OpId::Exp2:
+    case OpId::Expm1:
+    case OpId::Log:
+    case OpId::Log2:
+    case OpId::Log1p:
+    case OpId::Tanh:
+    case OpId::Sigmoid:
+    case OpId::Silu:
+    case OpId::Gelu:
+    case OpId::GeluTanh:
+    case OpId::Erf:
+    case OpId::Sin:
+    case OpId::Cos:
+    case OpId::Tan:
+    case OpId::Atanh: return true;
+    default: return false;
+  }
+}
+
+x86::Vec emit_math(Ctx& c, OpId op, const x86::Vec& x) {
+  AsmBackend b{c.A, x, c.A.has_fma()};
+  Src r;
+  switch (op) {
+    case OpId::Exp: r = vm::exp(b, Src(x)); break;
+    case OpId::Exp2: r = vm::exp2(b, Src(x)); break;
+    case OpId::Expm1: r = vm::expm1(b, Src(x)); break;
+    case OpId::Log: r = vm::log(b, Src(x)); break;
+    case OpId::Log2: r = vm::log2(b, Src(x)); break;
+    case OpId::Log1p: r = vm::log1p(b, Src(x)); break;
+    case OpId::Tanh: r = vm::tanh(b, Src(x)); break;
+    case OpId::Sigmoid: r = vm::sigmoid(b, Src(x)); break;
+    case OpId::Silu: r = vm::silu(b, Src(x)); break;
+    case OpId::Gelu: r = vm::gelu(b, Src(x)); break;
+    case OpId::GeluTanh: r = vm::gelu_tanh(b, Src(x)); break;
+    case OpId::Erf: r = vm::erf(b, Src(x)); break;
+    case OpId::Sin: r = vm::sin(b, Src(x)); break;
+    case OpId::Cos: r = vm::cos(b, Src(x)); break;
+    case OpId::Tan: r = vm::tan(b, Src(x)); break;
+    case OpId::Atanh: r = vm::atanh(b, Src(x)); break;
+    default: throw std::logic_error("codegen: not a math op: " + std::string(op_name(op)));
+  }
+  return b.R(r);
+}
+
+}  // namespace kiln::codegen::cg

@@ -1,0 +1,262 @@
+// kiln (internal): matmul's kernels. float32/float64 matrices are handed to
+// cblas_?gemm directly on the tensor's memory: a transposed contiguous
+// layout is passed with CblasTrans instead of being copied; only other
+// layouts (negative or gapped strides) and other dtypes are copied first.
+// Eigen's GEMM is the fallback without OpenBLAS and runs batches of small
+// matrices (where OpenBLAS would use one thread per call anyway). Eigen's
+// own threading is off (its blocking sizes depend on the thread count);
+// this file splits Eigen work into fixed (batch, row-chunk) items instead.
+// Eigen products appear in no other translation unit of the library.
+#define EIGEN_DONT_PARALLELIZE
+#include "matmul.h"
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "../../tensor/dispatch.h"
+#include "copy.h"
+#include "parallel_ranges.h"
+
+#ifdef KILN_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+
+namespace kiln::cpu {
+namespace {
+
+// Per-matrix M*N*K up to which batches run in parallel through Eigen (above
+// 64^3 OpenBLAS threads a single call itself).
+constexpr double kSmallGemm = 64.0 * 64.0 * 64.0;
+// Rows per Eigen work item.
+constexpr int64_t kRowChunk = 128;
+
+// A matrix (rows x cols, element strides rs, cs) as a GEMM argument: as a
+// row-major matrix (trans = false) or as the transpose of one (trans = true),
+// with leading dimension ld; ok = false when the strides allow neither.
+struct GemmArg {
+  bool ok = false;
+  bool trans = false;
+  int64_t ld = 0;
+};
+
+GemmArg gemm_arg(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
+  if ((cols == 1 || cs == 1) && (rows == 1 || rs >= std::max<int64_t>(cols, 1)))
+    return {true, false, rows == 1 ? std::max<int64_t>(cols, 1) : rs};
+  if ((rows == 1 || rs == 1) && (cols == 1 || cs >= std::max<int64_t>(rows, 1)))
+    return {true, true, cols == 1 ? std::max<int64_t>(rows, 1) : cs};
+  return {};
+}
+
+// t converted to dtype dt with its matrices made contiguous; batch axes that
+// are broadcast (stride 0) stay broadcast, so nothing is materialised.
+Tensor compact_copy(const Tensor& t, DType dt) {
+  const int64_t nd = t.ndim();
+  Shape s = t.shape();
+  Strides st = t.strides();
+  for (int64_t d = 0; d < nd - 2; ++d)
+    if (st[d] == 0) s[d] = 1;
+  Tensor src(t.buffer(), t.dtype(), s, st, t.offset());
+  Tensor c = Tensor::empty(s, dt);
+  copy_into(src, c);
+  Strides cs = c.strides();
+  for (int64_t d = 0; d < nd - 2; ++d)
+    if (s[d] != t.shape()[d]) cs[d] = 0;
+  return Tensor(c.buffer(), dt, t.shape(), cs, 0);
+}
+
+// An operand ready for a GEMM of element type T.
+template <class T>
+Tensor gemm_ready(const Tensor& t) {
+  const int64_t nd = t.ndim();
+  const GemmArg g = gemm_arg(t.shape()[nd - 2], t.shape()[nd - 1], t.strides()[nd - 2], t.strides()[nd - 1]);
+  if (t.dtype() == dtype_v<T> && g.ok && g.ld <= INT_MAX) return t;
+  return compact_copy(t, dtype_v<T>);
+}
+
+// The batch axes of (a, b, out) with byte strides, and their count.
+struct Batch {
+  std::vector<WalkDim<3>> dims;
+  int64_t n = 1;
+};
+
+Batch batch_of(const Tensor& a, const Tensor& b, const Tensor& out) {
+  Batch B;
+  const int64_t nd = out.ndim();
+  for (int64_t d = 0; d < nd - 2; ++d) {
+    const int64_t n = out.shape()[d];
+    B.n *= n;
+    if (n == 1) continue;
+    B.dims.push_back({n,
+                      {a.strides()[d] * static_cast<int64_t>(a.itemsize()),
+                       b.strides()[d] * static_cast<int64_t>(b.itemsize()),
+                       out.strides()[d] * static_cast<int64_t>(out.itemsize())}});
+  }
+  return B;
+}
+
+template <class T>
+T* at(const Tensor& t, int64_t byte_off) {
+  return reinterpret_cast<T*>(static_cast<char*>(t.data_ptr()) + byte_off);
+}
+
+// One GEMM problem: C (m x n, row-major, ldc) = A (m x k) B (k x n).
+template <class T>
+struct Gemm {
+  const T* a;
+  GemmArg ga;
+  const T* b;
+  GemmArg gb;
+  T* c;
+  int64_t m, n, k, ldc;
+};
+
+template <class T, bool TA, bool TB>
+void eigen_gemm_t(const Gemm<T>& g) {
+  using RM = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  using CM = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
+  using Stride = Eigen::OuterStride<>;
+  Eigen::Map<const std::conditional_t<TA, CM, RM>, 0, Stride> A(g.a, g.m, g.k, Stride(g.ga.ld));
+  Eigen::Map<const std::conditional_t<TB, CM, RM>, 0, Stride> B(g.b, g.k, g.n, Stride(g.gb.ld));
+  Eigen::Map<RM, 0, Stride> C(g.c, g.m, g.n, Stride(g.ldc));
+  C.noalias() = A * B;
+}
+
+template <class T>
+void eigen_gemm(const Gemm<T>& g) {
+  if (g.ga.trans) {
+    if (g.gb.trans) eigen_gemm_t<T, true, true>(g);
+    else eigen_gemm_t<T, true, false>(g);
+  } else {
+    if (g.gb.trans) eigen_gemm_t<T, false, true>(g);
+    else eigen_gemm_t<T, false, false>(g);
+  }
+}
+
+#ifdef KILN_HAVE_OPENBLAS
+template <class T>
+void blas_gemm(const Gemm<T>& g) {
+  const auto ta = g.ga.trans ? CblasTrans : CblasNoTrans;
+  const auto tb = g.gb.trans ? CblasTrans : CblasNoTrans;
+  const int m = static_cast<int>(g.m), n = static_cast<int>(g.n), k = static_cast<int>(g.k);
+  const int lda = static_cast<int>(g.ga.ld), ldb = static_cast<int>(g.gb.ld), ldc = static_cast<int>(g.ldc);
+  if constexpr (std::is_same_v<T, float>)
+    cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, g.a, lda, g.b, ldb, 0.0f, g.c, ldc);
+  else
+    cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, 1.0, g.a, lda, g.b, ldb, 0.0, g.c, ldc);
+}
+#endif
+
+template <class T>
+void gemm_float(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
+  const Tensor a = gemm_ready<T>(a_in), b = gemm_ready<T>(b_in);
+  const int64_t nd = out.ndim();
+  const int64_t M = out.shape()[nd - 2], N = out.shape()[nd - 1], K = a.shape()[nd - 1];
+  const GemmArg ga = gemm_arg(M, K, a.strides()[nd - 2], a.strides()[nd - 1]);
+  const GemmArg gb = gemm_arg(K, N, b.strides()[nd - 2], b.strides()[nd - 1]);
+  const Batch B = batch_of(a, b, out);
+  auto problem = [&](const Odometer<3>& od) {
+    return Gemm<T>{at<const T>(a, od.off[0]), ga, at<const T>(b, od.off[1]), gb, at<T>(out, od.off[2]), M, N, K, N};
+  };
+#ifdef KILN_HAVE_OPENBLAS
+  const bool fits_int = M <= INT_MAX && N <= INT_MAX && K <= INT_MAX;
+  if (fits_int && (B.n == 1 || double(M) * double(N) * double(K) > kSmallGemm)) {
+    // One call per matrix; OpenBLAS threads inside each call.
+    Odometer<3> od(B.dims.data(), static_cast<int>(B.dims.size()));
+    for (int64_t i = 0; i < B.n; ++i, od.next()) blas_gemm(problem(od));
+    return;
+  }
+#endif
+  // Eigen, single-threaded per item; items are (matrix, chunk of kRowChunk rows).
+  const int64_t chunks = (M + kRowChunk - 1) / kRowChunk;
+  parallel_ranges(B.n * chunks, B.n * M * N * std::max<int64_t>(K, 1) / 8, [&](int64_t i0, int64_t i1) {
+    Odometer<3> od(B.dims.data(), static_cast<int>(B.dims.size()));
+    for (int64_t i = i0; i < i1; ++i) {
+      od.seek(i / chunks);
+      Gemm<T> g = problem(od);
+      const int64_t r0 = (i % chunks) * kRowChunk;
+      g.m = std::min(kRowChunk, M - r0);
+      g.a += r0 * (ga.trans ? 1 : ga.ld);
+      g.c += r0 * g.ldc;
+      eigen_gemm(g);
+    }
+  });
+}
+
+// Integer and bool matmul: each output row accumulated in uint64 (wrapping,
+// as numpy's fixed-width integers) or bool (OR of ANDs).
+template <class T>
+void gemm_exact(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
+  using Acc = std::conditional_t<std::is_same_v<T, bool>, bool, uint64_t>;
+  const Tensor a = a_in.dtype() == out.dtype() ? a_in : compact_copy(a_in, out.dtype());
+  const Tensor b = b_in.dtype() == out.dtype() ? b_in : compact_copy(b_in, out.dtype());
+  const int64_t nd = out.ndim();
+  const int64_t M = out.shape()[nd - 2], N = out.shape()[nd - 1], K = a.shape()[nd - 1];
+  const int64_t ars = a.strides()[nd - 2], acs = a.strides()[nd - 1];
+  const int64_t brs = b.strides()[nd - 2], bcs = b.strides()[nd - 1];
+  const Batch B = batch_of(a, b, out);
+  parallel_ranges(B.n * M, B.n * M * N * K, [&](int64_t i0, int64_t i1) {
+    Odometer<3> od(B.dims.data(), static_cast<int>(B.dims.size()));
+    std::vector<Acc> acc(static_cast<size_t>(N));
+    for (int64_t i = i0; i < i1; ++i) {
+      od.seek(i / M);
+      const int64_t row = i % M;
+      const T* ap = at<const T>(a, od.off[0]) + row * ars;
+      const T* bp = at<const T>(b, od.off[1]);
+      T* cp = at<T>(out, od.off[2]) + row * N;
+      std::fill(acc.begin(), acc.end(), Acc(0));
+      for (int64_t k = 0; k < K; ++k) {
+        const T av = ap[k * acs];
+        const T* br = bp + k * brs;
+        if constexpr (std::is_same_v<T, bool>) {
+          if (av)
+            for (int64_t j = 0; j < N; ++j) acc[j] = acc[j] | br[j * bcs];
+        } else {
+          const uint64_t x = static_cast<uint64_t>(static_cast<int64_t>(av));
+          for (int64_t j = 0; j < N; ++j) acc[j] += x * static_cast<uint64_t>(static_cast<int64_t>(br[j * bcs]));
+        }
+      }
+      for (int64_t j = 0; j < N; ++j) cp[j] = static_cast<T>(acc[j]);
+    }
+  });
+}
+
+}  // namespace
+
+const char* gemm_backend() {
+#ifdef KILN_HAVE_OPENBLAS
+  return "OpenBLAS";
+#else
+  return "Eigen";
+#endif
+}
+
+void matmul(const Tensor& a, const Tensor& b, const Tensor& out) {
+  const int64_t nd = out.ndim();
+  if (out.numel() == 0) return;
+  if (a.shape()[nd - 1] == 0) {  // K = 0: a sum of nothing (all dtypes' zero is all-zero bytes)
+    std::memset(out.data_ptr(), 0, static_cast<size_t>(out.numel()) * out.itemsize());
+    return;
+  }
+  switch (out.dtype()) {
+    case DType::float32: gemm_float<float>(a, b, out); break;
+    case DType::float64: gemm_float<double>(a, b, out); break;
+    case DType::float16:
+    case DType::bfloat16: {
+      Tensor o32 = Tensor::empty(out.shape(), DType::float32);
+      gemm_float<float>(a, b, o32);
+      copy_into(o32, out);
+      break;
+    }
+    default:
+      detail::visit_dtype(out.dtype(), [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        if constexpr (!std::is_floating_point_v<detail::compute_t<T>>) gemm_exact<T>(a, b, out);
+      });
+  }
+}
+
+}  // namespace kiln::cpu

@@ -1,0 +1,23 @@
+// kiln (internal): CPU kernels of the Reduce and Scan categories.
+#pragma once
+#include <vector>
+
+#include "../../tensor/op_table.h"
+
+namespace kiln::cpu {
+
+/// Reduction `op` (a Reduce row of the op table) of `x` over the axes where
+/// `reduced[d]` is true, written into `out`: contiguous, of the row's result
+/// dtype, holding x's kept extents in order (keepdim's extra 1s allowed).
+/// `correction` is var/std's. Float sums use a fixed blocking (lanes inside
+/// fixed-size blocks, blocks combined pairwise), so results depend on the
+/// shape and strides only, never on the thread count. The caller has checked
+/// axes and empty extents (max/min/argmax/argmin of nothing).
+void reduce(OpId op, const Tensor& x, const std::vector<bool>& reduced, double correction, const Tensor& out);
+
+/// Inclusive prefix sum of `x` along `axis` into `out` (x's shape; int64 for
+/// integer/bool x, accumulated with wrap-around; float16/bfloat16 accumulate
+/// in float32). Sequential along the axis.
+void cumsum(const Tensor& x, int64_t axis, const Tensor& out);
+
+}  // namespace kiln::cpu

@@ -1,0 +1,126 @@
+// CPU kernels of the Unary rows. Contiguous float/double blocks of the
+// transcendental ops use Eigen's vectorised array functions (the only
+// translation unit of the elementwise kernels that includes Eigen); every
+// other case applies the scalar functor in a loop the compiler vectorises.
+#include <Eigen/Core>
+#include <unsupported/Eigen/SpecialFunctions>
+#include <cfloat>
+#include <string>
+
+#include "elementwise_functors.h"
+#include "elementwise_kernels.h"
+#include "elementwise_loop.h"
+
+namespace kiln::cpu {
+
+namespace {
+
+// EigenUnary<F, C>: the vectorised form of functor F on arrays of C, when
+// there is one. apply(x) is the Eigen expression; slow(x) marks inputs the
+// expression handles poorly (Eigen clamps exp's argument, flushes subnormal
+// inputs of log, and 0 * inf at -inf), which are recomputed with the scalar
+// functor. slow() is a branch-free predicate so that the check vectorises.
+template <class F, class C>
+struct EigenUnary {
+  static constexpr bool enabled = false;
+};
+
+#define KILN_EIGEN_UNARY(F, C, EXPR, SLOW)                      \
+  template <>                                                   \
+  struct EigenUnary<fn::F, C> {                                 \
+    static constexpr bool enabled = true;                       \
+    template <class A>                                          \
+    static auto apply(const A& x) {                             \
+      return EXPR;                                              \
+    }                                                           \
+    static bool slow(C x) { return SLOW; }                      \
+  };
+
+// float: exp is accurate on [-87.3, 88.37]; results outside are subnormal or
+// above Eigen's clamp, so those inputs take the scalar path.
+KILN_EIGEN_UNARY(Exp, float, x.exp(), (x < -87.0f) | (x > 88.3f))
+KILN_EIGEN_UNARY(Exp, double, x.exp(), (x < -708.0) | (x > 709.0))
+KILN_EIGEN_UNARY(Log, float, x.log(), (x > 0.0f) & (x < FLT_MIN))
+KILN_EIGEN_UNARY(Log, double, x.log(), (x > 0.0) & (x < DBL_MIN))
+KILN_EIGEN_UNARY(Log2, float, x.log() * 1.44269504088896340736f, (x > 0.0f) & (x < FLT_MIN))
+KILN_EIGEN_UNARY(Log1p, float, x.log1p(), false)
+KILN_EIGEN_UNARY(Expm1, float, x.expm1(), x > 88.3f)
+// exp2 through double exp: 2^x = e^(x ln 2) without float rounding of x ln 2.
+KILN_EIGEN_UNARY(Exp2, float, (x.template cast<double>() * 0.69314718055994530942).exp().template cast<float>(),
+                 false)
+KILN_EIGEN_UNARY(Sin, float, x.sin(), false)
+KILN_EIGEN_UNARY(Cos, float, x.cos(), false)
+KILN_EIGEN_UNARY(Tanh, float, x.tanh(), false)
+KILN_EIGEN_UNARY(Erf, float, x.erf(), false)
+KILN_EIGEN_UNARY(Sigmoid, float, 1.0f / (1.0f + (-x).exp()), x < -87.0f)
+KILN_EIGEN_UNARY(Sigmoid, double, 1.0 / (1.0 + (-x).exp()), x < -708.0)
+KILN_EIGEN_UNARY(Silu, float, x / (1.0f + (-x).exp()), x < -87.0f)
+KILN_EIGEN_UNARY(Silu, double, x / (1.0 + (-x).exp()), x < -708.0)
+KILN_EIGEN_UNARY(Gelu, float, 0.5f * x * (1.0f + (x * 0.70710678118654752440f).erf()), x < -6.0f)
+// gelu_tanh as x sigmoid(2u) (see fn::GeluTanh); below -9 the result is
+// under 1e-30 and -inf needs the limit, both from the scalar path.
+KILN_EIGEN_UNARY(GeluTanh, float,
+                 x / (1.0f + (-1.59576912160573071176f * (x + 0.044715f * x * x * x)).exp()), x < -9.0f)
+#undef KILN_EIGEN_UNARY
+
+/// Eigen is applied in sub-blocks so the slow-input check rereads x from L1.
+constexpr int64_t kEigenBlock = 2048;
+
+/// y[0, m) = F(x[0, m)) for unit-stride arrays of the compute type.
+template <class F, class C, class O>
+void unary_block(const C* __restrict x, O* __restrict y, int64_t m) {
+  if constexpr (EigenUnary<F, C>::enabled) {
+    using E = EigenUnary<F, C>;
+    using Arr = Eigen::Array<C, Eigen::Dynamic, 1>;
+    for (int64_t i0 = 0; i0 < m; i0 += kEigenBlock) {
+      const int64_t k = std::min(kEigenBlock, m - i0);
+      Eigen::Map<Arr>(y + i0, k) = E::apply(Eigen::Map<const Arr>(x + i0, k));
+      int slow = 0;
+      for (int64_t i = i0; i < i0 + k; ++i) slow |= E::slow(x[i]);
+      if (slow) {
+        for (int64_t i = i0; i < i0 + k; ++i)
+          if (E::slow(x[i])) y[i] = F{}(x[i]);
+      }
+    }
+  } else {
+    F f;
+    for (int64_t i = 0; i < m; ++i) y[i] = f(x[i]);
+  }
+}
+
+template <class F, class S>
+void unary_run(const Tensor& x, const Tensor& out) {
+  using C = detail::compute_t<S>;
+  using O = decltype(F{}(C{}));
+  using SO = std::conditional_t<std::is_same_v<O, bool>, bool, S>;
+  if (out.dtype() != dtype_v<SO>)
+    throw Error("unary_kernel: output dtype " + std::string(name(out.dtype())) + " does not match the row's " +
+                std::string(name(dtype_v<SO>)));
+  ew::launch<2>({&out, &x}, [](char** p, const int64_t* st, int64_t n) {
+    ew::StagedInput<S, C> in(p[1], st[1]);
+    ew::StagedOutput<O, SO> o(p[0], st[0]);
+    ew::for_blocks(n, in.direct() && o.direct(), [&](int64_t i0, int64_t m) {
+      unary_block<F>(in.block(i0, m), o.block(i0), m);
+      o.commit(i0, m);
+    });
+  });
+}
+
+}  // namespace
+
+void unary_kernel(OpId op, const Tensor& x, const Tensor& out) {
+  bool found = visit_op<OpCategory::Unary>(op, [&](auto tag) {
+    using Tag = decltype(tag);
+    using F = typename Tag::functor;
+    detail::visit_dtype(x.dtype(), [&](auto tt) {
+      using S = typename decltype(tt)::type;
+      if constexpr (accepts_dtype<F, Tag::rule, S>() && Tag::op != OpId::Cast)
+        unary_run<F, S>(x, out);
+      else
+        throw DTypeError(detail::op_prefix(op) + "no kernel for dtype " + std::string(name(x.dtype())));
+    });
+  });
+  if (!found) throw Error("unary_kernel: '" + std::string(op_name(op)) + "' is not a unary row");
+}
+
+}  // namespace kiln::cpu

@@ -1,0 +1,64 @@
+// LibTorch peers for bench_compile (built only when libtorch-dev is installed).
+#include <benchmark/benchmark.h>
+#include <torch/script.h>
+#include <torch/torch.h>
+
+#include "bench_peers.h"
+
+namespace kb {
+void set_torch_threads(int n) { at::set_num_threads(n); }
+}  // namespace kb
+
+namespace {
+constexpr int64_t kBig = 16 << 20;
+
+void BM_torch_add_1elem(benchmark::State& st) {
+  at::set_num_threads(1);
+  at::Tensor a = at::ones({1}), b = at::ones({1});
+  for (auto _ : st) benchmark::DoNotOptimize(at::add(a, b));
+}
+BENCHMARK(BM_torch_add_1elem);
+
+// TorchScript: compile the same 20-op function from source and make the
+// first call (this LibTorch build does not fuse on the CPU).
+void BM_torchscript_first_call_20op(benchmark::State& st) {
+  const char* src = R"(
+def f(a, b):
+    x = a * b + 1.0
+    x = torch.tanh(x) * 0.9 + a
+    x = torch.tanh(x) * 0.9 + a
+    x = torch.tanh(x) * 0.9 + a
+    x = torch.tanh(x) * 0.9 + a
+    x = torch.tanh(x) * 0.9 + a
+    x = torch.tanh(x) * 0.9 + a
+    return x - b
+)";
+  at::Tensor a = at::rand({1024}), b = at::rand({1024});
+  for (auto _ : st) {
+    auto cu = torch::jit::compile(src);
+    benchmark::DoNotOptimize(cu->run_method("f", a, b));
+  }
+}
+BENCHMARK(BM_torchscript_first_call_20op)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+void BM_torch_chain_16M(benchmark::State& st) {
+  kb::set_threads(static_cast<int>(st.range(0)));
+  at::Tensor a = at::rand({kBig}), b = at::rand({kBig}), c = at::rand({kBig});
+  for (auto _ : st) benchmark::DoNotOptimize((at::tanh(a * b + c) * 0.5 + at::exp(-a)).data_ptr());
+  st.SetBytesProcessed(st.iterations() * kBig * 16);
+}
+BENCHMARK(BM_torch_chain_16M)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+void BM_torch_softmax_rows(benchmark::State& st) {
+  kb::set_threads(static_cast<int>(st.range(0)));
+  at::Tensor x = at::randn({1024, 1024});
+  for (auto _ : st) benchmark::DoNotOptimize(at::softmax(x, -1).data_ptr());
+}
+void BM_torch_layernorm_rows(benchmark::State& st) {
+  kb::set_threads(static_cast<int>(st.range(0)));
+  at::Tensor x = at::randn({1024, 1024});
+  for (auto _ : st) benchmark::DoNotOptimize(at::layer_norm(x, {1024}).data_ptr());
+}
+BENCHMARK(BM_torch_softmax_rows)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_torch_layernorm_rows)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMicrosecond);
+}  // namespace

@@ -1,0 +1,92 @@
+// kiln benchmark (issue 5): replay overhead next to a plain call's, and
+// engine::read of a 1,000-node graph next to the original compile.
+//   BM_call_1elem         checked compiled call on 1-element inputs
+//   BM_execute_raw_1elem  execute_raw (no checks) on the same
+//   BM_replay_1elem       replay of a capture on the same   (budget <= 0.2 us)
+//   BM_compile_1000       optimise + plan + generate code for the staged graph
+//   BM_read_1000          engine::read of its MEF file (from memory)  (budget <= 20 ms)
+// The graph of the last two has about 1,000 nodes after optimisation (see
+// the `nodes` counter): 250 rounds of matmul -> add a constant -> tanh.
+#include <benchmark/benchmark.h>
+
+#include <kiln/kiln.h>
+
+#include "../jit/mef.h"
+
+namespace {
+
+using namespace kiln;
+
+TensorLayout f32(Shape s) { return TensorLayout(DType::float32, std::move(s)); }
+
+CompiledCallable tiny() {
+  return compile([](Tensor x, Tensor y) { return x * y + 1.0f; })(f32({1}), f32({1}));
+}
+
+void BM_call_1elem(benchmark::State& st) {
+  CompiledCallable run = tiny();
+  Tensor x = ones({1}), y = ones({1});
+  for (auto _ : st) benchmark::DoNotOptimize(run(x, y).leaves.data());
+}
+BENCHMARK(BM_call_1elem);
+
+void BM_execute_raw_1elem(benchmark::State& st) {
+  CompiledCallable run = tiny();
+  std::vector<Tensor> in{ones({1}), ones({1})};
+  for (auto _ : st) benchmark::DoNotOptimize(run.execute_raw(std::span<const Tensor>(in)).data());
+}
+BENCHMARK(BM_execute_raw_1elem);
+
+void BM_replay_1elem(benchmark::State& st) {
+  CompiledCallable run = tiny();
+  std::vector<Tensor> in{ones({1}), ones({1})};
+  const engine::Model& m = run.engine_model();
+  std::vector<Tensor> out = m.capture(1, in);
+  std::span<const Tensor> span(in);
+  for (auto _ : st) {
+    m.replay(1, span);
+    benchmark::ClobberMemory();
+  }
+  m.release(1);
+}
+BENCHMARK(BM_replay_1elem);
+
+StagedGraph big_staged() {
+  auto f = [](Tensor x, Tensor w) {
+    Tensor h = x;
+    for (int i = 0; i < 250; ++i) h = tanh(matmul(h, w) + static_cast<float>(i) * 0.01f);
+    return h;
+  };
+  return stage(f)(f32({4, 8}), f32({8, 8}));
+}
+
+void BM_compile_1000(benchmark::State& st) {
+  StagedGraph s = big_staged();
+  size_t nodes = 0;
+  for (auto _ : st) {
+    InferenceSession session;  // a new session: nothing cached
+    auto art = engine::compile_graph(s.graph, session, nullptr);
+    nodes = art->graph().num_nodes();
+    benchmark::DoNotOptimize(art.get());
+  }
+  st.counters["nodes"] = static_cast<double>(nodes);
+}
+BENCHMARK(BM_compile_1000)->Unit(benchmark::kMillisecond);
+
+void BM_read_1000(benchmark::State& st) {
+  CompiledCallable run(big_staged());
+  const engine::CompiledModel& art = run.engine_model().artifact();
+  mef::Contents c;
+  c.graph_text = art.graph().to_text();
+  c.signature = run.signature();
+  c.weights = art.weight_slots();
+  const std::string bytes = mef::encode(c);
+  for (auto _ : st) benchmark::DoNotOptimize(engine::read_bytes(bytes, "bench").get());
+  st.counters["nodes"] = static_cast<double>(art.graph().num_nodes());
+  st.counters["file_bytes"] = static_cast<double>(bytes.size());
+}
+BENCHMARK(BM_read_1000)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,128 @@
+// Issue 2 speed figures: eager dispatch, elementwise bandwidth and matmul,
+// each beside its peers in the same run (a plain loop, Eigen, OpenBLAS; the
+// LibTorch peers are in bench_ops_torch.cpp when LibTorch is installed).
+#include <benchmark/benchmark.h>
+#include <cblas.h>
+#include <omp.h>
+
+#include <Eigen/Core>
+#include <kiln/kiln.h>
+
+#include "bench_peers.h"
+#include "bench_report.h"
+
+namespace kb {
+__attribute__((weak)) void set_torch_threads(int) {}
+void set_threads(int n) {
+  kiln::set_num_threads(n);
+  omp_set_num_threads(n);
+  openblas_set_num_threads(n);
+  Eigen::setNbThreads(n);
+  set_torch_threads(n);
+}
+}  // namespace kb
+
+namespace {
+constexpr int64_t kBig = 16 << 20;  // 16M elements
+
+// ---- eager dispatch --------------------------------------------------------------------
+void BM_kiln_add_1elem(benchmark::State& st) {
+  kb::set_threads(1);
+  kiln::Tensor a = kiln::ones({1}), b = kiln::ones({1});
+  for (auto _ : st) benchmark::DoNotOptimize(a + b);
+}
+BENCHMARK(BM_kiln_add_1elem);
+
+// ---- bandwidth: a plain parallel copy loop is the reference ----------------------------------
+void BM_copy_loop(benchmark::State& st) {
+  kb::set_threads(static_cast<int>(st.range(0)));
+  std::vector<float> in(kBig, 1.0f), out(kBig);
+  for (auto _ : st) {
+    const float* s = in.data();
+    float* d = out.data();
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < kBig; ++i) d[i] = s[i];
+    benchmark::ClobberMemory();
+  }
+  st.SetBytesProcessed(st.iterations() * kBig * 8);
+}
+BENCHMARK(BM_copy_loop)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+template <int Op>
+void BM_kiln_ew(benchmark::State& st) {
+  kb::set_threads(static_cast<int>(st.range(0)));
+  kiln::Tensor a = kiln::random::uniform({kBig}, 0.5, 1.5), b = kiln::random::uniform({kBig}, 0.5, 1.5);
+  int64_t bytes = 0;
+  for (auto _ : st) {
+    kiln::Tensor r;
+    switch (Op) {
+      case 0: r = a + b; bytes = 12; break;
+      case 1: r = a * b; bytes = 12; break;
+      case 2: r = -a; bytes = 8; break;
+      case 3: r = kiln::exp(a); bytes = 8; break;
+      case 4: r = kiln::tanh(a); bytes = 8; break;
+      case 5: r = kiln::sqrt(a); bytes = 8; break;
+    }
+    benchmark::DoNotOptimize(r.data_ptr());
+  }
+  st.SetBytesProcessed(st.iterations() * kBig * bytes);
+}
+BENCHMARK_TEMPLATE(BM_kiln_ew, 0)->Name("BM_kiln_add_16M")->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_TEMPLATE(BM_kiln_ew, 1)->Name("BM_kiln_mul_16M")->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_TEMPLATE(BM_kiln_ew, 2)->Name("BM_kiln_neg_16M")->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_TEMPLATE(BM_kiln_ew, 3)->Name("BM_kiln_exp_16M")->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_TEMPLATE(BM_kiln_ew, 4)->Name("BM_kiln_tanh_16M")->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_TEMPLATE(BM_kiln_ew, 5)->Name("BM_kiln_sqrt_16M")->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// ---- matmul ---------------------------------------------------------------------------------------
+void BM_kiln_matmul(benchmark::State& st) {
+  const int64_t n = st.range(0);
+  kb::set_threads(static_cast<int>(st.range(1)));
+  kiln::Tensor a = kiln::random::normal({n, n}), b = kiln::random::normal({n, n});
+  for (auto _ : st) benchmark::DoNotOptimize(kiln::matmul(a, b).data_ptr());
+  st.SetItemsProcessed(st.iterations() * 2 * n * n * n);
+}
+void BM_openblas_sgemm(benchmark::State& st) {
+  const int64_t n = st.range(0);
+  kb::set_threads(static_cast<int>(st.range(1)));
+  std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), c(n * n);
+  for (auto _ : st) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+    benchmark::ClobberMemory();
+  }
+  st.SetItemsProcessed(st.iterations() * 2 * n * n * n);
+}
+void BM_eigen_gemm(benchmark::State& st) {
+  const int64_t n = st.range(0);
+  kb::set_threads(static_cast<int>(st.range(1)));
+  using M = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  M a = M::Random(n, n), b = M::Random(n, n), c(n, n);
+  for (auto _ : st) {
+    c.noalias() = a * b;
+    benchmark::ClobberMemory();
+  }
+  st.SetItemsProcessed(st.iterations() * 2 * n * n * n);
+}
+#define MATMUL_ARGS ->Args({256, 1})->Args({256, 2})->Args({512, 1})->Args({512, 2})->Args({1024, 1})->Args({1024, 2})->UseRealTime()->Unit(benchmark::kMicrosecond)
+BENCHMARK(BM_kiln_matmul) MATMUL_ARGS;
+BENCHMARK(BM_openblas_sgemm) MATMUL_ARGS;
+BENCHMARK(BM_eigen_gemm) MATMUL_ARGS;
+}  // namespace
+
+int main(int argc, char** argv) {
+  using kb::compare;
+  compare({"eager add, 1-element float32 (dispatch)", "BM_kiln_add_1elem", {"BM_torch_add_1elem"},
+           "<= 1 us and no slower than at::add"});
+  for (const char* op : {"add", "mul", "neg", "exp", "tanh", "sqrt"})
+    compare({std::string(op) + " 16M float32, 2 threads (vs copy-loop time; ratio<=1.25 = >=0.8x bandwidth)",
+             std::string("BM_kiln_") + op + "_16M/2/real_time",
+             {"BM_copy_loop/2/real_time", std::string("BM_torch_") + op + "_16M/2/real_time"},
+             ">= 0.8x copy-loop bandwidth (compare GB/s above)"});
+  for (int n : {256, 512, 1024})
+    for (int t : {1, 2}) {
+      std::string s = "/" + std::to_string(n) + "/" + std::to_string(t) + "/real_time";
+      compare({"matmul " + std::to_string(n) + " float32, " + std::to_string(t) + " thread(s)", "BM_kiln_matmul" + s,
+               {"BM_openblas_sgemm" + s, "BM_eigen_gemm" + s, "BM_torch_mm" + s}, ">= 0.9x best BLAS (ratio <= 1.11)"});
+    }
+  return kb::run_main(argc, argv, "Eager ops (issue 2)");
+}

@@ -1,0 +1,118 @@
+#include "bench_report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+namespace kb {
+
+namespace {
+std::vector<Comparison>& comparisons() {
+  static std::vector<Comparison> v;
+  return v;
+}
+
+struct Collecting : benchmark::ConsoleReporter {
+  std::map<std::string, double> ns;  // benchmark name -> real time per iteration, ns
+  void ReportRuns(const std::vector<Run>& runs) override {
+    for (const auto& r : runs)
+      if (!r.error_occurred && r.run_type == Run::RT_Iteration) {
+        double t = r.GetAdjustedRealTime();  // in r.time_unit
+        double mult = r.time_unit == benchmark::kNanosecond    ? 1.0
+                      : r.time_unit == benchmark::kMicrosecond ? 1e3
+                      : r.time_unit == benchmark::kMillisecond ? 1e6
+                                                               : 1e9;
+        ns[r.benchmark_name()] = t * mult;
+      }
+    ConsoleReporter::ReportRuns(runs);
+  }
+};
+
+std::string fmt_time(double ns) {
+  char b[64];
+  if (ns < 1e3) std::snprintf(b, sizeof b, "%.1f ns", ns);
+  else if (ns < 1e6) std::snprintf(b, sizeof b, "%.2f us", ns / 1e3);
+  else std::snprintf(b, sizeof b, "%.2f ms", ns / 1e6);
+  return b;
+}
+
+std::string cpu_model() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "unknown CPU";
+}
+
+std::string cpu_flags() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line, out;
+  while (std::getline(f, line))
+    if (line.rfind("flags", 0) == 0) {
+      for (const char* fl : {"sse2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_bf16"})
+        if ((" " + line + " ").find(std::string(" ") + fl + " ") != std::string::npos) out += std::string(fl) + " ";
+      break;
+    }
+  return out;
+}
+}  // namespace
+
+void compare(Comparison c) { comparisons().push_back(std::move(c)); }
+
+int run_main(int argc, char** argv, const char* title) {
+  std::string results_file;
+  std::vector<char*> args;
+  for (int i = 0; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--kiln_results=", 15) == 0) results_file = argv[i] + 15;
+    else args.push_back(argv[i]);
+  }
+  int n = static_cast<int>(args.size());
+  benchmark::Initialize(&n, args.data());
+  if (benchmark::ReportUnrecognizedArguments(n, args.data())) return 1;
+  Collecting rep;
+  benchmark::RunSpecifiedBenchmarks(&rep);
+  benchmark::Shutdown();
+
+  std::ostringstream md;
+  md << "\n## " << title << "\n\n| what | kiln | best peer | kiln / best peer time | peers | target |\n|---|---|---|---|---|---|\n";
+  for (const auto& c : comparisons()) {
+    auto k = rep.ns.find(c.kiln);
+    if (k == rep.ns.end()) continue;
+    std::string best_name;
+    double best = 0;
+    std::string peers;
+    for (const auto& p : c.peers) {
+      auto it = rep.ns.find(p);
+      if (it == rep.ns.end()) continue;
+      peers += p + " " + fmt_time(it->second) + "; ";
+      if (best_name.empty() || it->second < best) {
+        best = it->second;
+        best_name = p;
+      }
+    }
+    char ratio[32] = "n/a";
+    if (!best_name.empty()) std::snprintf(ratio, sizeof ratio, "%.2fx", k->second / best);
+    md << "| " << c.title << " | " << fmt_time(k->second) << " | " << (best_name.empty() ? "-" : best_name) << " | "
+       << ratio << " | " << peers << " | " << c.budget << " |\n";
+  }
+  md << "\n(ratio < 1 means kiln is faster than the best peer)\n";
+  std::cout << md.str();
+  if (!results_file.empty()) {
+    std::ofstream f(results_file, std::ios::app);
+    std::time_t now = std::time(nullptr);
+    char date[64];
+    std::strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
+    f << "\n<!-- " << title << " -->\nMachine: " << cpu_model() << ", " << std::thread::hardware_concurrency()
+      << " cores, flags: " << cpu_flags() << "; run " << date << "\n" << md.str();
+  }
+  return 0;
+}
+
+}  // namespace kb

@@ -1,0 +1,29 @@
+// kiln benchmarks: a Google Benchmark reporter that also prints each kiln
+// figure as a ratio to its peers measured in the same run, and can append
+// that table to a markdown file (--kiln_results=FILE).
+#pragma once
+#include <benchmark/benchmark.h>
+
+#include <string>
+#include <vector>
+
+namespace kb {
+
+/// One comparison row: the kiln benchmark and its peers (full benchmark
+/// names as printed, e.g. "BM_kiln_add/1"). `higher_is_better` compares the
+/// items_per_second/bytes_per_second counter instead of time.
+struct Comparison {
+  std::string title;
+  std::string kiln;
+  std::vector<std::string> peers;
+  std::string budget;  // the target, in words (printed beside the ratio)
+};
+
+/// Registers a comparison to report after the run.
+void compare(Comparison c);
+
+/// Runs the registered benchmarks (argv as for benchmark::Initialize), then
+/// prints the comparison table; writes it to --kiln_results=FILE when given.
+int run_main(int argc, char** argv, const char* title);
+
+}  // namespace kb

@@ -1,0 +1,48 @@
+// kiln (internal): the capture table behind engine::Model::capture/replay.
+// A capture is a flat list of steps with every decision made at capture time
+// (see engine.h for what a replay allocates).
+#pragma once
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "engine.h"
+#include "plan.h"
+
+namespace kiln::engine::detail {
+
+struct CapturedStep {
+  enum class Kind : uint8_t {
+    fused,  ///< generated code over a prebuilt loop with bound data pointers
+    op,     ///< an eager kernel on pre-bound inputs; its result is copied into `dst`
+    copy,   ///< dst = src (a strided view made contiguous for generated code, or a constant output)
+  };
+  Kind kind = Kind::op;
+  // fused
+  codegen::InnerLoopFn fn = nullptr;
+  const cpu::StridedLoop<codegen::kMaxFusedOperands>* loop = nullptr;
+  std::array<char*, codegen::kMaxFusedOperands> base{};
+  // op
+  OpId op{};
+  const Attrs* attrs = nullptr;
+  std::vector<Tensor> args;
+  // op and copy
+  Tensor src, dst;
+};
+
+struct Capture {
+  std::vector<Tensor> inputs;   ///< the captured input buffers (kept alive, so their addresses stay theirs)
+  std::vector<Tensor> outputs;  ///< rewritten by each replay
+  std::vector<CapturedStep> steps;
+  std::vector<Tensor> keep;     ///< every intermediate buffer
+};
+
+struct CaptureTable {
+  std::mutex mu;
+  std::unordered_map<uint64_t, std::shared_ptr<const Capture>> map;
+};
+
+}  // namespace kiln::engine::detail

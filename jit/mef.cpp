@@ -1,0 +1,518 @@
+// MEF encoding and decoding (format in mef.h). Decoding trusts nothing: every
+// length is compared with the bytes that remain before it is used, so no read
+// leaves the buffer and no allocation is larger than the file.
+#include "mef.h"
+
+#include <zlib.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <istream>
+#include <iterator>
+#include <map>
+
+#include "../trace/treedef_io.h"
+#include "plan.h"
+
+#ifndef KILN_VERSION_STRING
+#define KILN_VERSION_STRING "0.1.0"
+#endif
+
+namespace kiln::mef {
+
+namespace {
+
+constexpr size_t kHeaderBytes = 24;  // magic, version, total length, section count
+constexpr size_t kSectionHeaderBytes = 12;  // tag, payload length
+constexpr size_t kChecksumBytes = 4;
+
+const char* section_desc(std::string_view tag) {
+  if (tag == "META") return "the writer";
+  if (tag == "GRPH") return "the optimised graph";
+  if (tag == "SIGN") return "the signature";
+  if (tag == "WGTS") return "the weight list";
+  if (tag == "SRCG") return "the source graph";
+  return "unknown to this kiln";
+}
+
+std::string tag_str(std::string_view tag) {
+  std::string r;
+  for (char c : tag) r += (c >= 32 && c < 127) ? c : '?';
+  return "'" + r + "' (" + section_desc(tag) + ")";
+}
+
+[[noreturn]] void fail(const std::string& what, const std::string& msg) {
+  throw ValueError("engine::read: '" + what + "': " + msg);
+}
+
+uint32_t crc32_of(std::string_view b) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  size_t pos = 0;
+  while (pos < b.size()) {  // zlib takes uInt lengths: feed large files in pieces
+    const size_t n = std::min<size_t>(b.size() - pos, 1u << 30);
+    crc = crc32(crc, reinterpret_cast<const Bytef*>(b.data() + pos), static_cast<uInt>(n));
+    pos += n;
+  }
+  return static_cast<uint32_t>(crc);
+}
+
+// ---- little-endian writing ----------------------------------------------------------
+
+void put_u8(std::string& o, uint8_t v) { o += static_cast<char>(v); }
+void put_u32(std::string& o, uint32_t v) {
+  for (int i = 0; i < 4; ++i) o += static_cast<char>((v >> (8 * i)) & 0xff);
+}
+void put_u64(std::string& o, uint64_t v) {
+  for (int i = 0; i < 8; ++i) o += static_cast<char>((v >> (8 * i)) & 0xff);
+}
+void put_str(std::string& o, std::string_view s) {
+  if (s.size() > UINT32_MAX) throw ValueError("export_mef: a string of " + std::to_string(s.size()) + " bytes is too long");
+  put_u32(o, static_cast<uint32_t>(s.size()));
+  o.append(s);
+}
+void put_type(std::string& o, DType d, Device dev, const Shape& shape) {
+  put_u8(o, static_cast<uint8_t>(d));
+  put_u8(o, static_cast<uint8_t>(dev.type));
+  put_u32(o, static_cast<uint32_t>(dev.index));
+  put_u32(o, static_cast<uint32_t>(shape.size()));
+  for (int64_t e : shape) put_u64(o, static_cast<uint64_t>(e));
+}
+void put_layout(std::string& o, const TensorLayout& l) {
+  put_u8(o, static_cast<uint8_t>(l.dtype));
+  put_u8(o, static_cast<uint8_t>(l.device.type));
+  put_u32(o, static_cast<uint32_t>(l.device.index));
+  put_u8(o, static_cast<uint8_t>(l.stride_class));
+  put_u32(o, static_cast<uint32_t>(l.shape.size()));
+  for (int64_t e : l.shape) put_u64(o, static_cast<uint64_t>(e));
+}
+
+uint32_t get_u32_at(std::string_view b, size_t pos) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(static_cast<uint8_t>(b[pos + i])) << (8 * i);
+  return v;
+}
+uint64_t get_u64_at(std::string_view b, size_t pos) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(static_cast<uint8_t>(b[pos + i])) << (8 * i);
+  return v;
+}
+
+// ---- bounds-checked reading of one section's payload ---------------------------------
+
+struct Cursor {
+  std::string_view s;
+  size_t pos = 0;
+  std::string_view tag;
+  const std::string& what;
+
+  [[noreturn]] void bad(const std::string& msg) const {
+    fail(what, "section " + tag_str(tag) + " is malformed at byte " + std::to_string(pos) + " of " +
+                   std::to_string(s.size()) + ": " + msg);
+  }
+  size_t left() const { return s.size() - pos; }
+  void need(size_t n, const char* field) const {
+    if (n > left())
+      bad(std::string("needs ") + std::to_string(n) + " bytes for " + field + ", " + std::to_string(left()) + " remain");
+  }
+  uint8_t u8(const char* field) {
+    need(1, field);
+    return static_cast<uint8_t>(s[pos++]);
+  }
+  uint32_t u32(const char* field) {
+    need(4, field);
+    uint32_t v = get_u32_at(s, pos);
+    pos += 4;
+    return v;
+  }
+  uint64_t u64(const char* field) {
+    need(8, field);
+    uint64_t v = get_u64_at(s, pos);
+    pos += 8;
+    return v;
+  }
+  std::string str(const char* field) {
+    uint32_t n = u32(field);
+    need(n, field);
+    std::string r(s.substr(pos, n));
+    pos += n;
+    return r;
+  }
+  // A count of items each at least `min_bytes` long: capped by what remains,
+  // so a corrupted count cannot make us allocate more than the file holds.
+  uint32_t count(const char* field, size_t min_bytes) {
+    uint32_t n = u32(field);
+    if (static_cast<uint64_t>(n) * min_bytes > left())
+      bad(std::string(field) + " says " + std::to_string(n) + " items, but only " + std::to_string(left()) +
+          " bytes remain");
+    return n;
+  }
+  DType dtype() {
+    uint8_t d = u8("a dtype");
+    if (d >= kNumDTypes) bad("unknown dtype code " + std::to_string(d));
+    return static_cast<DType>(d);
+  }
+  Device device() {
+    uint8_t t = u8("a device type");
+    uint32_t idx = u32("a device index");
+    if (t > static_cast<uint8_t>(DeviceType::cuda)) bad("unknown device type code " + std::to_string(t));
+    if (idx > 1024) bad("device index " + std::to_string(idx) + " is out of range");
+    return Device{static_cast<DeviceType>(t), static_cast<int>(idx)};
+  }
+  Shape shape() {
+    uint32_t nd = count("a rank", 8);
+    Shape s(nd);
+    for (auto& e : s) {
+      uint64_t v = u64("an extent");
+      if (v > static_cast<uint64_t>(INT64_MAX)) bad("negative extent");
+      e = static_cast<int64_t>(v);
+    }
+    try {
+      checked_numel(s);
+    } catch (const Error&) {
+      bad("the element count of shape " + shape_str(s) + " overflows");
+    }
+    return s;
+  }
+  TensorLayout layout() {
+    TensorLayout l;
+    l.dtype = dtype();
+    l.device = device();
+    uint8_t sc = u8("a stride class");
+    if (sc > static_cast<uint8_t>(StrideClass::general)) bad("unknown stride class code " + std::to_string(sc));
+    l.stride_class = static_cast<StrideClass>(sc);
+    l.shape = shape();
+    return l;
+  }
+  TreeDef tree(const char* field) {
+    std::string t = str(field);
+    try {
+      return parse_treedef(t);
+    } catch (const Error& e) {
+      bad(std::string(field) + ": " + e.what());
+    }
+  }
+  void end() const {
+    if (left() != 0) bad(std::to_string(left()) + " unexpected bytes at the end");
+  }
+};
+
+// Smallest encoded layout / weight: dtype, device type, index, (stride class), rank.
+constexpr size_t kMinLayoutBytes = 11;
+constexpr size_t kMinWeightBytes = 14;
+
+engine::Signature decode_signature(Cursor& c) {
+  engine::Signature s;
+  uint32_t n = c.count("the argument count", kMinLayoutBytes);
+  for (uint32_t i = 0; i < n; ++i) s.in_layouts.push_back(c.layout());
+  s.in_tree = c.tree("the argument tree");
+  uint32_t m = c.count("the result count", kMinLayoutBytes);
+  for (uint32_t i = 0; i < m; ++i) s.out_layouts.push_back(c.layout());
+  s.out_tree = c.tree("the result tree");
+  c.end();
+  return s;
+}
+
+std::vector<std::pair<std::string, TensorType>> decode_weights(Cursor& c) {
+  std::vector<std::pair<std::string, TensorType>> w;
+  uint32_t n = c.count("the weight count", kMinWeightBytes);
+  for (uint32_t i = 0; i < n; ++i) {
+    std::string name = c.str("a weight name");
+    if (name.empty()) c.bad("a weight without a name");
+    TensorType t;
+    t.dtype = c.dtype();
+    t.device = c.device();
+    t.shape = c.shape();
+    w.emplace_back(std::move(name), std::move(t));
+  }
+  c.end();
+  return w;
+}
+
+}  // namespace
+
+std::string writer_string() { return std::string("kiln ") + KILN_VERSION_STRING; }
+
+std::string encode_signature(const engine::Signature& s) {
+  std::string o;
+  put_u32(o, static_cast<uint32_t>(s.in_layouts.size()));
+  for (const auto& l : s.in_layouts) put_layout(o, l);
+  put_str(o, serialize(s.in_tree));
+  put_u32(o, static_cast<uint32_t>(s.out_layouts.size()));
+  for (const auto& l : s.out_layouts) put_layout(o, l);
+  put_str(o, serialize(s.out_tree));
+  return o;
+}
+
+std::string encode_weights(const std::vector<std::pair<std::string, TensorType>>& w) {
+  std::string o;
+  put_u32(o, static_cast<uint32_t>(w.size()));
+  for (const auto& [name, t] : w) {
+    put_str(o, name);
+    put_type(o, t.dtype, t.device, t.shape);
+  }
+  return o;
+}
+
+std::string encode_sections(uint32_t version, const std::vector<std::pair<std::string, std::string>>& sections) {
+  std::string o(kMagic, sizeof kMagic);
+  put_u32(o, version);
+  size_t total = kHeaderBytes + kChecksumBytes;
+  for (const auto& [tag, payload] : sections) total += kSectionHeaderBytes + payload.size();
+  put_u64(o, total);
+  put_u32(o, static_cast<uint32_t>(sections.size()));
+  o.reserve(total);
+  for (const auto& [tag, payload] : sections) {
+    if (tag.size() != 4) throw ValueError("mef::encode_sections: a section tag has 4 characters, got '" + tag + "'");
+    o += tag;
+    put_u64(o, payload.size());
+    o += payload;
+  }
+  put_u32(o, crc32_of(o));
+  return o;
+}
+
+void reseal(std::string& b) {
+  if (b.size() < kHeaderBytes + kChecksumBytes) return;
+  std::string len;
+  put_u64(len, b.size());
+  b.replace(12, 8, len);
+  std::string crc;
+  put_u32(crc, crc32_of(std::string_view(b).substr(0, b.size() - kChecksumBytes)));
+  b.replace(b.size() - kChecksumBytes, kChecksumBytes, crc);
+}
+
+std::string encode(const Contents& c) {
+  std::vector<std::pair<std::string, std::string>> s;
+  s.emplace_back("META", c.writer.empty() ? writer_string() : c.writer);
+  s.emplace_back("GRPH", c.graph_text);
+  s.emplace_back("SIGN", encode_signature(c.signature));
+  s.emplace_back("WGTS", encode_weights(c.weights));
+  if (!c.source_text.empty()) s.emplace_back("SRCG", c.source_text);
+  return encode_sections(kFormatVersion, s);
+}
+
+Contents decode(std::string_view b, const std::string& what) {
+  const std::string_view magic(kMagic, sizeof kMagic);
+  const size_t size = b.size();
+  if (size == 0) fail(what, "the file is empty, not a MEF file");
+  if (b.substr(0, std::min(size, magic.size())) != magic.substr(0, std::min(size, magic.size())))
+    fail(what, "not a MEF file (it does not start with the MEF magic \"KILNMEF\\0\")");
+  auto truncated_header = [&] {
+    fail(what, "the file is truncated: it ends inside the header (" + std::to_string(size) + " of " +
+                   std::to_string(kHeaderBytes) + " bytes)");
+  };
+  if (size < 12) truncated_header();
+  Contents c;
+  c.format_version = get_u32_at(b, 8);
+  if (c.format_version == 0) fail(what, "invalid format version 0 (the file is corrupted)");
+  if (c.format_version > kFormatVersion)
+    fail(what, "written by a newer kiln: format version " + std::to_string(c.format_version) +
+                   ", this kiln reads up to " + std::to_string(kFormatVersion) + "; upgrade kiln to read it");
+  if (size < kHeaderBytes) truncated_header();
+  const uint64_t total = get_u64_at(b, 12);
+  const uint32_t nsec = get_u32_at(b, 20);
+  if (total < kHeaderBytes + kChecksumBytes)
+    fail(what, "the header is corrupted: it gives a total length of " + std::to_string(total) + " bytes");
+  if (size < total) {
+    // Name the section the file ends in.
+    std::string where = "before the checksum";
+    size_t pos = kHeaderBytes;
+    for (uint32_t i = 0; i < nsec; ++i) {
+      if (size - pos < kSectionHeaderBytes) {
+        where = "inside the header of section " + std::to_string(i + 1) + " of " + std::to_string(nsec);
+        break;
+      }
+      const std::string_view tag = b.substr(pos, 4);
+      const uint64_t len = get_u64_at(b, pos + 4);
+      pos += kSectionHeaderBytes;
+      if (len > size - pos) {
+        where = "inside section " + tag_str(tag) + " (" + std::to_string(size - pos) + " of its " +
+                std::to_string(len) + " bytes are there)";
+        break;
+      }
+      pos += static_cast<size_t>(len);
+    }
+    if (where == "before the checksum" && size - pos > 0) where = "inside the checksum";
+    fail(what, "the file is truncated: it has " + std::to_string(size) + " of its " + std::to_string(total) +
+                   " bytes and ends " + where);
+  }
+  if (size > total)
+    fail(what, "the file has " + std::to_string(size - total) + " bytes after its end (its header gives " +
+                   std::to_string(total) + " bytes); it is corrupted or has something appended");
+  const size_t body = static_cast<size_t>(total) - kChecksumBytes;
+  const uint32_t stored = get_u32_at(b, body), computed = crc32_of(b.substr(0, body));
+  if (stored != computed) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "checksum mismatch (stored 0x%08x, computed 0x%08x): the file is corrupted",
+                  static_cast<unsigned>(stored), static_cast<unsigned>(computed));
+    fail(what, buf);
+  }
+  // The section table must tile [header, checksum) exactly.
+  std::map<std::string, std::string_view> found;
+  size_t pos = kHeaderBytes;
+  for (uint32_t i = 0; i < nsec; ++i) {
+    if (body - pos < kSectionHeaderBytes)
+      fail(what, "the section table is malformed: section " + std::to_string(i + 1) + " of " + std::to_string(nsec) +
+                     " starts past the last byte");
+    std::string tag(b.substr(pos, 4));
+    const uint64_t len = get_u64_at(b, pos + 4);
+    pos += kSectionHeaderBytes;
+    if (len > body - pos)
+      fail(what, "the section table is malformed: section " + tag_str(tag) + " claims " + std::to_string(len) +
+                     " bytes, " + std::to_string(body - pos) + " remain");
+    std::string_view payload = b.substr(pos, static_cast<size_t>(len));
+    pos += static_cast<size_t>(len);
+    if (std::string_view(section_desc(tag)) == "unknown to this kiln") continue;  // a later kiln's optional section
+    if (found.count(tag)) fail(what, "section " + tag_str(tag) + " appears twice");
+    found[tag] = payload;
+  }
+  if (pos != body)
+    fail(what, "the section table is malformed: " + std::to_string(body - pos) +
+                   " bytes lie between the last section and the checksum");
+  for (const char* req : {"GRPH", "SIGN", "WGTS"})
+    if (!found.count(req)) fail(what, "the file has no section " + tag_str(req));
+  if (found.count("META")) c.writer = std::string(found["META"]);
+  c.graph_text = std::string(found["GRPH"]);
+  if (found.count("SRCG")) c.source_text = std::string(found["SRCG"]);
+  {
+    Cursor cur{found["SIGN"], 0, "SIGN", what};
+    c.signature = decode_signature(cur);
+  }
+  {
+    Cursor cur{found["WGTS"], 0, "WGTS", what};
+    c.weights = decode_weights(cur);
+  }
+  return c;
+}
+
+namespace {
+
+std::shared_ptr<Graph> parse_graph_section(const std::string& text, const char* which, const std::string& what) {
+  try {
+    return std::shared_ptr<Graph>(Graph::parse(text));
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    if (msg.rfind("verify:", 0) == 0) fail(what, std::string(which) + " fails verification: " + msg);
+    fail(what, std::string(which) + " does not parse: " + msg);
+  }
+}
+
+std::string mismatch(const std::string& what_sig, const std::string& a, const std::string& b) {
+  return "the signature does not match the graph: " + what_sig + " is " + a + " in the signature but " + b +
+         " in the graph";
+}
+
+}  // namespace
+
+std::shared_ptr<const engine::CompiledModel> build(const Contents& c, const KernelOptions& options,
+                                                   const std::string& what) {
+  std::shared_ptr<Graph> g = parse_graph_section(c.graph_text, "the graph section", what);
+  if (!g->subgraphs().empty())
+    fail(what, "the graph section is not flat: it defines subgraphs (a MEF holds the optimised, inlined graph)");
+  for (size_t v = 0; v < g->num_values(); ++v) {
+    try {
+      checked_numel(g->type(static_cast<int32_t>(v)).shape);
+    } catch (const Error&) {
+      fail(what, "the graph section has value %" + std::to_string(v) + " of shape " +
+                     shape_str(g->type(static_cast<int32_t>(v)).shape) + ", whose element count overflows");
+    }
+  }
+  const engine::Signature& s = c.signature;
+  const auto& ins = g->input_ids();
+  const auto& outs = g->output_ids();
+  if (s.in_layouts.size() != ins.size())
+    fail(what, mismatch("the argument count", std::to_string(s.in_layouts.size()), std::to_string(ins.size())));
+  for (size_t i = 0; i < ins.size(); ++i)
+    if (!(TensorType(s.in_layouts[i]) == g->type(ins[i])))
+      fail(what, mismatch("argument " + std::to_string(i), TensorType(s.in_layouts[i]).str(), g->type(ins[i]).str()));
+  if (s.out_layouts.size() != outs.size())
+    fail(what, mismatch("the result count", std::to_string(s.out_layouts.size()), std::to_string(outs.size())));
+  for (size_t i = 0; i < outs.size(); ++i)
+    if (!(TensorType(s.out_layouts[i]) == g->type(outs[i])))
+      fail(what, mismatch("result " + std::to_string(i), TensorType(s.out_layouts[i]).str(), g->type(outs[i]).str()));
+  if (s.in_tree.num_leaves() != s.in_layouts.size())
+    fail(what, "the signature is inconsistent: the argument tree " + s.in_tree.str() + " has " +
+                   std::to_string(s.in_tree.num_leaves()) + " tensor leaves for " +
+                   std::to_string(s.in_layouts.size()) + " argument layouts");
+  if (s.out_tree.num_leaves() != s.out_layouts.size())
+    fail(what, "the signature is inconsistent: the result tree " + s.out_tree.str() + " has " +
+                   std::to_string(s.out_tree.num_leaves()) + " tensor leaves for " +
+                   std::to_string(s.out_layouts.size()) + " result layouts");
+  std::vector<std::pair<std::string, TensorType>> graph_weights;
+  for (const Node& n : g->nodes())
+    if (n.kind == NodeKind::weight) graph_weights.emplace_back(n.name, g->type(n.outputs[0]));
+  if (graph_weights != c.weights) {
+    std::string a, b;
+    for (const auto& [n, t] : c.weights) a += (a.empty() ? "" : ", ") + n + ": " + t.str();
+    for (const auto& [n, t] : graph_weights) b += (b.empty() ? "" : ", ") + n + ": " + t.str();
+    fail(what, "the weight list does not match the graph: the file lists {" + a + "}, the graph reads {" + b + "}");
+  }
+  std::shared_ptr<const Graph> source = g;
+  if (!c.source_text.empty()) {
+    std::shared_ptr<Graph> sg = parse_graph_section(c.source_text, "the source graph section", what);
+    bool same = sg->input_ids().size() == ins.size() && sg->output_ids().size() == outs.size();
+    for (size_t i = 0; same && i < ins.size(); ++i) same = sg->type(sg->input_ids()[i]) == g->type(ins[i]);
+    for (size_t i = 0; same && i < outs.size(); ++i) same = sg->type(sg->output_ids()[i]) == g->type(outs[i]);
+    if (!same) fail(what, "the source graph's inputs or results differ from the optimised graph's");
+    source = sg;
+  }
+  std::shared_ptr<const codegen::ExecutionPlan> plan;
+  try {
+    plan = std::make_shared<codegen::ExecutionPlan>(g, options);
+  } catch (const Error& e) {
+    fail(what, std::string("cannot plan the graph: ") + e.what());
+  }
+  engine::MefOrigin origin{what, c.format_version, c.writer};
+  return std::make_shared<const engine::CompiledModel>(source, g, plan, std::make_shared<const engine::Signature>(s),
+                                                       std::move(origin));
+}
+
+void write_file_atomically(const std::string& path, const std::string& bytes, const std::string& op) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f) throw ValueError(op + ": cannot open '" + tmp + "' for writing: " + std::strerror(errno));
+    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    f.flush();
+    if (!f) {
+      std::remove(tmp.c_str());
+      throw ValueError(op + ": writing '" + tmp + "' failed: " + std::strerror(errno));
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    std::remove(tmp.c_str());
+    throw ValueError(op + ": cannot rename '" + tmp + "' to '" + path + "': " + std::strerror(err));
+  }
+}
+
+}  // namespace kiln::mef
+
+// ---- engine::read ------------------------------------------------------------------------
+
+namespace kiln::engine {
+
+std::shared_ptr<const CompiledModel> read_bytes(std::string_view bytes, const std::string& what,
+                                                std::shared_ptr<InferenceSession> session) {
+  if (!session) session = InferenceSession::default_session();
+  mef::Contents c = mef::decode(bytes, what);
+  return mef::build(c, session->options(), what);
+}
+
+std::shared_ptr<const CompiledModel> read(std::istream& in, std::shared_ptr<InferenceSession> session) {
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw ValueError("engine::read: '<stream>': reading the stream failed");
+  return read_bytes(bytes, "<stream>", std::move(session));
+}
+
+std::shared_ptr<const CompiledModel> read(const std::string& path, std::shared_ptr<InferenceSession> session) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw ValueError("engine::read: cannot open '" + path + "': " + std::strerror(errno));
+  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (f.bad()) throw ValueError("engine::read: '" + path + "': reading the file failed: " + std::strerror(errno));
+  return read_bytes(bytes, path, std::move(session));
+}
+
+}  // namespace kiln::engine

@@ -1,0 +1,87 @@
+// kiln: the MEF file format (a compiled callable, without its weights).
+//
+// Layout, all integers little-endian:
+//   offset 0   8 bytes   magic "KILNMEF\0"
+//   offset 8   u32       format version (this kiln writes kFormatVersion)
+//   offset 12  u64       total file length in bytes, checksum included
+//   offset 20  u32       number of sections
+//   offset 24  sections, each: 4-byte ASCII tag, u64 payload length, payload
+//   last 4     u32       CRC-32 (zlib's) of every byte before it
+// Sections of format version 1:
+//   META  the writer ("kiln 0.1.0")                                optional
+//   GRPH  the optimised, flat graph in kiln's text form (Graph::to_text)
+//   SIGN  the signature: u32 n, n layouts; str in_tree; u32 m, m layouts;
+//         str out_tree. A layout is u8 dtype, u8 device type, i32 device
+//         index, u8 stride class, u32 ndim, ndim x i64 extents; a str is a
+//         u32 length and its bytes; trees are in treedef_io.h's form.
+//   WGTS  the weights the graph expects, in binding order: u32 n, then per
+//         weight a str name, u8 dtype, u8 device type, i32 device index,
+//         u32 ndim, ndim x i64 extents (names and types only, never data).
+//   SRCG  the graph as staged (subgraphs and calls kept)              optional
+// A reader skips sections whose tag it does not know, so a later kiln may
+// add optional sections without a new format version; anything a reader of
+// an older version could misread gets a new version.
+//
+// Compatibility promise: files of older format versions keep loading; a file
+// of a newer version is refused with a message naming both versions.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "engine.h"
+
+namespace kiln::mef {
+
+inline constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'M', 'E', 'F', '\0'};
+/// The format version this kiln writes, and the newest it reads.
+inline constexpr uint32_t kFormatVersion = 1;
+
+/// A MEF file decoded, before its graph is parsed.
+struct Contents {
+  uint32_t format_version = kFormatVersion;
+  std::string writer;       ///< META; empty when absent
+  std::string graph_text;   ///< GRPH
+  engine::Signature signature;  ///< SIGN
+  std::vector<std::pair<std::string, TensorType>> weights;  ///< WGTS
+  std::string source_text;  ///< SRCG; empty when absent
+};
+
+/// "kiln <version>", the writer this build puts in META.
+std::string writer_string();
+
+/// The file's bytes for `c` (version kFormatVersion, checksum appended).
+std::string encode(const Contents& c);
+
+/// A file made of raw sections (tag, payload) with a correct length and
+/// checksum, for tests that need a well-formed file with bad contents.
+std::string encode_sections(uint32_t format_version, const std::vector<std::pair<std::string, std::string>>& sections);
+
+/// Makes the header's total length and the trailing checksum agree with
+/// `bytes` (at least 28 bytes, else unchanged): for tests and the fuzzer, so
+/// edited or mutated files reach the section decoders and the graph parser.
+void reseal(std::string& bytes);
+
+/// Section payload encoders (see the layout above).
+std::string encode_signature(const engine::Signature& s);
+std::string encode_weights(const std::vector<std::pair<std::string, TensorType>>& w);
+
+/// Checks the framing (magic, version, length, checksum, section table) and
+/// decodes every section except the graph text. Throws ValueError
+/// "engine::read: '<what>': ..." naming the problem.
+Contents decode(std::string_view bytes, const std::string& what);
+
+/// Builds the artifact from decoded contents: parses and verifies the graph
+/// (and the source graph, if present), checks signature and weights against
+/// it, and plans it with `options`.
+std::shared_ptr<const engine::CompiledModel> build(const Contents& c, const KernelOptions& options,
+                                                   const std::string& what);
+
+/// Writes `bytes` to `path` through a temporary file in the same folder and a
+/// rename, so a reader never sees half a file. Throws ValueError naming the
+/// path on failure.
+void write_file_atomically(const std::string& path, const std::string& bytes, const std::string& op);
+
+}  // namespace kiln::mef

@@ -1,0 +1,257 @@
+// kiln: tensors made from nothing or from C++ data (see creation.h).
+#include "creation.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <type_traits>
+
+#include "../backends/cpu/copy.h"
+#include "dispatch.h"
+
+// Values must match numpy's bit for bit: no fused multiply-add contraction
+// (-march=native enables FMA, and GCC contracts a*b+c by default in C++).
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+namespace kiln {
+
+namespace {
+
+// Fills below this many elements stay on one thread (thread start-up costs
+// more than the stores).
+constexpr int64_t kFillGrain = int64_t(1) << 16;
+
+std::string num(double v) {
+  // Shortest form that still reads back; std::to_string would print 6 decimals.
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+// Stores `value` (converted to t's dtype with numpy's cast rules) into every
+// element of the contiguous tensor t.
+void fill(const Tensor& t, double value) {
+  const int64_t n = t.numel();
+  if (n == 0) return;
+  void* p = t.data_ptr();
+  detail::visit_dtype(t.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T v = detail::convert<T>(value);
+    T* d = static_cast<T*>(p);
+#pragma omp parallel for schedule(static) if (n >= kFillGrain)
+    for (int64_t i = 0; i < n; ++i) d[i] = v;
+  });
+}
+
+// Element i = f(i) converted to t's dtype; f returns double.
+template <class F>
+void fill_indexed(const Tensor& t, F&& f) {
+  const int64_t n = t.numel();
+  if (n == 0) return;
+  void* p = t.data_ptr();
+  detail::visit_dtype(t.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* d = static_cast<T*>(p);
+#pragma omp parallel for schedule(static) if (n >= kFillGrain)
+    for (int64_t i = 0; i < n; ++i) d[i] = detail::convert<T>(f(i));
+  });
+}
+
+// A converted copy that does not go through the op table (creation must work
+// before, and independently of, the Cast kernel).
+Tensor converted(const Tensor& t, DType dtype) {
+  if (t.dtype() == dtype) return t;
+  Tensor out = Tensor::empty(t.shape(), dtype);
+  if (out.numel() > 0) cpu::copy_into(t, out);
+  return out;
+}
+
+template <class T>
+Tensor from_list(std::initializer_list<T> v, std::optional<DType> dtype) {
+  Tensor t = Tensor::from_data(v.begin(), dtype_v<T>, v.size(), Shape{static_cast<int64_t>(v.size())});
+  return dtype ? converted(t, *dtype) : t;
+}
+
+template <class T>
+Tensor from_nested(std::initializer_list<std::initializer_list<T>> v, std::optional<DType> dtype) {
+  const int64_t rows = static_cast<int64_t>(v.size());
+  const int64_t cols = rows ? static_cast<int64_t>(v.begin()->size()) : 0;
+  std::vector<T> flat;
+  flat.reserve(static_cast<size_t>(rows * cols));
+  int64_t r = 0;
+  for (const auto& row : v) {
+    if (static_cast<int64_t>(row.size()) != cols)
+      throw ShapeError("tensor: nested lists must be rectangular; row 0 has " + std::to_string(cols) +
+                       " elements but row " + std::to_string(r) + " has " + std::to_string(row.size()));
+    flat.insert(flat.end(), row.begin(), row.end());
+    ++r;
+  }
+  // std::vector<bool> has no data(); no bool overload of this template exists.
+  Tensor t = Tensor::from_data(flat.data(), dtype_v<T>, flat.size(), Shape{rows, cols});
+  return dtype ? converted(t, *dtype) : t;
+}
+
+}  // namespace
+
+Tensor empty(const Shape& shape, DType dtype, Device device) {
+  checked_numel(shape, "empty");
+  return Tensor::empty(shape, dtype, device);
+}
+
+Tensor zeros(const Shape& shape, DType dtype, Device device) {
+  checked_numel(shape, "zeros");
+  Tensor t = Tensor::empty(shape, dtype, device);
+  // All-zero bytes are 0 / +0.0 / false in every kiln dtype.
+  const int64_t nbytes = t.numel() * static_cast<int64_t>(size_of(dtype));
+  char* p = static_cast<char*>(t.data_ptr());
+  constexpr int64_t kChunk = int64_t(1) << 20;
+  const int64_t chunks = (nbytes + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (chunks > 1)
+  for (int64_t c = 0; c < chunks; ++c)
+    std::memset(p + c * kChunk, 0, static_cast<size_t>(std::min(kChunk, nbytes - c * kChunk)));
+  return t;
+}
+
+namespace {
+Tensor filled(const Shape& shape, double value, DType dtype, Device device, const char* op) {
+  checked_numel(shape, op);
+  Tensor t = Tensor::empty(shape, dtype, device);
+  fill(t, value);
+  return t;
+}
+}  // namespace
+
+Tensor ones(const Shape& shape, DType dtype, Device device) { return filled(shape, 1.0, dtype, device, "ones"); }
+
+Tensor full(const Shape& shape, Scalar value, DType dtype, Device device) {
+  return filled(shape, value.value, dtype, device, "full");
+}
+
+Tensor empty_like(const Tensor& x) { return Tensor::empty(x.shape(), x.dtype(), x.device()); }
+Tensor zeros_like(const Tensor& x) { return zeros(x.shape(), x.dtype(), x.device()); }
+Tensor ones_like(const Tensor& x) { return ones(x.shape(), x.dtype(), x.device()); }
+Tensor full_like(const Tensor& x, Scalar value) { return full(x.shape(), value, x.dtype(), x.device()); }
+
+Tensor arange(double start, double stop, double step, DType dtype) {
+  if (!std::isfinite(start) || !std::isfinite(stop) || !std::isfinite(step))
+    throw ValueError("arange: start, stop and step must be finite, got start=" + num(start) +
+                     ", stop=" + num(stop) + ", step=" + num(step));
+  if (step == 0) throw ValueError("arange: step must not be zero");
+  // numpy: len = ceil((stop - start) / step), at least 0.
+  const double len = std::ceil((stop - start) / step);
+  if (!(len < 9.2e18))
+    throw ShapeError("arange: start=" + num(start) + ", stop=" + num(stop) + ", step=" + num(step) + " gives " +
+                     num(len) + " elements, more than int64 can count");
+  const int64_t n = len > 0 ? static_cast<int64_t>(len) : 0;
+  if (static_cast<uint64_t>(n) > SIZE_MAX / size_of(dtype))
+    throw ShapeError("arange: " + std::to_string(n) + " elements of " + std::string(name(dtype)) +
+                     " need more bytes than fit in size_t");
+  if (dtype == DType::bool_ && n > 2)
+    throw DTypeError("arange: a bool result can have at most 2 elements (as in numpy), got " + std::to_string(n));
+  Tensor t = Tensor::empty({n}, dtype);
+  if (n == 0) return t;
+  void* p = t.data_ptr();
+  detail::visit_dtype(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* d = static_cast<T*>(p);
+    // numpy's <dtype>_fill: the first two values are start and start + step
+    // cast to the dtype; element i is first + i * (second - first) computed
+    // in the dtype's own arithmetic (float for the 16-bit floats, wrapping
+    // for integers). So e.g. arange(0.5, 3, 0.7, int) is [0, 1, 2, 3].
+    const T v0 = detail::convert<T>(start), v1 = detail::convert<T>(start + step);
+    d[0] = v0;
+    if (n > 1) d[1] = v1;
+    if constexpr (std::is_same_v<T, bool>) {
+      return;
+    } else if constexpr (std::is_integral_v<T>) {
+      using U = std::make_unsigned_t<T>;
+      const U first = static_cast<U>(v0), delta = static_cast<U>(static_cast<U>(v1) - first);
+#pragma omp parallel for schedule(static) if (n >= kFillGrain)
+      for (int64_t i = 2; i < n; ++i) d[i] = static_cast<T>(static_cast<U>(first + static_cast<U>(i) * delta));
+    } else {
+      using C = detail::compute_t<T>;
+      const C first = static_cast<C>(v0), delta = static_cast<C>(v1) - first;
+#pragma omp parallel for schedule(static) if (n >= kFillGrain)
+      for (int64_t i = 2; i < n; ++i) d[i] = detail::convert<T>(first + static_cast<C>(i) * delta);
+    }
+  });
+  return t;
+}
+
+Tensor arange(int64_t stop, DType dtype) {
+  Tensor t = Tensor::empty({stop > 0 ? stop : 0}, dtype);
+  const int64_t n = t.numel();
+  if (n == 0) return t;
+  void* p = t.data_ptr();
+  detail::visit_dtype(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* d = static_cast<T*>(p);
+    // Integer dtypes take the index exactly (no trip through double above 2^53).
+#pragma omp parallel for schedule(static) if (n >= kFillGrain)
+    for (int64_t i = 0; i < n; ++i) {
+      if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>)
+        d[i] = static_cast<T>(i);  // wraps for narrow types, as numpy's astype does
+      else
+        d[i] = detail::convert<T>(static_cast<double>(i));
+    }
+  });
+  return t;
+}
+
+Tensor linspace(double start, double stop, int64_t num_, DType dtype) {
+  if (num_ < 0) throw ValueError("linspace: num must be non-negative, got " + std::to_string(num_));
+  Tensor t = Tensor::empty({num_}, dtype);
+  if (num_ == 0) return t;
+  // numpy: y = i * step + start in float64, y[-1] = stop; integer dtypes
+  // take floor(y) (numpy >= 1.20).
+  const double step = num_ > 1 ? (stop - start) / static_cast<double>(num_ - 1) : 0.0;
+  const bool to_int = !is_floating(dtype) && dtype != DType::bool_;
+  const int64_t last = num_ - 1;
+  fill_indexed(t, [=](int64_t i) {
+    double y = (num_ > 1 && i == last) ? stop : static_cast<double>(i) * step + start;
+    return to_int ? std::floor(y) : y;
+  });
+  return t;
+}
+
+Tensor eye(int64_t n, std::optional<int64_t> m, DType dtype) {
+  const int64_t cols = m.value_or(n);
+  if (n < 0 || cols < 0)
+    throw ValueError("eye: sizes must be non-negative, got n=" + std::to_string(n) + ", m=" + std::to_string(cols));
+  Tensor t = zeros({n, cols}, dtype);
+  const int64_t d = std::min(n, cols);
+  if (d == 0) return t;
+  char* p = static_cast<char*>(t.data_ptr());
+  const size_t item = size_of(dtype);
+  detail::visit_dtype(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T one = detail::convert<T>(1.0);
+    for (int64_t i = 0; i < d; ++i) std::memcpy(p + (i * cols + i) * item, &one, item);
+  });
+  return t;
+}
+
+Tensor tensor(std::initializer_list<float> v, std::optional<DType> dtype) { return from_list(v, dtype); }
+Tensor tensor(std::initializer_list<double> v, std::optional<DType> dtype) { return from_list(v, dtype); }
+Tensor tensor(std::initializer_list<int> v, std::optional<DType> dtype) { return from_list(v, dtype); }
+Tensor tensor(std::initializer_list<int64_t> v, std::optional<DType> dtype) { return from_list(v, dtype); }
+Tensor tensor(std::initializer_list<bool> v, std::optional<DType> dtype) { return from_list(v, dtype); }
+Tensor tensor(std::initializer_list<std::initializer_list<float>> v, std::optional<DType> dtype) {
+  return from_nested(v, dtype);
+}
+Tensor tensor(std::initializer_list<std::initializer_list<double>> v, std::optional<DType> dtype) {
+  return from_nested(v, dtype);
+}
+Tensor tensor(std::initializer_list<std::initializer_list<int>> v, std::optional<DType> dtype) {
+  return from_nested(v, dtype);
+}
+
+Tensor scalar(Scalar v, DType dtype) { return full({}, v, dtype); }
+
+}  // namespace kiln

@@ -1,0 +1,150 @@
+// The Binary rows: shape rule, eager execution (with the integer-domain
+// checks), weak scalars and the public functions and operators.
+#include <string>
+
+#include "../backends/cpu/elementwise_kernels.h"
+#include "dispatch.h"
+#include "elementwise_util.h"
+#include "op_table.h"
+#include "ops.h"
+
+namespace kiln {
+
+namespace detail {
+
+namespace {
+
+/// The dtype a binary row computes in: the promoted dtype, except true
+/// division rows, whose integer operands are converted to float32 first,
+/// and logical rows, which read their operands as bool (nonzero and NaN
+/// are true, which conversion to bool preserves).
+DType binary_compute_dtype(OpId op, DType promoted, DType result) {
+  switch (op_info(op).dtype_rule) {
+    case DTypeRule::TrueDiv: return result;
+    case DTypeRule::ToBool: return DType::bool_;
+    default: return promoted;
+  }
+}
+
+/// Integer floor_divide/remainder/fmod by zero and pow with a negative
+/// exponent have no value: raise before running the kernel.
+void check_integer_domain(OpId op, const Tensor& b) {
+  if (op == OpId::FloorDivide || op == OpId::Remainder || op == OpId::Fmod) {
+    if (cpu::any_element(b, cpu::ElementTest::zero))
+      throw ValueError(op_prefix(op) + "integer division by zero (the divisor has a zero element; dtype " +
+                       std::string(name(b.dtype())) + ")");
+  } else if (op == OpId::Pow) {
+    if (is_signed(b.dtype()) && cpu::any_element(b, cpu::ElementTest::negative))
+      throw ValueError(op_prefix(op) + "integers to negative integer powers are not allowed (the exponent has a "
+                       "negative element; dtype " + std::string(name(b.dtype())) + ")");
+  }
+}
+
+}  // namespace
+
+Tensor make_scalar(double v, DType d) {
+  Tensor t = Tensor::empty({}, d);
+  visit_dtype(d, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    *static_cast<T*>(t.data_ptr()) = convert<T>(v);
+  });
+  return t;
+}
+
+TensorLayout infer_binary(OpId op, std::span<const TensorLayout> in, const Attrs& attrs) {
+  const DType d[2] = {in[0].dtype, in[1].dtype};
+  const DType od = result_dtype(op, d, attrs);
+  Shape s = in[0].shape == in[1].shape ? in[0].shape : broadcast_shapes(in[0].shape, in[1].shape, op_name(op));
+  return TensorLayout(od, std::move(s), in[0].device);
+}
+
+Tensor eager_binary(OpId op, std::span<const Tensor> in, const Attrs& attrs) {
+  const Tensor& a = in[0];
+  const Tensor& b = in[1];
+  const DType d[2] = {a.dtype(), b.dtype()};
+  const DType od = result_dtype(op, d, attrs);
+  const DType cd = binary_compute_dtype(op, d[0] == d[1] ? d[0] : promote_types(d[0], d[1]), od);
+  // Same shapes (the common case) need no broadcast and no shape copy here.
+  Shape bshape;
+  const bool same = a.shape() == b.shape();
+  if (!same) bshape = broadcast_shapes(a.shape(), b.shape(), op_name(op));
+  Tensor out = Tensor::empty(same ? a.shape() : bshape, od, a.device());
+  if (d[0] == cd && d[1] == cd) {
+    if (is_integral(cd) && out.numel() > 0) check_integer_domain(op, b);
+    cpu::binary_kernel(op, a, b, out);
+  } else {
+    Tensor ac = converted(a, cd), bc = converted(b, cd);
+    if (is_integral(cd) && out.numel() > 0) check_integer_domain(op, bc);
+    cpu::binary_kernel(op, ac, bc, out);
+  }
+  return out;
+}
+
+}  // namespace detail
+
+namespace {
+
+/// t op s (or s op t when scalar_first) with s weak: the tensor's dtype wins
+/// within its kind (see promote_with_scalar); the tensor is cast first when
+/// the scalar changes its kind (int32 * 0.5 -> float32, bool + 1 -> int64).
+Tensor with_scalar(OpId op, const Tensor& t, Scalar s, bool scalar_first) {
+  Tensor st = scalar_tensor(s, t.dtype());
+  Tensor tt = st.dtype() == t.dtype() ? t : cast(t, st.dtype());
+  return scalar_first ? apply(op, st, tt) : apply(op, tt, st);
+}
+
+}  // namespace
+
+#define KILN_BINARY_FUNCTION(fn, id) \
+  Tensor fn(const Tensor& a, const Tensor& b) { return apply(OpId::id, a, b); }
+KILN_BINARY_FUNCTION(add, Add)
+KILN_BINARY_FUNCTION(sub, Sub)
+KILN_BINARY_FUNCTION(mul, Mul)
+KILN_BINARY_FUNCTION(div, Div)
+KILN_BINARY_FUNCTION(pow, Pow)
+KILN_BINARY_FUNCTION(maximum, Maximum)
+KILN_BINARY_FUNCTION(minimum, Minimum)
+KILN_BINARY_FUNCTION(floor_divide, FloorDivide)
+KILN_BINARY_FUNCTION(remainder, Remainder)
+KILN_BINARY_FUNCTION(fmod, Fmod)
+KILN_BINARY_FUNCTION(atan2, Atan2)
+KILN_BINARY_FUNCTION(equal, Equal)
+KILN_BINARY_FUNCTION(not_equal, NotEqual)
+KILN_BINARY_FUNCTION(less, Less)
+KILN_BINARY_FUNCTION(less_equal, LessEqual)
+KILN_BINARY_FUNCTION(greater, Greater)
+KILN_BINARY_FUNCTION(greater_equal, GreaterEqual)
+KILN_BINARY_FUNCTION(logical_and, LogicalAnd)
+KILN_BINARY_FUNCTION(logical_or, LogicalOr)
+KILN_BINARY_FUNCTION(logical_xor, LogicalXor)
+#undef KILN_BINARY_FUNCTION
+
+Tensor scalar_tensor(Scalar s, DType like) { return detail::make_scalar(s.value, promote_with_scalar(like, s.kind)); }
+
+#define KILN_SCALAR_FUNCTION(fn, id) \
+  Tensor fn(const Tensor& a, Scalar b) { return with_scalar(OpId::id, a, b, false); }
+KILN_SCALAR_FUNCTION(add, Add)
+KILN_SCALAR_FUNCTION(sub, Sub)
+KILN_SCALAR_FUNCTION(mul, Mul)
+KILN_SCALAR_FUNCTION(div, Div)
+KILN_SCALAR_FUNCTION(pow, Pow)
+KILN_SCALAR_FUNCTION(maximum, Maximum)
+KILN_SCALAR_FUNCTION(minimum, Minimum)
+#undef KILN_SCALAR_FUNCTION
+
+#define KILN_SCALAR_OPERATOR(sym, id)                                                                  \
+  Tensor operator sym(const Tensor& a, Scalar b) { return with_scalar(OpId::id, a, b, false); } \
+  Tensor operator sym(Scalar a, const Tensor& b) { return with_scalar(OpId::id, b, a, true); }
+KILN_SCALAR_OPERATOR(+, Add)
+KILN_SCALAR_OPERATOR(-, Sub)
+KILN_SCALAR_OPERATOR(*, Mul)
+KILN_SCALAR_OPERATOR(/, Div)
+KILN_SCALAR_OPERATOR(==, Equal)
+KILN_SCALAR_OPERATOR(!=, NotEqual)
+KILN_SCALAR_OPERATOR(<, Less)
+KILN_SCALAR_OPERATOR(<=, LessEqual)
+KILN_SCALAR_OPERATOR(>, Greater)
+KILN_SCALAR_OPERATOR(>=, GreaterEqual)
+#undef KILN_SCALAR_OPERATOR
+
+}  // namespace kiln

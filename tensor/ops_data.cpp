@@ -1,0 +1,211 @@
+// kiln: the Data category (concat, pad, tile, gather, index_select, one_hot):
+// shape/dtype rules and the eager entry point. The rules here check every
+// attribute and input; the CPU kernels (backends/cpu/data_kernels.cpp) only
+// move data.
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "../backends/cpu/data_kernels.h"
+#include "eager_cpu.h"
+#include "op_table.h"
+
+namespace kiln::detail {
+namespace {
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+// One input as the rules see it (a TensorLayout or a Tensor).
+struct InDesc {
+  DType dtype;
+  const Shape* shape;
+};
+
+// Result dtype and shape of a data op.
+struct DataOut {
+  DType dtype;
+  Shape shape;
+};
+
+void require_index_dtype(OpId op, DType d, const char* what) {
+  if (d != DType::int32 && d != DType::int64)
+    throw DTypeError(op_prefix(op) + what + " must be int32 or int64, got " + std::string(name(d)));
+}
+
+// a + b for extents; ShapeError naming `op` on overflow.
+int64_t add_extent(OpId op, int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_add_overflow(a, b, &r)) throw ShapeError(op_prefix(op) + "result extent overflows int64");
+  return r;
+}
+
+Shape concat_shape(std::span<const InDesc> in, const Attrs& a) {
+  const Shape& s0 = *in[0].shape;
+  const int64_t nd = static_cast<int64_t>(s0.size());
+  if (nd == 0) throw ShapeError("concat: input 0 is 0-d; zero-dimensional tensors cannot be concatenated");
+  const int64_t ax = normalize_axis(a.axis, nd, "concat");
+  Shape r = s0;
+  for (size_t i = 1; i < in.size(); ++i) {
+    const Shape& s = *in[i].shape;
+    if (static_cast<int64_t>(s.size()) != nd)
+      throw ShapeError("concat: input " + str(i) + " has shape " + shape_str(s) + " but input 0 has shape " +
+                       shape_str(s0) + " (the number of dimensions must match)");
+    for (int64_t d = 0; d < nd; ++d)
+      if (d != ax && s[d] != s0[d])
+        throw ShapeError("concat: input " + str(i) + " has shape " + shape_str(s) + " but input 0 has shape " +
+                         shape_str(s0) + " (all extents except axis " + str(ax) + " must match)");
+    r[ax] = add_extent(OpId::Concat, r[ax], s[ax]);
+  }
+  return r;
+}
+
+Shape pad_shape(const Shape& s, const Attrs& a) {
+  const std::vector<int64_t>& p = a.ints;
+  if (p.size() != 2 * s.size())
+    throw ValueError("pad: expected 2 pads per axis (" + str(2 * s.size()) + " for shape " + shape_str(s) + "), got " +
+                     shape_str(p));
+  for (int64_t v : p)
+    if (v < 0) throw ValueError("pad: pads must be non-negative, got " + shape_str(p));
+  Shape r = s;
+  for (size_t i = 0; i < s.size(); ++i) r[i] = add_extent(OpId::Pad, add_extent(OpId::Pad, s[i], p[2 * i]), p[2 * i + 1]);
+  return r;
+}
+
+// numpy.tile: the shorter of shape and reps is padded with leading 1s.
+Shape tile_shape(const Shape& s, const std::vector<int64_t>& reps) {
+  for (int64_t v : reps)
+    if (v < 0) throw ValueError("tile: repetitions must be non-negative, got " + shape_str(reps));
+  const size_t nd = std::max(s.size(), reps.size());
+  Shape r(nd);
+  for (size_t k = 0; k < nd; ++k) {
+    const int64_t e = k < nd - s.size() ? 1 : s[k - (nd - s.size())];
+    const int64_t n = k < nd - reps.size() ? 1 : reps[k - (nd - reps.size())];
+    if (__builtin_mul_overflow(e, n, &r[k]))
+      throw ShapeError("tile: tiling shape " + shape_str(s) + " by " + shape_str(reps) + " overflows int64");
+  }
+  return r;
+}
+
+Shape gather_shape(const InDesc& x, const InDesc& idx, const Attrs& a) {
+  require_index_dtype(OpId::Gather, idx.dtype, "index");
+  const Shape &xs = *x.shape, &is = *idx.shape;
+  if (xs.size() != is.size())
+    throw ShapeError("gather: index has shape " + shape_str(is) + " but x has shape " + shape_str(xs) +
+                     " (the number of dimensions must match)");
+  const int64_t ax = normalize_axis(a.axis, static_cast<int64_t>(xs.size()), "gather");
+  Shape r(xs.size());
+  for (size_t d = 0; d < xs.size(); ++d) {
+    if (static_cast<int64_t>(d) == ax || xs[d] == is[d] || xs[d] == 1) r[d] = is[d];
+    else if (is[d] == 1) r[d] = xs[d];
+    else
+      throw ShapeError("gather: index shape " + shape_str(is) + " does not broadcast against x shape " +
+                       shape_str(xs) + " outside axis " + str(ax));
+  }
+  return r;
+}
+
+Shape index_select_shape(const InDesc& x, const InDesc& idx, const Attrs& a) {
+  require_index_dtype(OpId::IndexSelect, idx.dtype, "indices");
+  if (idx.shape->size() != 1)
+    throw ShapeError("index_select: indices must be 1-d, got shape " + shape_str(*idx.shape));
+  const int64_t ax = normalize_axis(a.axis, static_cast<int64_t>(x.shape->size()), "index_select");
+  Shape r = *x.shape;
+  r[ax] = (*idx.shape)[0];
+  return r;
+}
+
+Shape one_hot_shape(const InDesc& idx, const Attrs& a) {
+  require_index_dtype(OpId::OneHot, idx.dtype, "indices");
+  if (a.axis <= 0) throw ValueError("one_hot: num_classes must be positive, got " + str(a.axis));
+  Shape r = *idx.shape;
+  r.push_back(a.axis);
+  return r;
+}
+
+DataOut data_out(OpId op, std::span<const InDesc> in, const Attrs& a) {
+  if (in.empty()) throw ValueError(op_prefix(op) + "expected at least one tensor input, got none");
+  std::vector<DType> dts(in.size());
+  for (size_t i = 0; i < in.size(); ++i) dts[i] = in[i].dtype;
+  DataOut o{result_dtype(op, dts, a), {}};
+  switch (op) {
+    case OpId::Concat: o.shape = concat_shape(in, a); break;
+    case OpId::Pad: o.shape = pad_shape(*in[0].shape, a); break;
+    case OpId::Tile: o.shape = tile_shape(*in[0].shape, a.ints); break;
+    case OpId::Gather: o.shape = gather_shape(in[0], in[1], a); break;
+    case OpId::IndexSelect: o.shape = index_select_shape(in[0], in[1], a); break;
+    case OpId::OneHot: o.shape = one_hot_shape(in[0], a); break;
+    default: throw ValueError(op_prefix(op) + "is not a data op");
+  }
+  checked_numel(o.shape, op_name(op));
+  return o;
+}
+
+// Throws IndexError for the first index outside [-n, n).
+void check_axis_indices(OpId op, const Tensor& index, int64_t ax, int64_t n) {
+  if (auto bad = cpu::first_index_outside(index, -n, n))
+    throw IndexError(op_prefix(op) + "index " + str(*bad) + " is out of range for axis " + str(ax) + " with extent " +
+                     str(n) + " (expected " + str(-n) + " <= index < " + str(n) + ")");
+}
+
+}  // namespace
+
+TensorLayout infer_data(OpId op, std::span<const TensorLayout> in, const Attrs& attrs) {
+  std::vector<InDesc> d(in.size());
+  for (size_t i = 0; i < in.size(); ++i) d[i] = {in[i].dtype, &in[i].shape};
+  DataOut o = data_out(op, d, attrs);
+  return TensorLayout(o.dtype, std::move(o.shape), in[0].device);
+}
+
+Tensor eager_data(OpId op, std::span<const Tensor> in, const Attrs& attrs) {
+  require_cpu(op, in);
+  std::vector<InDesc> d(in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    in[i].realize();
+    d[i] = {in[i].dtype(), &in[i].shape()};
+  }
+  DataOut o = data_out(op, d, attrs);
+  Tensor out = Tensor::empty(o.shape, o.dtype);
+  const Tensor& x = in[0];
+  switch (op) {
+    case OpId::Concat:
+      cpu::concat_into(out, in, normalize_axis(attrs.axis, x.ndim(), "concat"));
+      break;
+    case OpId::Pad: cpu::pad_into(out, x, attrs.ints, attrs.scalar); break;
+    case OpId::Tile: {
+      // reps padded with leading 1s to the result's rank
+      std::vector<int64_t> reps(out.ndim() - attrs.ints.size(), 1);
+      reps.insert(reps.end(), attrs.ints.begin(), attrs.ints.end());
+      cpu::tile_into(out, x, reps);
+      break;
+    }
+    case OpId::Gather: {
+      const int64_t ax = normalize_axis(attrs.axis, x.ndim(), "gather");
+      check_axis_indices(op, in[1], ax, x.shape()[ax]);
+      cpu::gather_into(out, x, ax, in[1]);
+      break;
+    }
+    case OpId::IndexSelect: {
+      const int64_t ax = normalize_axis(attrs.axis, x.ndim(), "index_select");
+      const Tensor& idx = in[1];
+      check_axis_indices(op, idx, ax, x.shape()[ax]);
+      // The 1-d indices as a tensor of out's rank (stride 0 elsewhere), so
+      // index_select is a gather.
+      Shape is(out.ndim(), 1);
+      Strides ist(out.ndim(), 0);
+      is[ax] = idx.shape()[0];
+      ist[ax] = idx.strides()[0];
+      cpu::gather_into(out, x, ax, Tensor(idx.buffer(), idx.dtype(), std::move(is), std::move(ist), idx.offset()));
+      break;
+    }
+    case OpId::OneHot:
+      if (auto bad = cpu::first_index_outside(x, 0, attrs.axis))
+        throw IndexError("one_hot: index " + str(*bad) + " is out of range for " + str(attrs.axis) +
+                         " classes (expected 0 <= index < " + str(attrs.axis) + ")");
+      cpu::one_hot_into(out, x, attrs.axis);
+      break;
+    default: break;
+  }
+  return out;
+}
+
+}  // namespace kiln::detail

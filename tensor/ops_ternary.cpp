@@ -1,0 +1,103 @@
+// The Ternary rows (where, clamp): shape rule, eager execution and the
+// public functions, including masked_fill.
+#include <limits>
+#include <string>
+
+#include "../backends/cpu/elementwise_kernels.h"
+#include "dispatch.h"
+#include "elementwise_util.h"
+#include "op_table.h"
+#include "ops.h"
+
+namespace kiln {
+
+namespace detail {
+
+namespace {
+
+Shape broadcast3(OpId op, const Shape& a, const Shape& b, const Shape& c) {
+  if (a == b && b == c) return a;
+  return broadcast_shapes(broadcast_shapes(a, b, op_name(op)), c, op_name(op));
+}
+
+/// A 0-d tensor of dtype d holding its largest value (+inf for floats) or
+/// its lowest (-inf): the "no bound" of clamp.
+Tensor extreme_scalar(DType d, bool highest) {
+  Tensor t = Tensor::empty({}, d);
+  visit_dtype(d, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* p = static_cast<T*>(t.data_ptr());
+    if constexpr (std::is_integral_v<T>)
+      *p = highest ? std::numeric_limits<T>::max() : std::numeric_limits<T>::lowest();
+    else
+      *p = convert<T>(highest ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity());
+  });
+  return t;
+}
+
+}  // namespace
+
+TensorLayout infer_ternary(OpId op, std::span<const TensorLayout> in, const Attrs& attrs) {
+  const DType d[3] = {in[0].dtype, in[1].dtype, in[2].dtype};
+  return TensorLayout(result_dtype(op, d, attrs), broadcast3(op, in[0].shape, in[1].shape, in[2].shape),
+                      in[0].device);
+}
+
+Tensor eager_ternary(OpId op, std::span<const Tensor> in, const Attrs& attrs) {
+  const DType d[3] = {in[0].dtype(), in[1].dtype(), in[2].dtype()};
+  const DType od = result_dtype(op, d, attrs);
+  Tensor out = Tensor::empty(broadcast3(op, in[0].shape(), in[1].shape(), in[2].shape()), od, in[0].device());
+  // where's condition is read as bool (nonzero and NaN are true); the value
+  // operands are promoted to the result dtype.
+  const DType d0 = op == OpId::Where ? DType::bool_ : od;
+  cpu::ternary_kernel(op, converted(in[0], d0), converted(in[1], od), converted(in[2], od), out);
+  return out;
+}
+
+}  // namespace detail
+
+namespace {
+
+Tensor apply3(OpId op, const Tensor& a, const Tensor& b, const Tensor& c) {
+  const Tensor in[3] = {a, b, c};
+  return apply(op, std::span<const Tensor>(in, 3));
+}
+
+/// t with dtype d (cast when it differs).
+Tensor as_dtype(const Tensor& t, DType d) { return t.dtype() == d ? t : cast(t, d); }
+
+}  // namespace
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) { return apply3(OpId::Where, cond, a, b); }
+
+Tensor where(const Tensor& cond, const Tensor& a, Scalar b) {
+  Tensor bs = scalar_tensor(b, a.dtype());
+  return apply3(OpId::Where, cond, as_dtype(a, bs.dtype()), bs);
+}
+
+Tensor where(const Tensor& cond, Scalar a, const Tensor& b) {
+  Tensor as = scalar_tensor(a, b.dtype());
+  return apply3(OpId::Where, cond, as, as_dtype(b, as.dtype()));
+}
+
+Tensor clamp(const Tensor& x, const Tensor& lo, const Tensor& hi) { return apply3(OpId::Clamp, x, lo, hi); }
+
+Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi) {
+  if (!lo && !hi) throw ValueError("clamp: expected at least one of lo and hi, got neither");
+  DType d = x.dtype();
+  if (lo) d = promote_with_scalar(d, lo->kind);
+  if (hi) d = promote_with_scalar(d, hi->kind);
+  Tensor lt = lo ? detail::make_scalar(lo->value, d) : detail::extreme_scalar(d, false);
+  Tensor ht = hi ? detail::make_scalar(hi->value, d) : detail::extreme_scalar(d, true);
+  return apply3(OpId::Clamp, as_dtype(x, d), lt, ht);
+}
+
+Tensor masked_fill(const Tensor& x, const Tensor& mask, Scalar value) {
+  if (broadcast_shapes(x.shape(), mask.shape(), "masked_fill") != x.shape())
+    throw ShapeError("masked_fill: mask of shape " + shape_str(mask.shape()) + " does not broadcast to the input's shape " +
+                     shape_str(x.shape()));
+  // The value takes x's dtype (as torch.masked_fill), so the result keeps it.
+  return apply3(OpId::Where, mask, detail::make_scalar(value.value, x.dtype()), x);
+}
+
+}  // namespace kiln

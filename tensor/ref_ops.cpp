@@ -1,0 +1,286 @@
+#include "ref_ops.h"
+
+#include <cmath>
+#include <limits>
+#include <numbers>
+#include <string>
+
+#include "error.h"
+
+namespace kiln {
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+[[noreturn]] void not_in_category(OpId op, const char* what) {
+  throw ValueError(std::string("ref_") + what + ": '" + std::string(op_name(op)) + "' is not a " + what + " row");
+}
+
+// Round half to even, written out: floor, then compare the fraction with 1/2.
+double round_half_even(double x) {
+  if (!std::isfinite(x)) return x;
+  double fl = std::floor(x);
+  double frac = x - fl;  // exact for doubles
+  if (frac > 0.5 || (frac == 0.5 && std::fmod(fl, 2.0) != 0.0)) fl += 1.0;
+  return std::copysign(fl, x);  // keeps -0 for -0.4
+}
+
+// Rounds x to a binary format with p significand bits, minimum normal
+// exponent emin and largest finite value max_finite (round to nearest even).
+double round_to_format(double x, int p, int emin, double max_finite) {
+  if (!std::isfinite(x) || x == 0.0) return x;
+  int e;
+  std::frexp(std::fabs(x), &e);                // |x| = m 2^e, m in [0.5, 1)
+  int lead = std::max(e - 1, emin);            // subnormals share emin's quantum
+  double quantum = std::ldexp(1.0, lead - (p - 1));
+  double r = round_half_even(x / quantum) * quantum;  // scaling by 2^k is exact
+  if (std::fabs(r) > max_finite) return std::copysign(kInf, x);
+  return r;
+}
+
+double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
+// CPython's float divmod (Objects/floatobject.c), the definition of Python's
+// // and % on floats; numpy follows it.
+void py_divmod(double a, double b, double* floordiv, double* mod) {
+  double m = std::fmod(a, b);
+  double div = (a - m) / b;
+  if (m != 0.0) {
+    if ((b < 0.0) != (m < 0.0)) {
+      m += b;
+      div -= 1.0;
+    }
+  } else {
+    m = std::copysign(0.0, b);
+  }
+  double fd;
+  if (div != 0.0) {
+    fd = std::floor(div);
+    if (div - fd > 0.5) fd += 1.0;
+  } else {
+    fd = std::copysign(0.0, a / b);
+  }
+  *floordiv = fd;
+  *mod = m;
+}
+
+// Wraps v to the range of integer dtype d (two's complement), or to 0/1 for bool.
+int64_t wrap(__int128 v, DType d) {
+  uint64_t u = static_cast<uint64_t>(static_cast<unsigned __int128>(v));
+  switch (d) {
+    case DType::bool_: return v != 0;
+    case DType::uint8: return static_cast<int64_t>(u & 0xffu);
+    case DType::int8: return static_cast<int64_t>((u & 0xffu) ^ 0x80u) - 0x80;
+    case DType::int32: return static_cast<int64_t>((u & 0xffffffffu) ^ 0x80000000u) - 0x80000000ll;
+    default: return static_cast<int64_t>(u);  // int64: modulo 2^64 (two's complement since C++20)
+  }
+}
+
+[[noreturn]] void no_int_form(OpId op, DType d) {
+  throw DTypeError(std::string(op_name(op)) + ": no integer form for dtype " + std::string(name(d)) +
+                   " (the kernels compute it in floating point)");
+}
+
+void check_int_dtype(OpId op, DType d) {
+  if (is_floating(d))
+    throw DTypeError(std::string("ref_") + std::string(op_name(op)) + ": expected an integer or bool dtype, got " +
+                     std::string(name(d)));
+}
+
+// Python floor division of integers (exact in 128 bits).
+__int128 py_floor_div(__int128 a, __int128 b) {
+  __int128 q = a / b;
+  if (a % b != 0 && ((a < 0) != (b < 0))) --q;
+  return q;
+}
+
+}  // namespace
+
+double ref_unary(OpId op, double x) {
+  switch (op) {
+    case OpId::Neg: return -x;
+    case OpId::Abs: return std::fabs(x);
+    case OpId::Sign: return std::isnan(x) ? x : x > 0 ? 1.0 : x < 0 ? -1.0 : 0.0;
+    case OpId::Exp: return std::exp(x);
+    case OpId::Exp2: return std::pow(2.0, x);
+    case OpId::Log: return std::log(x);
+    case OpId::Log2: return std::log2(x);
+    case OpId::Log1p: return std::log1p(x);
+    case OpId::Expm1: return std::expm1(x);
+    case OpId::Sqrt: return std::sqrt(x);
+    case OpId::Rsqrt: return 1.0 / std::sqrt(x);
+    case OpId::Square: return x * x;
+    case OpId::Reciprocal: return 1.0 / x;
+    case OpId::Sin: return std::sin(x);
+    case OpId::Cos: return std::cos(x);
+    case OpId::Tan: return std::tan(x);
+    case OpId::Tanh: return std::tanh(x);
+    case OpId::Atanh: return std::atanh(x);
+    case OpId::Sigmoid: return sigmoid(x);
+    case OpId::Relu: return std::isnan(x) ? x : x > 0 ? x : 0.0;
+    case OpId::Gelu:
+      // x Phi(x) with Phi(x) = erfc(-x / sqrt 2) / 2 (no cancellation for x < 0).
+      return x == -kInf ? -0.0 : 0.5 * x * std::erfc(-x / std::sqrt(2.0));
+    case OpId::GeluTanh: {
+      // 0.5 x (1 + tanh(u)) = x / (1 + exp(-2u)), exact identity without cancellation.
+      if (x == -kInf) return -0.0;
+      double u = std::sqrt(2.0 / std::numbers::pi) * (x + 0.044715 * x * x * x);
+      return x * sigmoid(2.0 * u);
+    }
+    case OpId::Silu: return x == -kInf ? -0.0 : x * sigmoid(x);
+    case OpId::Erf: return std::erf(x);
+    case OpId::Floor: return std::floor(x);
+    case OpId::Ceil: return std::ceil(x);
+    case OpId::Round: return round_half_even(x);
+    case OpId::Trunc: return std::trunc(x);
+    case OpId::LogicalNot: return x == 0.0 ? 1.0 : 0.0;
+    case OpId::IsNan: return std::isnan(x) ? 1.0 : 0.0;
+    case OpId::IsInf: return std::isinf(x) ? 1.0 : 0.0;
+    case OpId::IsFinite: return std::isfinite(x) ? 1.0 : 0.0;
+    default: not_in_category(op, "unary");
+  }
+}
+
+double ref_binary(OpId op, double a, double b) {
+  switch (op) {
+    case OpId::Add: return a + b;
+    case OpId::Sub: return a - b;
+    case OpId::Mul: return a * b;
+    case OpId::Div: return a / b;
+    case OpId::Pow: return std::pow(a, b);
+    case OpId::Maximum: return std::isnan(a) || std::isnan(b) ? kNaN : a > b ? a : b;
+    case OpId::Minimum: return std::isnan(a) || std::isnan(b) ? kNaN : a < b ? a : b;
+    case OpId::FloorDivide: {
+      if (b == 0.0) return a / b;
+      double q, m;
+      py_divmod(a, b, &q, &m);
+      return q;
+    }
+    case OpId::Remainder: {
+      if (b == 0.0) return kNaN;
+      double q, m;
+      py_divmod(a, b, &q, &m);
+      return m;
+    }
+    case OpId::Fmod: return std::fmod(a, b);
+    case OpId::Atan2: return std::atan2(a, b);
+    case OpId::Equal: return a == b;
+    case OpId::NotEqual: return a != b;
+    case OpId::Less: return a < b;
+    case OpId::LessEqual: return a <= b;
+    case OpId::Greater: return a > b;
+    case OpId::GreaterEqual: return a >= b;
+    case OpId::LogicalAnd: return (a != 0.0) && (b != 0.0);
+    case OpId::LogicalOr: return (a != 0.0) || (b != 0.0);
+    case OpId::LogicalXor: return (a != 0.0) != (b != 0.0);
+    default: not_in_category(op, "binary");
+  }
+}
+
+double ref_ternary(OpId op, double a, double b, double c) {
+  switch (op) {
+    case OpId::Where: return a != 0.0 ? b : c;
+    case OpId::Clamp:
+      if (std::isnan(a) || std::isnan(b) || std::isnan(c)) return kNaN;
+      return std::min(std::max(a, b), c);
+    default: not_in_category(op, "ternary");
+  }
+}
+
+int64_t ref_unary_int(OpId op, int64_t x, DType d) {
+  check_int_dtype(op, d);
+  const __int128 v = x;
+  switch (op) {
+    case OpId::Neg: return wrap(-v, d);
+    case OpId::Abs: return wrap(v < 0 ? -v : v, d);
+    case OpId::Sign: return (x > 0) - (x < 0);
+    case OpId::Square: return wrap(v * v, d);
+    case OpId::Relu: return x > 0 ? x : 0;
+    case OpId::Floor:
+    case OpId::Ceil:
+    case OpId::Round:
+    case OpId::Trunc: return x;
+    case OpId::LogicalNot: return x == 0;
+    case OpId::IsNan:
+    case OpId::IsInf: return 0;
+    case OpId::IsFinite: return 1;
+    default:
+      if (op_info(op).category != OpCategory::Unary) not_in_category(op, "unary");
+      no_int_form(op, d);
+  }
+}
+
+int64_t ref_binary_int(OpId op, int64_t a, int64_t b, DType d) {
+  check_int_dtype(op, d);
+  const __int128 x = a, y = b;
+  auto nonzero_divisor = [&] {
+    if (b == 0) throw ValueError(std::string(op_name(op)) + ": integer division by zero");
+  };
+  switch (op) {
+    case OpId::Add: return wrap(x + y, d);
+    case OpId::Sub: return wrap(x - y, d);
+    case OpId::Mul: return wrap(x * y, d);
+    case OpId::Pow: {
+      if (b < 0) throw ValueError("pow: integers to negative integer powers are not allowed");
+      // Square and multiply modulo 2^64 (unsigned), then wrap to d.
+      uint64_t r = 1, base = static_cast<uint64_t>(a);
+      for (uint64_t e = static_cast<uint64_t>(b); e; e >>= 1) {
+        if (e & 1u) r *= base;
+        base *= base;
+      }
+      return wrap(static_cast<int64_t>(r), d);
+    }
+    case OpId::Maximum: return wrap(a > b ? a : b, d);
+    case OpId::Minimum: return wrap(a < b ? a : b, d);
+    case OpId::FloorDivide: nonzero_divisor(); return wrap(py_floor_div(x, y), d);
+    case OpId::Remainder: nonzero_divisor(); return wrap(x - y * py_floor_div(x, y), d);
+    case OpId::Fmod: nonzero_divisor(); return wrap(x - y * (x / y), d);  // C: quotient truncated
+    case OpId::Equal: return a == b;
+    case OpId::NotEqual: return a != b;
+    case OpId::Less: return a < b;
+    case OpId::LessEqual: return a <= b;
+    case OpId::Greater: return a > b;
+    case OpId::GreaterEqual: return a >= b;
+    case OpId::LogicalAnd: return (a != 0) && (b != 0);
+    case OpId::LogicalOr: return (a != 0) || (b != 0);
+    case OpId::LogicalXor: return (a != 0) != (b != 0);
+    default:
+      if (op_info(op).category != OpCategory::Binary) not_in_category(op, "binary");
+      no_int_form(op, d);
+  }
+}
+
+double ref_cast(double x, DType d) {
+  switch (d) {
+    case DType::float64: return x;
+    case DType::float32: return static_cast<double>(static_cast<float>(x));
+    case DType::float16: return round_to_format(x, 11, -14, 65504.0);
+    case DType::bfloat16: return round_to_format(x, 8, -126, std::ldexp(255.0, 120));  // (2 - 2^-7) 2^127
+    case DType::bool_: return x != 0.0 ? 1.0 : 0.0;
+    case DType::uint8: {
+      if (!(std::isfinite(x) && std::fabs(x) < 9.2e18)) return 0.0;
+      double t = std::trunc(x);
+      double m = std::fmod(t, 256.0);  // the low 8 bits of the two's-complement value
+      return m < 0 ? m + 256.0 : m;
+    }
+    default: {
+      const double lo = d == DType::int8 ? -128.0 : d == DType::int32 ? -2147483648.0 : -9223372036854775808.0;
+      const double hi = -lo;  // exclusive
+      if (!(x > lo - 1.0 && x < hi)) return lo;  // NaN, infinities and out of range
+      double t = std::trunc(x);
+      return t < lo ? lo : t;
+    }
+  }
+}
+
+double ref_atol(OpId op, DType d) {
+  // gelu's erf form evaluates 0.5 x (1 + erf(x / sqrt 2)) with a vectorised
+  // erf of absolute error <= 4e-7; for x < -1 the sum cancels, leaving an
+  // absolute error <= 0.5 |x| 4e-7 (<= 1e-6 as erf saturates for x < -5.6).
+  if (op == OpId::Gelu && (d == DType::float32 || d == DType::float16 || d == DType::bfloat16)) return 1e-6;
+  return 0.0;
+}
+
+}  // namespace kiln

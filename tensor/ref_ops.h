@@ -1,0 +1,76 @@
+// kiln: the float64 scalar reference of the elementwise rows of the op table
+// (categories Unary, Binary, Ternary in tensor/ops.def). It is the oracle of
+// the table-driven tests and can fold constants. It is written from the
+// definitions (numpy, Python, C) in plain double / int64 arithmetic,
+// independently of the CPU kernels (backends/cpu/elementwise_functors.h).
+//
+// Accuracy of the eager CPU kernels against this reference, for results
+// stored in dtype d (rounded to d, see ref_cast), is
+//     |got - want| <= rtol(d) * |want| + ref_atol(op, d)
+// with rtol(float64) = 1e-12 (the C library's double functions),
+// rtol(float32) = 2e-6 (at most 16 ulp; the vectorised exp, log, log1p,
+// expm1, sin, cos, tanh, erf, sigmoid, silu, gelu_tanh measure <= 4 ulp),
+// rtol(float16) = 2e-3 and rtol(bfloat16) = 1.6e-2 (computed in float32,
+// then rounded once). Integer and bool results are exact. Where the relative
+// bound alone does not hold, ref_atol says so (gelu's erf form in float32,
+// whose 1 + erf(x / sqrt 2) cancels for negative x, as in PyTorch), and
+// results below the smallest normal number (subnormals) are only accurate to
+// an absolute 2^-126 (float32) / 2^-1022 (float64).
+//
+// Special values follow IEEE and numpy: NaN propagates (also through
+// maximum, minimum, relu and clamp), sign(NaN) = NaN, x / 0.0 = +-inf or
+// NaN, floor_divide(x, 0.0) = x / 0.0, remainder(x, 0.0) = NaN, and
+// gelu/gelu_tanh/silu(-inf) = -0 (the limit).
+#pragma once
+#include <cstdint>
+
+#include "dtype.h"
+#include "op_table.h"
+
+namespace kiln {
+
+/// Float64 reference of Unary row `op` at x (every Unary row except Cast,
+/// which is ref_cast). Bool-valued rows (logical_not, isnan, isinf,
+/// isfinite) return 0 or 1. Throws ValueError for a row of another category.
+double ref_unary(OpId op, double x);
+
+/// Float64 reference of Binary row `op` at (a, b): true division for div,
+/// Python floor division and remainder (CPython's float divmod), C fmod,
+/// numpy's NaN-propagating maximum/minimum; comparisons and logical rows
+/// return 0 or 1 (logical rows: nonzero and NaN are true). Throws ValueError
+/// for a row of another category.
+double ref_binary(OpId op, double a, double b);
+
+/// Float64 reference of Ternary row `op`: where(a, b, c) = a != 0 ? b : c
+/// (NaN counts as true); clamp(a, b, c) = min(max(a, b), c), NaN if any
+/// operand is NaN. Throws ValueError for a row of another category.
+double ref_ternary(OpId op, double a, double b, double c);
+
+/// Integer semantics of Unary row `op` on x of integer or bool dtype d:
+/// results wrap to d's range (neg/abs of the minimum wrap to the minimum,
+/// square wraps); floor/ceil/round/trunc are the identity; isnan/isinf give
+/// 0 and isfinite 1. Throws DTypeError for rows that have no integer form
+/// (the Float rows, which convert integers to float32 first).
+int64_t ref_unary_int(OpId op, int64_t x, DType d);
+
+/// Integer semantics of Binary row `op` on a, b of integer or bool dtype d:
+/// add/sub/mul/pow wrap modulo 2^bits (bool: add = or, mul = and);
+/// floor_divide and remainder follow Python (INT_MIN // -1 wraps to
+/// INT_MIN); fmod follows C. Throws ValueError for integer division by zero
+/// (floor_divide, remainder, fmod) and for a negative pow exponent, and
+/// DTypeError for the true-division rows (div, atan2).
+int64_t ref_binary_int(OpId op, int64_t a, int64_t b, DType d);
+
+/// x converted to dtype d, returned as a double: floats round to nearest
+/// even (float16 and bfloat16 by their own formats, overflowing to +-inf);
+/// integers truncate toward zero, and NaN, +-inf or out-of-range values give
+/// the minimum of a signed type, or for uint8 the low 8 bits of the value
+/// truncated to int64 (0 when that is not finite or not in int64's range);
+/// bool is x != 0 (NaN is true).
+double ref_cast(double x, DType d);
+
+/// Absolute error the eager kernels may add to the relative bound for row
+/// `op` with results in dtype d (see the header comment); 0 for most rows.
+double ref_atol(OpId op, DType d);
+
+}  // namespace kiln

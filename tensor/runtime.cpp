@@ -1,0 +1,29 @@
+// kiln: process-wide runtime settings (threads of OpenMP and the BLAS).
+#include "runtime.h"
+
+#include <omp.h>
+
+#include <string>
+
+#include "../backends/cpu/matmul.h"
+#include "error.h"
+
+#ifdef KILN_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+
+namespace kiln {
+
+void set_num_threads(int n) {
+  if (n < 1) throw ValueError("set_num_threads: expected n >= 1, got " + std::to_string(n));
+  omp_set_num_threads(n);
+#ifdef KILN_HAVE_OPENBLAS
+  openblas_set_num_threads(n);
+#endif
+}
+
+int get_num_threads() { return omp_get_max_threads(); }
+
+const char* blas_backend() { return cpu::gemm_backend(); }
+
+}  // namespace kiln

@@ -1,0 +1,163 @@
+// The `kiln` command-line tool end to end: export a callable, then run
+// `kiln info`, `kiln dot`, `kiln run` (on .npy inputs and safetensors
+// weights, results compared bit for bit with the in-process call) and
+// `kiln bench`, and check that bad arguments or files fail with a message.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "../io/npy.h"
+#include "../io/safetensors.h"
+#include "test_util.h"
+
+#ifdef KILN_CLI_PATH
+
+using namespace kiln;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Run {
+  int code = -1;
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+struct Cli {
+  fs::path dir;
+  Cli() {
+    dir = fs::temp_directory_path() / ("kiln_cli_test_" + std::to_string(getpid()));
+    fs::create_directories(dir);
+  }
+  ~Cli() {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+  std::string file(const std::string& n) const { return (dir / n).string(); }
+  // Runs `kiln ARGS` with stdout and stderr captured in files.
+  Run operator()(const std::string& args) const {
+    const std::string cmd = std::string("'") + KILN_CLI_PATH + "' " + args + " >'" + file("stdout") + "' 2>'" +
+                            file("stderr") + "' </dev/null";
+    const int st = std::system(cmd.c_str());
+    Run r;
+    r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    r.out = slurp(dir / "stdout");
+    r.err = slurp(dir / "stderr");
+    return r;
+  }
+};
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
+  Tensor ca = a.contiguous(), cb = b.contiguous();
+  return std::memcmp(ca.data_ptr(), cb.data_ptr(), static_cast<size_t>(ca.numel()) * ca.itemsize()) == 0;
+}
+
+}  // namespace
+
+TEST_SUITE("cli") {
+  TEST_CASE("kiln info, dot, run and bench on an exported callable") {
+    Cli kiln;
+    nn::Linear lin(4, 3);
+    CompileOptions o;
+    o.weights = lin.state_dict();
+    auto f = [&](Tensor x, Tensor y) {
+      Tensor h = lin(x);
+      return std::make_tuple(tanh(h * 2.0f + 1.0f) - y, sum(h, {1}));
+    };
+    CompiledCallable run = compile(f, o)(TensorLayout(DType::float32, {2, 4}), TensorLayout(DType::float32, {2, 3}));
+    const std::string mef = kiln.file("f.mef");
+    run.export_mef(mef);
+    write_safetensors(kiln.file("w.safetensors"), lin.state_dict());
+    Tensor x = random::normal({2, 4}), y = random::normal({2, 3});
+    write_npy(kiln.file("x.npy"), x);
+    write_npy(kiln.file("y.npy"), y);
+
+    Run info = kiln("info '" + mef + "'");
+    CHECK(info.code == 0);
+    CHECK(info.out.find("MEF format version 1") != std::string::npos);
+    CHECK(info.out.find("arguments: (T, T)") != std::string::npos);
+    CHECK(info.out.find("0  0: float32[2, 4] cpu (contiguous)") != std::string::npos);
+    CHECK(info.out.find("weights expected: 2") != std::string::npos);
+    CHECK(info.out.find("weight: float32[3, 4] cpu") != std::string::npos);
+    CHECK(info.out.find("bias: float32[3] cpu") != std::string::npos);
+    CHECK(info.out.find("op counts:") != std::string::npos);
+    CHECK(info.out.find("matmul: 1") != std::string::npos);
+    CHECK(info.out.find("execution plan (this CPU: ") != std::string::npos);
+    CHECK(info.out.find("fusion groups") != std::string::npos);
+
+    Run dot = kiln("dot '" + mef + "'");
+    CHECK(dot.code == 0);
+    CHECK(dot.out.rfind("digraph", 0) == 0);
+    CHECK(dot.out.find("matmul") != std::string::npos);
+
+    Run r = kiln("run '" + mef + "' --weights '" + kiln.file("w.safetensors") + "' --input '" + kiln.file("x.npy") +
+                 "' --input '" + kiln.file("y.npy") + "' --output '" + kiln.file("a.npy") + "' --output '" +
+                 kiln.file("b.npy") + "'");
+    CHECK_MESSAGE(r.code == 0, r.err);
+    auto [want_a, want_b] = run(x, y).as<std::tuple<Tensor, Tensor>>();
+    CHECK(same_bits(read_npy(kiln.file("a.npy")), want_a));
+    CHECK(same_bits(read_npy(kiln.file("b.npy")), want_b));
+
+    Run printed = kiln("run '" + mef + "' --weights '" + kiln.file("w.safetensors") + "' --input '" +
+                       kiln.file("x.npy") + "' --input '" + kiln.file("y.npy") + "'");
+    CHECK(printed.code == 0);
+    CHECK(printed.out.find("result 1 (1): float32[2] cpu") != std::string::npos);
+
+    Run bench = kiln("bench '" + mef + "' --weights '" + kiln.file("w.safetensors") + "' --samples 3");
+    CHECK_MESSAGE(bench.code == 0, bench.err);
+    CHECK(bench.out.find("checked call") != std::string::npos);
+    CHECK(bench.out.find("replay") != std::string::npos);
+    CHECK(bench.out.find("median") != std::string::npos);
+
+    // Errors: each says what is wrong and exits non-zero.
+    Run no_w = kiln("run '" + mef + "' --input '" + kiln.file("x.npy") + "' --input '" + kiln.file("y.npy") + "'");
+    CHECK(no_w.code == 1);
+    CHECK(no_w.err.find("expects 2 weight(s): weight (float32[3, 4] cpu), bias (float32[3] cpu); pass them with "
+                        "--weights") != std::string::npos);
+    Run swapped = kiln("run '" + mef + "' --weights '" + kiln.file("w.safetensors") + "' --input '" +
+                       kiln.file("y.npy") + "' --input '" + kiln.file("x.npy") + "'");
+    CHECK(swapped.code == 1);
+    CHECK(swapped.err.find("input 0 ('" + kiln.file("y.npy") + "'): expected float32[2, 4] cpu, got float32[2, 3] cpu") !=
+          std::string::npos);
+    Run one = kiln("run '" + mef + "' --weights '" + kiln.file("w.safetensors") + "' --input '" + kiln.file("x.npy") + "'");
+    CHECK(one.code == 2);
+    CHECK(one.err.find("the callable takes 2 tensor argument(s), got 1 --input") != std::string::npos);
+    Run outs = kiln("run '" + mef + "' --weights '" + kiln.file("w.safetensors") + "' --input '" + kiln.file("x.npy") +
+                    "' --input '" + kiln.file("y.npy") + "' --output '" + kiln.file("a.npy") + "'");
+    CHECK(outs.code == 2);
+    CHECK(outs.err.find("the callable returns 2 tensor(s), got 1 --output") != std::string::npos);
+    Run missing = kiln("info '" + kiln.file("nope.mef") + "'");
+    CHECK(missing.code == 1);
+    CHECK(missing.err.find("engine::read: cannot open") != std::string::npos);
+    Run notmef = kiln("info '" + kiln.file("x.npy") + "'");
+    CHECK(notmef.code == 1);
+    CHECK(notmef.err.find("not a MEF file") != std::string::npos);
+    Run badcmd = kiln("frobnicate '" + mef + "'");
+    CHECK(badcmd.code == 2);
+    CHECK(badcmd.err.find("unknown command 'frobnicate'") != std::string::npos);
+    CHECK(badcmd.err.find("usage: kiln") != std::string::npos);
+    Run badopt = kiln("info '" + mef + "' --weights w");
+    CHECK(badopt.code == 2);
+    CHECK(badopt.err.find("unknown option '--weights' for 'info'") != std::string::npos);
+    Run nofile = kiln("dot");
+    CHECK(nofile.code == 2);
+    CHECK(nofile.err.find("'dot' needs a MEF file") != std::string::npos);
+    Run samples = kiln("bench '" + mef + "' --samples 0");
+    CHECK(samples.code == 2);
+    CHECK(samples.err.find("--samples takes an integer in 1..100000, got '0'") != std::string::npos);
+    Run help = kiln("help");
+    CHECK(help.code == 0);
+    CHECK(help.out.find("kiln run FILE.mef") == std::string::npos);  // usage lists commands, not this phrase
+    CHECK(help.out.find("run   FILE.mef") != std::string::npos);
+  }
+}
+
+#endif  // KILN_CLI_PATH

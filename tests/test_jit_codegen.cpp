@@ -1,0 +1,707 @@
+// The asmjit CPU code generator (backends/cpu/jit): generated elementwise
+// loops against the eager kernels (bitwise, or within the vector math's
+// bounds), the vector math's accuracy against a correctly rounded float64
+// result on a dense sample of float32 inputs (every 4096th bit pattern, the
+// special values and the subnormal range) on the SSE2, AVX2 and AVX-512
+// targets, and bit-for-bit against its scalar model (vmath_model.h).
+// KILN_EXHAUSTIVE=1 sweeps every float32 input for exp and tanh.
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "../backends/cpu/jit/vmath_model.h"
+#include "../jit/elementwise_program.h"
+#include "test_util.h"
+
+namespace {
+
+using namespace kiln;
+using namespace kiln::codegen;
+namespace vm = kiln::codegen::vm;
+
+std::vector<CpuTarget> targets() {
+  std::vector<CpuTarget> v;
+  for (CpuTarget t : {CpuTarget::sse2, CpuTarget::avx2, CpuTarget::avx512})
+    if (t <= detect_cpu_target()) v.push_back(t);
+  return v;
+}
+
+/// Builds programs instruction by instruction.
+struct Prog {
+  ElementwiseProgram p;
+  Prog(std::vector<DType> operands, int num_outputs, std::vector<bool> bcast = {}) {
+    p.operand_dtypes = std::move(operands);
+    p.num_outputs = num_outputs;
+    p.operand_broadcast = bcast.empty() ? std::vector<bool>(p.operand_dtypes.size(), false) : bcast;
+  }
+  int push(Instr in) {
+    p.code.push_back(in);
+    return int(p.code.size()) - 1;
+  }
+  int load(int arg, DType d) {
+    Instr in;
+    in.kind = Instr::Kind::load;
+    in.arg = arg;
+    in.dtype = d;
+    return push(in);
+  }
+  int imm(double v, DType d) {
+    Instr in;
+    in.kind = Instr::Kind::imm;
+    in.imm = v;
+    in.dtype = d;
+    return push(in);
+  }
+  int op(OpId o, DType d, int a, int b = -1, int c = -1, Attrs at = {}) {
+    Instr in;
+    in.kind = Instr::Kind::op;
+    in.op = o;
+    in.dtype = d;
+    in.a = a;
+    in.b = b;
+    in.c = c;
+    in.attrs = at;
+    return push(in);
+  }
+  void store(int arg, int r) {
+    Instr in;
+    in.kind = Instr::Kind::store;
+    in.arg = arg;
+    in.a = r;
+    push(in);
+  }
+};
+
+/// Calls the kernel once on a run of n elements.
+void run(const ElementwiseKernel& k, const ElementwiseProgram& p, std::vector<void*> ptrs, int64_t n) {
+  std::vector<int64_t> st(ptrs.size());
+  for (size_t i = 0; i < ptrs.size(); ++i)
+    st[i] = p.operand_broadcast[i] ? 0 : int64_t(size_of(p.operand_dtypes[i]));
+  k.fn()(reinterpret_cast<char**>(ptrs.data()), st.data(), n);
+}
+
+float f32(uint32_t u) { return std::bit_cast<float>(u); }
+uint32_t bits(float f) { return std::bit_cast<uint32_t>(f); }
+
+// ---- accuracy -------------------------------------------------------------------------------
+
+double sigmoid_ref(double x) {
+  if (x >= 0) return 1.0 / (1.0 + std::exp(-x));
+  double e = std::exp(x);
+  return e / (1.0 + e);
+}
+
+struct MathCase {
+  OpId op;
+  vm::MathFn fn;
+  double bound;  ///< max ulp asserted on the sample
+  double (*ref)(double);
+};
+
+const std::vector<MathCase>& math_cases() {
+  static const std::vector<MathCase> v = {
+      {OpId::Exp, vm::MathFn::exp, 2, [](double x) { return std::exp(x); }},
+      {OpId::Exp2, vm::MathFn::exp2, 2, [](double x) { return std::exp2(x); }},
+      {OpId::Expm1, vm::MathFn::expm1, 4, [](double x) { return std::expm1(x); }},
+      {OpId::Log, vm::MathFn::log, 2, [](double x) { return std::log(x); }},
+      {OpId::Log2, vm::MathFn::log2, 4, [](double x) { return std::log2(x); }},
+      {OpId::Log1p, vm::MathFn::log1p, 4, [](double x) { return std::log1p(x); }},
+      {OpId::Tanh, vm::MathFn::tanh, 4, [](double x) { return std::tanh(x); }},
+      {OpId::Sigmoid, vm::MathFn::sigmoid, 4, sigmoid_ref},
+      {OpId::Silu, vm::MathFn::silu, 4, [](double x) { return std::isinf(x) && x < 0 ? -0.0 : x * sigmoid_ref(x); }},
+      {OpId::Erf, vm::MathFn::erf, 4, [](double x) { return std::erf(x); }},
+      {OpId::Gelu, vm::MathFn::gelu, 4,
+       [](double x) { return std::isinf(x) && x < 0 ? -0.0 : 0.5 * x * std::erfc(-x * 0.70710678118654752440); }},
+      {OpId::GeluTanh, vm::MathFn::gelu_tanh, 4,
+       [](double x) {
+         if (std::isinf(x) && x < 0) return -0.0;
+         return x * sigmoid_ref(2 * 0.79788456080286535588 * (x + 0.044715 * x * x * x));
+       }},
+      {OpId::Sin, vm::MathFn::sin, 4, [](double x) { return std::sin(x); }},
+      {OpId::Cos, vm::MathFn::cos, 4, [](double x) { return std::cos(x); }},
+      {OpId::Tan, vm::MathFn::tan, 4, [](double x) { return std::tan(x); }},
+      {OpId::Atanh, vm::MathFn::atanh, 4, [](double x) { return std::atanh(x); }},
+  };
+  return v;
+}
+
+/// Error of `got` in ulps of the correctly rounded float result of `want`
+/// (subnormal ulp 2^-149); special values must match exactly (a result that
+/// should be NaN, +-inf or a signed zero and is not counts as 1e9).
+double ulp_error(float got, double want) {
+  if (std::isnan(want)) return std::isnan(got) ? 0 : 1e9;
+  if (std::isnan(got)) return 1e9;
+  const float wf = float(want);
+  if (got == wf) return (got == 0 && std::signbit(got) != std::signbit(wf)) ? 1e9 : 0;
+  if (std::isinf(got) || std::isinf(wf)) return 1e9;
+  int e;
+  std::frexp(want, &e);
+  e = std::max(e - 1, -126);
+  return std::fabs(double(got) - want) / std::ldexp(1.0, e - 23);
+}
+
+/// Float inputs: every 4096th bit pattern, the subnormal range (every 64th),
+/// neighbourhoods of special points and the special values.
+const std::vector<float>& sample_inputs() {
+  static const std::vector<float> v = [] {
+    std::vector<float> x;
+    for (uint64_t u = 0; u < (1ull << 32); u += 4096) x.push_back(f32(uint32_t(u) + 1234u));
+    for (uint32_t u = 0; u < 0x800000u; u += 64) {
+      x.push_back(f32(u));
+      x.push_back(f32(u | 0x80000000u));
+    }
+    const float pts[] = {0.0f, 1.0f, -1.0f, 0.5f, 88.72f, -87.33f, -103.97f, 0.625f, 0.921875f, 2.5f, 1.5707964f,
+                         3.1415927f, 0.6931472f};
+    for (float p : pts)
+      for (int d = -64; d <= 64; ++d) {
+        x.push_back(f32(uint32_t(int64_t(bits(p)) + d)));
+        x.push_back(-f32(uint32_t(int64_t(bits(p)) + d)));
+      }
+    const float sp[] = {0.0f, -0.0f, std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                        std::numeric_limits<float>::quiet_NaN(), f32(0x7f800001u), f32(0xffc00001u),
+                        std::numeric_limits<float>::denorm_min(), -std::numeric_limits<float>::denorm_min(),
+                        std::numeric_limits<float>::min(), std::numeric_limits<float>::max(),
+                        -std::numeric_limits<float>::max(), 1e-30f, -1e-30f};
+    for (float s : sp) x.push_back(s);
+    return x;
+  }();
+  return v;
+}
+
+bool is_trig(OpId op) { return op == OpId::Sin || op == OpId::Cos || op == OpId::Tan; }
+
+struct AccResult {
+  double max_ulp = 0;
+  float worst = 0;
+  int64_t model_mismatch = 0;
+  int64_t bad_large = 0;  // trig beyond kTrigMaxArg outside [-1, 1] (sin, cos)
+};
+
+AccResult measure(const MathCase& mc, CpuTarget t, const std::vector<float>& xs, const std::vector<double>* refs) {
+  Prog pr({DType::float32, DType::float32}, 1);
+  pr.store(0, pr.op(mc.op, DType::float32, pr.load(1, DType::float32)));
+  auto k = generate_elementwise(pr.p, t);
+  std::vector<float> y(xs.size());
+  run(*k, pr.p, {y.data(), const_cast<float*>(xs.data())}, int64_t(xs.size()));
+  AccResult r;
+  const bool fma = t != CpuTarget::sse2;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const float x = xs[i];
+    const float m = vm::model(mc.fn, x, fma);
+    if (!(bits(m) == bits(y[i]) || (std::isnan(m) && std::isnan(y[i])))) ++r.model_mismatch;
+    if (is_trig(mc.op) && !(std::fabs(x) < vm::kTrigMaxArg)) {
+      if (mc.op != OpId::Tan && !std::isnan(x) && !std::isinf(x) && !(std::fabs(y[i]) <= 1.0f)) ++r.bad_large;
+      if (std::isinf(x) && !std::isnan(y[i])) ++r.bad_large;
+      continue;
+    }
+    const double want = refs ? (*refs)[i] : mc.ref(double(x));
+    const double e = ulp_error(y[i], want);
+    if (e > r.max_ulp) {
+      r.max_ulp = e;
+      r.worst = x;
+    }
+  }
+  return r;
+}
+
+std::string hex(float x) {
+  std::ostringstream os;
+  os << std::hexfloat << x;
+  return os.str();
+}
+
+// ---- eager comparison ------------------------------------------------------------------------
+
+/// Random raw values of dtype d (floats with NaN, +-inf, -0, subnormals and
+/// large values sprinkled in; ints including the extremes; bool 0/1).
+Tensor random_values(int64_t n, DType d, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> nd(0.0, 3.0);
+  std::vector<double> v(size_t(std::max<int64_t>(n, 0)));
+  for (auto& x : v) {
+    const int r = int(rng() % 24);
+    if (is_floating(d)) {
+      x = nd(rng);
+      if (r == 0) x = std::numeric_limits<double>::quiet_NaN();
+      if (r == 1) x = std::numeric_limits<double>::infinity();
+      if (r == 2) x = -std::numeric_limits<double>::infinity();
+      if (r == 3) x = -0.0;
+      if (r == 4) x = 0.0;
+      if (r == 5) x = std::ldexp(nd(rng), -130);
+      if (r == 6) x = nd(rng) * 1e6;
+      if (r == 7) x = std::round(nd(rng));
+    } else if (d == DType::bool_) {
+      x = double(rng() & 1);
+    } else {
+      x = double(int64_t(rng() % 41) - 20);
+      if (r == 0) x = d == DType::int32 ? -2147483648.0 : -9.2233720368547758e18;
+      if (r == 1) x = d == DType::int32 ? 2147483647.0 : 9.2233720368547748e18;
+      if (r == 2) x = double(int32_t(rng()));
+    }
+  }
+  Tensor t = Tensor::from_vector(v, Shape{n});
+  return t.to(d);
+}
+
+bool same_value(DType d, const void* a, const void* b, bool math) {
+  switch (d) {
+    case DType::float32: {
+      float x, y;
+      std::memcpy(&x, a, 4);
+      std::memcpy(&y, b, 4);
+      if (std::isnan(x) || std::isnan(y)) return std::isnan(x) && std::isnan(y);
+      if (!math) return bits(x) == bits(y);
+      if (std::isinf(x) || std::isinf(y) || x == 0 || y == 0) return x == y || std::fabs(double(x) - y) <= 1e-37;
+      return std::fabs(double(x) - y) <= 1e-5 * std::fabs(double(y)) + 1e-37;
+    }
+    case DType::float64: {
+      double x, y;
+      std::memcpy(&x, a, 8);
+      std::memcpy(&y, b, 8);
+      if (std::isnan(x) || std::isnan(y)) return std::isnan(x) && std::isnan(y);
+      return std::memcmp(a, b, 8) == 0;
+    }
+    case DType::float16:
+    case DType::bfloat16: {
+      uint16_t x, y;
+      std::memcpy(&x, a, 2);
+      std::memcpy(&y, b, 2);
+      const float fx = d == DType::float16 ? float16_t::to_float(x) : f32(uint32_t(x) << 16);
+      const float fy = d == DType::float16 ? float16_t::to_float(y) : f32(uint32_t(y) << 16);
+      if (std::isnan(fx) || std::isnan(fy)) return std::isnan(fx) && std::isnan(fy);
+      if (!math) return x == y;
+      if (x == y) return true;
+      // one ulp of the format: both results rounded from nearly equal floats
+      return std::abs(int(x) - int(y)) <= 1;
+    }
+    default: return std::memcmp(a, b, size_of(d)) == 0;
+  }
+}
+
+/// Runs `op` on inputs of dtypes `in` (operand j broadcast when bit j of
+/// `bmask`) through generated code and through eager, and compares. Returns
+/// false (skipping) when the row refuses the dtypes or has no generated form.
+bool compare_with_eager(OpId op, const std::vector<DType>& in, int bmask, int64_t n, CpuTarget t, uint64_t seed,
+                        const Attrs& attrs = {}) {
+  DType rd;
+  try {
+    rd = result_dtype(op, in, attrs);
+  } catch (const Error&) {
+    return false;
+  }
+  std::vector<DType> od = {rd};
+  std::vector<bool> bc = {false};
+  for (size_t j = 0; j < in.size(); ++j) {
+    od.push_back(in[j]);
+    bc.push_back(((bmask >> j) & 1) != 0);
+  }
+  Prog pr(od, 1, bc);
+  int r[3] = {-1, -1, -1};
+  for (size_t j = 0; j < in.size(); ++j) r[j] = pr.load(int(j) + 1, in[j]);
+  pr.store(0, pr.op(op, rd, r[0], r[1], r[2], attrs));
+  if (!can_generate(pr.p, t)) return false;
+  auto k = generate_elementwise(pr.p, t);
+  std::vector<Tensor> xs;
+  for (size_t j = 0; j < in.size(); ++j) {
+    DType d = (op == OpId::Where && j == 0) ? DType::bool_ : in[j];
+    xs.push_back(random_values(bc[j + 1] ? 1 : n, d, seed * 31 + j).to(in[j]));
+  }
+  Tensor want = apply(op, std::span<const Tensor>(xs), attrs);
+  Tensor got = Tensor::empty(Shape{n}, rd);
+  std::vector<void*> ptrs = {got.data_ptr()};
+  for (auto& x : xs) ptrs.push_back(x.data_ptr());
+  run(*k, pr.p, ptrs, n);
+  REQUIRE(want.numel() == n);
+  const bool math = op_info(op).category == OpCategory::Unary &&
+                    (op == OpId::Exp || op == OpId::Exp2 || op == OpId::Expm1 || op == OpId::Log ||
+                     op == OpId::Log2 || op == OpId::Log1p || op == OpId::Tanh || op == OpId::Sigmoid ||
+                     op == OpId::Silu || op == OpId::Gelu || op == OpId::GeluTanh || op == OpId::Erf ||
+                     op == OpId::Sin || op == OpId::Cos || op == OpId::Tan || op == OpId::Atanh);
+  const size_t isz = size_of(rd);
+  Tensor wc = want.contiguous();
+  int bad = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const char* a = static_cast<const char*>(got.data_ptr()) + i * isz;
+    const char* b = static_cast<const char*>(wc.data_ptr()) + i * isz;
+    if (!same_value(rd, a, b, math) && bad++ < 3) {
+      std::ostringstream os;
+      os << op_name(op) << " on " << cpu_target_name(t) << " n=" << n << " bmask=" << bmask << " element " << i
+         << ": inputs";
+      for (auto& x : xs) os << " " << x.to(DType::float64).contiguous().data<double>()[x.numel() == 1 ? 0 : i];
+      os << " got " << got.to(DType::float64).data<double>()[i] << " want " << wc.to(DType::float64).data<double>()[i];
+      FAIL_CHECK(os.str());
+    }
+  }
+  return true;
+}
+
+const std::vector<DType>& gen_dtypes() {
+  static const std::vector<DType> v = {DType::float32, DType::float64, DType::float16, DType::bfloat16,
+                                       DType::int32,   DType::int64,   DType::bool_};
+  return v;
+}
+
+bool is_elementwise(OpId op) {
+  auto c = op_info(op).category;
+  return c == OpCategory::Unary || c == OpCategory::Binary || c == OpCategory::Ternary;
+}
+
+}  // namespace
+
+TEST_SUITE("jit_codegen") {
+  TEST_CASE("cpu target detection and names") {
+    CpuTarget t = detect_cpu_target();
+    CHECK(std::string(cpu_target_name(t)).size() > 0);
+    CHECK(std::string(cpu_target_name(CpuTarget::avx512)) == "avx512");
+    MESSAGE("generator target on this CPU: " << cpu_target_name(t));
+  }
+
+  TEST_CASE("vector math accuracy on a dense float32 sample, all targets") {
+    const auto& xs = sample_inputs();
+    std::ostringstream table;
+    table << "max ulp error vs correctly rounded float64 (" << xs.size() << " inputs)\n";
+    for (const MathCase& mc : math_cases()) {
+      std::vector<double> refs(xs.size());
+      for (size_t i = 0; i < xs.size(); ++i) refs[i] = mc.ref(double(xs[i]));
+      table << "  " << op_name(mc.op) << ":";
+      for (CpuTarget t : targets()) {
+        CAPTURE(op_name(mc.op));
+        CAPTURE(cpu_target_name(t));
+        AccResult r = measure(mc, t, xs, &refs);
+        table << " " << cpu_target_name(t) << " " << r.max_ulp << " (x=" << hex(r.worst) << ")";
+        CHECK(r.model_mismatch == 0);
+        CHECK(r.bad_large == 0);
+        CHECK(r.max_ulp <= mc.bound);
+      }
+      table << "\n";
+    }
+    MESSAGE(table.str());
+  }
+
+  TEST_CASE("special values of the vector math") {
+    const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+    const float dmin = std::numeric_limits<float>::denorm_min();
+    struct S {
+      OpId op;
+      float x, want;
+    };
+    const S cases[] = {
+        {OpId::Exp, -inf, 0.0f},    {OpId::Exp, inf, inf},          {OpId::Exp, -0.0f, 1.0f},
+        {OpId::Exp, -103.0f, f32(0x00000005u)},  // e^-103 = 5.3e-45: a subnormal, not flushed
+        {OpId::Exp, 89.0f, inf},    {OpId::Log, 0.0f, -inf},        {OpId::Log, -0.0f, -inf},
+        {OpId::Log, -1.0f, nan},    {OpId::Log, inf, inf},          {OpId::Log, 1.0f, 0.0f},
+        {OpId::Log, dmin, -103.27893f},
+        {OpId::Log2, 8.0f, 3.0f},   {OpId::Log2, dmin, -149.0f},    {OpId::Exp2, -149.0f, dmin},
+        {OpId::Exp2, 10.0f, 1024.0f},
+        {OpId::Tanh, inf, 1.0f},    {OpId::Tanh, -inf, -1.0f},      {OpId::Tanh, -0.0f, -0.0f},
+        {OpId::Tanh, -dmin, -dmin}, {OpId::Sin, -0.0f, -0.0f},      {OpId::Sin, inf, nan},
+        {OpId::Cos, -inf, nan},     {OpId::Cos, 0.0f, 1.0f},        {OpId::Erf, -0.0f, -0.0f},
+        {OpId::Erf, inf, 1.0f},     {OpId::Erf, -inf, -1.0f},       {OpId::Sigmoid, -inf, 0.0f},
+        {OpId::Sigmoid, inf, 1.0f}, {OpId::Silu, -inf, -0.0f},      {OpId::Gelu, -inf, -0.0f},
+        {OpId::GeluTanh, -inf, -0.0f}, {OpId::Expm1, -0.0f, -0.0f}, {OpId::Expm1, -inf, -1.0f},
+        {OpId::Log1p, -0.0f, -0.0f}, {OpId::Log1p, -1.0f, -inf},    {OpId::Log1p, -2.0f, nan},
+        {OpId::Atanh, 1.0f, inf},   {OpId::Atanh, -0.0f, -0.0f},    {OpId::Tan, -0.0f, -0.0f},
+        {OpId::Exp, nan, nan},      {OpId::Tanh, nan, nan},         {OpId::Erf, nan, nan},
+        {OpId::Sin, nan, nan},      {OpId::Log, nan, nan},          {OpId::Sigmoid, nan, nan},
+    };
+    for (CpuTarget t : targets())
+      for (const S& s : cases) {
+        CAPTURE(cpu_target_name(t));
+        CAPTURE(op_name(s.op));
+        CAPTURE(s.x);
+        Prog pr({DType::float32, DType::float32}, 1);
+        pr.store(0, pr.op(s.op, DType::float32, pr.load(1, DType::float32)));
+        auto k = generate_elementwise(pr.p, t);
+        float x = s.x, y = 0;
+        run(*k, pr.p, {&y, &x}, 1);
+        if (std::isnan(s.want)) {
+          CHECK(std::isnan(y));
+        } else if (s.op == OpId::Log && s.x == dmin) {
+          CHECK(y == doctest::Approx(s.want).epsilon(1e-6));
+        } else {
+          CHECK(bits(y) == bits(s.want));
+        }
+      }
+  }
+
+  TEST_CASE("exhaustive float32 sweep of exp and tanh (KILN_EXHAUSTIVE=1)") {
+    const char* e = std::getenv("KILN_EXHAUSTIVE");
+    if (!e || std::string(e) != "1") {
+      MESSAGE("skipped: set KILN_EXHAUSTIVE=1 to sweep all 2^32 inputs");
+      return;
+    }
+    for (OpId op : {OpId::Exp, OpId::Tanh}) {
+      const MathCase& mc = *std::find_if(math_cases().begin(), math_cases().end(),
+                                         [&](const MathCase& m) { return m.op == op; });
+      for (CpuTarget t : targets()) {
+        std::atomic<int64_t> mism{0};
+        std::vector<AccResult> part(2);
+        std::vector<std::thread> th;
+        for (int w = 0; w < 2; ++w)
+          th.emplace_back([&, w] {
+            std::vector<float> xs(1 << 22);
+            for (uint64_t base = uint64_t(w) << 31; base < (uint64_t(w) + 1) << 31; base += xs.size()) {
+              for (size_t i = 0; i < xs.size(); ++i) xs[i] = f32(uint32_t(base + i));
+              AccResult r = measure(mc, t, xs, nullptr);
+              mism += r.model_mismatch;
+              if (r.max_ulp > part[w].max_ulp) part[w] = r;
+            }
+          });
+        for (auto& x : th) x.join();
+        AccResult r = part[0].max_ulp >= part[1].max_ulp ? part[0] : part[1];
+        MESSAGE(op_name(op) << " on " << cpu_target_name(t) << ": max " << r.max_ulp << " ulp over all 2^32 inputs (x="
+                            << hex(r.worst) << ")");
+        CHECK(mism.load() == 0);
+        CHECK(r.max_ulp <= mc.bound);
+      }
+    }
+  }
+
+  TEST_CASE("every elementwise row matches eager, contiguous and broadcast, n = 0..1000") {
+    int compared = 0, cases = 0;
+    uint64_t seed = 1;
+    for (CpuTarget t : targets()) {
+      for (int oi = 0; oi < kNumOps; ++oi) {
+        const OpId op = OpId(oi);
+        if (!is_elementwise(op) || op == OpId::Cast) continue;
+        const int ar = op_info(op).arity;
+        std::vector<std::vector<DType>> sigs;
+        for (DType d : gen_dtypes()) {
+          if (ar == 1) sigs.push_back({d});
+          if (ar == 2) sigs.push_back({d, d});
+          if (ar == 3) sigs.push_back({op == OpId::Where ? DType::bool_ : d, d, d});
+        }
+        if (ar == 2) {  // promotion inside the program
+          sigs.push_back({DType::int32, DType::float32});
+          sigs.push_back({DType::float16, DType::float32});
+          sigs.push_back({DType::bfloat16, DType::float64});
+          sigs.push_back({DType::bool_, DType::int32});
+        }
+        for (const auto& sig : sigs) {
+          const int bmasks = ar == 1 ? 1 : ar == 2 ? 3 : 2;
+          for (int bm = 0; bm < bmasks; ++bm)
+            for (int64_t n : {0, 1, 7, 16, 17, 1000}) {
+              CAPTURE(op_name(op));
+              CAPTURE(cpu_target_name(t));
+              CAPTURE(n);
+              CAPTURE(sig.size());
+              ++cases;
+              if (compare_with_eager(op, sig, bm, n, t, seed++)) ++compared;
+            }
+        }
+      }
+    }
+    MESSAGE("compared " << compared << " of " << cases << " (op, dtypes, layout, n, target) cases with eager");
+    CHECK(compared > 1000);
+  }
+
+  TEST_CASE("casts between every generated dtype match eager bitwise") {
+    int compared = 0;
+    for (CpuTarget t : targets())
+      for (DType from : gen_dtypes())
+        for (DType to : gen_dtypes()) {
+          Attrs a;
+          a.dtype = to;
+          CAPTURE(cpu_target_name(t));
+          CAPTURE(from);
+          CAPTURE(to);
+          for (int64_t n : {1, 17, 1000})
+            if (compare_with_eager(OpId::Cast, {from}, 0, n, t, 99 + n, a)) ++compared;
+        }
+    CHECK(compared > 100);
+  }
+
+  TEST_CASE("float16 and bfloat16 loads and stores are exactly tensor/half.h") {
+    std::vector<uint16_t> h(65536);
+    for (int i = 0; i < 65536; ++i) h[i] = uint16_t(i);
+    std::vector<float> fs;
+    for (uint64_t u = 0; u < (1ull << 32); u += 65537) fs.push_back(f32(uint32_t(u)));
+    for (uint32_t u = 0x33000000u; u < 0x33800000u; u += 4099) fs.push_back(f32(u));  // f16 subnormal rounding
+    for (uint32_t u = 0x477fe000u; u < 0x47800100u; u += 7) fs.push_back(f32(u));    // near the f16 maximum
+    fs.push_back(f32(0x7f800001u));
+    fs.push_back(f32(0xffc12345u));
+    for (CpuTarget t : targets())
+      for (DType d : {DType::float16, DType::bfloat16}) {
+        CAPTURE(cpu_target_name(t));
+        CAPTURE(d);
+        Prog ld({DType::float32, d}, 1);
+        ld.store(0, ld.load(1, DType::float32));
+        Prog st({d, DType::float32}, 1);
+        st.store(0, st.load(1, DType::float32));
+        if (!can_generate(ld.p, t)) {
+          CHECK(t == CpuTarget::sse2);
+          continue;
+        }
+        auto kl = generate_elementwise(ld.p, t), ks = generate_elementwise(st.p, t);
+        std::vector<float> y(h.size());
+        run(*kl, ld.p, {y.data(), h.data()}, int64_t(h.size()));
+        int bad = 0;
+        for (size_t i = 0; i < h.size(); ++i) {
+          float want = d == DType::float16 ? float16_t::to_float(h[i]) : f32(uint32_t(h[i]) << 16);
+          if (std::isnan(want) ? !std::isnan(y[i]) : bits(want) != bits(y[i])) ++bad;
+        }
+        CHECK(bad == 0);
+        std::vector<uint16_t> o(fs.size());
+        run(*ks, st.p, {o.data(), fs.data()}, int64_t(fs.size()));
+        bad = 0;
+        for (size_t i = 0; i < fs.size(); ++i) {
+          uint16_t want = d == DType::float16 ? float16_t::from_float(fs[i]) : bfloat16_t::from_float(fs[i]);
+          if (o[i] != want && bad++ < 3) FAIL_CHECK("store of " << hex(fs[i]) << ": got " << o[i] << " want " << want);
+        }
+      }
+  }
+
+  TEST_CASE("fused chains, invariant hoisting and the scalar tail") {
+    // y = tanh(a*b + c) * 0.5 + exp(-a), with b a broadcast scalar, in
+    // float32; outputs also as float16 and bool (y > 0.5)
+    for (CpuTarget t : targets())
+      for (int64_t n : {0, 1, 7, 16, 17, 31, 1000}) {
+        CAPTURE(cpu_target_name(t));
+        CAPTURE(n);
+        Prog pr({DType::float32, DType::bool_, DType::float32, DType::float32, DType::float32}, 2,
+                {false, false, false, true, false});
+        const DType F = DType::float32;
+        int a = pr.load(2, F), b = pr.load(3, F), c = pr.load(4, F);
+        int ab = pr.op(OpId::Mul, F, a, b);
+        int th = pr.op(OpId::Tanh, F, pr.op(OpId::Add, F, ab, c));
+        int y = pr.op(OpId::Add, F, pr.op(OpId::Mul, F, th, pr.imm(0.5, F)), pr.op(OpId::Exp, F, pr.op(OpId::Neg, F, a)));
+        pr.store(0, y);
+        pr.store(1, pr.op(OpId::Greater, DType::bool_, y, pr.imm(0.5, F)));
+        auto k = generate_elementwise(pr.p, t);
+        std::vector<float> av(n), cv(n), out(n + 1, -7.0f);
+        std::vector<uint8_t> ob(n + 1, 7);
+        float bv = 0.75f;
+        for (int64_t i = 0; i < n; ++i) {
+          av[i] = std::sin(float(i)) * 2;
+          cv[i] = std::cos(float(i));
+        }
+        run(*k, pr.p, {out.data(), ob.data(), av.data(), &bv, cv.data()}, n);
+        const bool fma = t != CpuTarget::sse2;
+        for (int64_t i = 0; i < n; ++i) {
+          float s = fma ? std::fma(av[i], bv, cv[i]) : float(av[i] * bv) + cv[i];
+          float want = vm::model(vm::MathFn::tanh, s, fma) * 0.5f + vm::model(vm::MathFn::exp, 0.0f - av[i], fma);
+          CHECK(out[i] == want);
+          CHECK(ob[i] == (want > 0.5f ? 1 : 0));
+        }
+        CHECK(out[n] == -7.0f);  // nothing written past the run
+        CHECK(ob[n] == 7);
+      }
+  }
+
+  TEST_CASE("strict mode emits no FMA; default mode contracts a*b + c") {
+    for (CpuTarget t : targets()) {
+      if (t == CpuTarget::sse2) continue;
+      for (bool strict : {false, true}) {
+        CAPTURE(cpu_target_name(t));
+        CAPTURE(strict);
+        const DType F = DType::float32;
+        Prog pr({F, F, F, F}, 1);
+        pr.p.strict = strict;
+        pr.store(0, pr.op(OpId::Add, F, pr.op(OpId::Mul, F, pr.load(1, F), pr.load(2, F)), pr.load(3, F)));
+        auto k = generate_elementwise(pr.p, t, true);
+        CHECK(!k->disassembly().empty());
+        CHECK((k->disassembly().find("vfmadd") != std::string::npos) == !strict);
+        std::vector<float> a(100), b(100), c(100), y(100);
+        for (int i = 0; i < 100; ++i) {
+          a[i] = 1.0f + float(i) * 1e-3f;
+          b[i] = 1.0f - float(i) * 7e-4f;
+          c[i] = -1.0f;
+        }
+        run(*k, pr.p, {y.data(), a.data(), b.data(), c.data()}, 100);
+        for (int i = 0; i < 100; ++i) {
+          float p = a[i] * b[i];
+          __asm__("" : "+x"(p));  // rounded product
+          CHECK(y[i] == (strict ? p + c[i] : std::fma(a[i], b[i], c[i])));
+        }
+      }
+    }
+  }
+
+  TEST_CASE("streaming stores on long aligned runs") {
+    const DType F = DType::float32;
+    for (CpuTarget t : targets()) {
+      CAPTURE(cpu_target_name(t));
+      Prog pr({F, F}, 1);
+      pr.p.streaming_stores = true;
+      pr.store(0, pr.op(OpId::Exp, F, pr.load(1, F)));
+      auto k = generate_elementwise(pr.p, t, true);
+      CHECK(k->disassembly().find("movntps") != std::string::npos);
+      CHECK(k->disassembly().find("sfence") != std::string::npos);
+      const int64_t n = 3 * kStreamMinElements + 5;
+      Tensor x = random_values(n, F, 5), y = Tensor::empty(Shape{n}, F);
+      Tensor y2 = Tensor::empty(Shape{n + 1}, F);
+      run(*k, pr.p, {y.data_ptr(), x.data_ptr()}, n);                        // aligned: streaming
+      run(*k, pr.p, {y2.data<float>() + 1, x.data_ptr()}, n);                // unaligned: plain stores
+      for (int64_t i = 0; i < n; ++i) {
+        const float w = vm::model(vm::MathFn::exp, x.data<float>()[i], t != CpuTarget::sse2);
+        CHECK((bits(y.data<float>()[i]) == bits(w) || std::isnan(w)));
+        CHECK((bits(y2.data<float>()[i + 1]) == bits(w) || std::isnan(w)));
+      }
+    }
+  }
+
+  TEST_CASE("programs without a generated form are refused with kiln::Error") {
+    const DType F = DType::float32;
+    auto unary = [&](OpId op, DType d, bool strict = false) {
+      Prog pr({d, d}, 1);
+      pr.p.strict = strict;
+      pr.store(0, pr.op(op, d, pr.load(1, d)));
+      return pr.p;
+    };
+    auto binary = [&](OpId op, DType d) {
+      Prog pr({d, d, d}, 1);
+      pr.store(0, pr.op(op, d, pr.load(1, d), pr.load(2, d)));
+      return pr.p;
+    };
+    const CpuTarget t = detect_cpu_target();
+    std::vector<ElementwiseProgram> bad = {binary(OpId::Pow, F),          binary(OpId::FloorDivide, DType::int32),
+                                           binary(OpId::Fmod, F),         unary(OpId::Exp, F, true),
+                                           unary(OpId::Exp, DType::float64), unary(OpId::Neg, DType::uint8)};
+    {
+      Prog pr({F, F}, 1, {true, false});  // broadcast output
+      pr.store(0, pr.load(1, F));
+      bad.push_back(pr.p);
+    }
+    {
+      Prog pr({F, F}, 1);  // operand register out of order
+      pr.store(0, 5);
+      bad.push_back(pr.p);
+    }
+    {
+      Prog pr({F, F}, 1);  // not an elementwise row
+      pr.store(0, pr.op(OpId::Sum, F, pr.load(1, F)));
+      bad.push_back(pr.p);
+    }
+    for (const auto& p : bad) {
+      CAPTURE(p.str());
+      CHECK_FALSE(can_generate(p, t));
+      CHECK_THROWS_AS(generate_elementwise(p, t), Error);
+    }
+    CHECK_FALSE(can_generate(unary(OpId::Neg, DType::float64), CpuTarget::sse2));
+    CHECK(can_generate(unary(OpId::Neg, DType::float64), CpuTarget::avx2));
+    CHECK(can_generate(unary(OpId::Sqrt, F, true), CpuTarget::sse2));
+  }
+
+  TEST_CASE("printed form names every instruction") {
+    Prog pr({DType::float16, DType::float32}, 1, {false, true});
+    pr.store(0, pr.op(OpId::Cast, DType::float16, pr.op(OpId::Mul, DType::float32, pr.load(1, DType::float32),
+                                                         pr.imm(0.1, DType::float32)), -1, -1, [] {
+      Attrs a;
+      a.dtype = DType::float16;
+      return a;
+    }()));
+    const std::string s = pr.p.str();
+    CHECK(s.find("mul %0 %1") != std::string::npos);
+    CHECK(s.find("cast %2 : float16") != std::string::npos);
+    CHECK(s.find("in1:float32 bcast") != std::string::npos);
+    CHECK(s.find("0x1.999999999999ap-4") != std::string::npos);
+    CHECK(s.find("store 0, %3") != std::string::npos);
+  }
+}

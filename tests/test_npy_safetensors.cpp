@@ -1,0 +1,183 @@
+// numpy .npy and safetensors readers/writers (io/npy.*, io/safetensors.*).
+#include "../io/npy.h"
+#include "../io/safetensors.h"
+#include "test_util.h"
+
+using namespace kiln;
+
+namespace {
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
+  Tensor ca = a.contiguous(), cb = b.contiguous();
+  return std::memcmp(ca.data_ptr(), cb.data_ptr(), static_cast<size_t>(ca.numel()) * ca.itemsize()) == 0;
+}
+
+// A .npy file as numpy writes it (format 1.0), header padded with spaces and
+// a final '\n' so that the data starts at a multiple of 64 bytes.
+std::string npy_file(const std::string& dict, const std::string& data, char major = 1) {
+  std::string h = dict;
+  const size_t prefix = major == 1 ? 10 : 12;
+  while ((prefix + h.size() + 1) % 64) h += ' ';
+  h += '\n';
+  std::string f = std::string("\x93NUMPY", 6) + major + '\0';
+  for (size_t i = 0; i < prefix - 8; ++i) f += static_cast<char>((h.size() >> (8 * i)) & 0xff);
+  return f + h + data;
+}
+
+std::string le_bytes(const void* p, size_t n) { return std::string(static_cast<const char*>(p), n); }
+
+std::string npy_error(const std::string& bytes) {
+  try {
+    parse_npy(bytes, "x.npy");
+  } catch (const IoError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+std::string st_error(const std::string& bytes) {
+  try {
+    parse_safetensors(bytes, "w.safetensors");
+  } catch (const IoError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+std::string st_file(const std::string& header, const std::string& data) {
+  std::string f;
+  for (int i = 0; i < 8; ++i) f += static_cast<char>((static_cast<uint64_t>(header.size()) >> (8 * i)) & 0xff);
+  return f + header + data;
+}
+
+}  // namespace
+
+TEST_SUITE("npy_safetensors") {
+  TEST_CASE(".npy: every dtype kiln has round-trips bit for bit, any layout written C-order") {
+    for (DType d : kt::all_dtypes()) {
+      if (d == DType::bfloat16) continue;
+      for (const Shape& s : {Shape{}, Shape{0, 3}, Shape{5}, Shape{2, 3, 4}}) {
+        Tensor t = kt::random_tensor(s, d, 3, true);
+        Tensor back = parse_npy(encode_npy(t), "t");
+        CHECK_MESSAGE(same_bits(t, back), name(d) << shape_str(s));
+      }
+    }
+    Tensor m = kt::random_tensor({3, 4}, DType::float32, 1);
+    Tensor back = parse_npy(encode_npy(transpose(m)));
+    CHECK(back.shape() == Shape{4, 3});
+    CHECK(same_bits(back, transpose(m)));
+    // The header layout numpy uses: version 1.0, data 64-byte aligned.
+    const std::string b = encode_npy(tensor({1.f, 2.f}));
+    CHECK(b.substr(0, 8) == std::string("\x93NUMPY\x01\x00", 8));
+    CHECK(b.size() == 128 + 8);
+    CHECK(b.substr(10, 60) == "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }   ");
+    CHECK(b[127] == '\n');
+  }
+
+  TEST_CASE(".npy: files as numpy writes them, Fortran order and format 2.0") {
+    const int64_t v[6] = {1, 2, 3, 4, 5, 6};
+    // numpy: np.array([[1, 2, 3], [4, 5, 6]], '<i8') saved C-order.
+    Tensor c = parse_npy(npy_file("{'descr': '<i8', 'fortran_order': False, 'shape': (2, 3), }", le_bytes(v, 48)));
+    CHECK(c.to_vector<int64_t>() == std::vector<int64_t>{1, 2, 3, 4, 5, 6});
+    // The same array stored Fortran-order: the bytes are column by column.
+    const int64_t fv[6] = {1, 4, 2, 5, 3, 6};
+    Tensor f = parse_npy(npy_file("{'descr': '<i8', 'fortran_order': True, 'shape': (2, 3), }", le_bytes(fv, 48), 2));
+    CHECK(f.shape() == Shape{2, 3});
+    CHECK(f.to_vector<int64_t>() == std::vector<int64_t>{1, 2, 3, 4, 5, 6});
+    const uint8_t bools[3] = {1, 0, 1};
+    Tensor bt = parse_npy(npy_file("{'descr': '|b1', 'fortran_order': False, 'shape': (3,), }", le_bytes(bools, 3)));
+    CHECK(bt.dtype() == DType::bool_);
+    CHECK(bt.to_vector<bool>() == std::vector<bool>{true, false, true});
+    const float one = 1.f;
+    Tensor z = parse_npy(npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (), }", le_bytes(&one, 4)));
+    CHECK(z.shape().empty());
+    CHECK(z.item<float>() == 1.f);
+  }
+
+  TEST_CASE(".npy: each malformed file says what is wrong") {
+    const float d3[3] = {1, 2, 3};
+    const std::string ok = npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }", le_bytes(d3, 12));
+    CHECK(npy_error(ok) == "(no error)");
+    CHECK(npy_error("PK\x03\x04") == "read_npy: 'x.npy': not a .npy file (it does not start with \"\\x93NUMPY\")");
+    std::string v9 = ok;
+    v9[6] = 9;
+    CHECK(npy_error(v9).find("format version 9.0 is not one kiln reads") != std::string::npos);
+    CHECK(npy_error(ok.substr(0, 30)).find("the file is truncated: its header needs") != std::string::npos);
+    CHECK(npy_error(ok.substr(0, ok.size() - 1)) ==
+          "read_npy: 'x.npy': the file is truncated: shape [3] of <f4 needs 3 x 4 data bytes, the file has 11");
+    CHECK(npy_error(ok + "x").find("the file has 1 bytes after the 12 data bytes") != std::string::npos);
+    CHECK(npy_error(npy_file("{'descr': '>f4', 'fortran_order': False, 'shape': (3,), }", le_bytes(d3, 12)))
+              .find("dtype '>f4' is big-endian") != std::string::npos);
+    CHECK(npy_error(npy_file("{'descr': '<c8', 'fortran_order': False, 'shape': (3,), }", le_bytes(d3, 12))) ==
+          "read_npy: 'x.npy': dtype '<c8' is not one kiln has (it reads <f4 <f8 <f2 <i4 <i8 |u1 |i1 |b1)");
+    CHECK(npy_error(npy_file("{'descr': '<f4', 'shape': (3,), }", le_bytes(d3, 12))) ==
+          "read_npy: 'x.npy': the header lacks 'fortran_order'");
+    CHECK(npy_error(npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (3,-1), }", ""))
+              .find("malformed header at character") != std::string::npos);
+    CHECK(npy_error(npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999, 99999999999), }", ""))
+              .find("has too many elements") != std::string::npos);
+    const uint8_t two = 2;
+    CHECK(npy_error(npy_file("{'descr': '|b1', 'fortran_order': False, 'shape': (1,), }", le_bytes(&two, 1)))
+              .find("bool element 0 is byte 2, not 0 or 1") != std::string::npos);
+    CHECK_THROWS_WITH_AS(encode_npy(ones({2}, DType::bfloat16)), doctest::Contains("npy has no bfloat16 type"), IoError);
+    CHECK_THROWS_WITH_AS(read_npy("/nonexistent/x.npy"), doctest::Contains("read_npy: cannot open '/nonexistent/x.npy'"),
+                         IoError);
+    // Every cut of a good file is an error, never a crash.
+    for (size_t n = 0; n < ok.size(); ++n) CHECK(npy_error(ok.substr(0, n)) != "(no error)");
+  }
+
+  TEST_CASE("safetensors: every dtype round-trips bit for bit") {
+    std::map<std::string, Tensor> m;
+    for (DType d : kt::all_dtypes()) m["t_" + std::string(name(d))] = kt::random_tensor({2, 3}, d, 5, true);
+    m["empty"] = zeros({0, 4});
+    m["scalar"] = scalar(2.5f);
+    const std::string b = encode_safetensors(m, {{"format", "pt"}});
+    CHECK(b.size() % 8 == 0);
+    auto back = parse_safetensors(b, "w");
+    REQUIRE(back.size() == m.size());
+    for (const auto& [k, t] : m) CHECK_MESSAGE(same_bits(t, back.at(k)), k);
+  }
+
+  TEST_CASE("safetensors: a file written to the spec by hand reads right") {
+    const float w[4] = {1, 2, 3, 4};
+    const int64_t idx[2] = {7, -1};
+    std::string data = le_bytes(w, 16) + le_bytes(idx, 16);
+    auto m = parse_safetensors(st_file("{\"__metadata__\":{\"format\":\"pt\"},"
+                                       "\"w\":{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[0,16]},"
+                                       "\"i\":{\"dtype\":\"I64\",\"shape\":[2],\"data_offsets\":[16,32]}}",
+                                       data));
+    REQUIRE(m.size() == 2);
+    CHECK(m["w"].to_vector<float>() == std::vector<float>{1, 2, 3, 4});
+    CHECK(m["w"].shape() == Shape{2, 2});
+    CHECK(m["i"].to_vector<int64_t>() == std::vector<int64_t>{7, -1});
+  }
+
+  TEST_CASE("safetensors: each malformed file says what is wrong") {
+    const float w[2] = {1, 2};
+    const std::string data = le_bytes(w, 8);
+    auto entry = [](const std::string& body) { return "{\"w\":{" + body + "}}"; };
+    CHECK(st_error(st_file(entry("\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]"), data)) == "(no error)");
+    CHECK(st_error("abc").find("the file is truncated") != std::string::npos);
+    CHECK(st_error(st_file("{}", "").substr(0, 9)).find("runs past the end of the file") != std::string::npos);
+    CHECK(st_error(st_file("{\"w\":", data)).find("the header is not valid JSON") != std::string::npos);
+    CHECK(st_error(st_file("[1,2]", data)) == "read_safetensors: 'w.safetensors': the header is JSON but not an object");
+    CHECK(st_error(st_file(entry("\"dtype\":\"F8_E4M3\",\"shape\":[2],\"data_offsets\":[0,2]"), data)) ==
+          "read_safetensors: 'w.safetensors': tensor 'w' has dtype F8_E4M3, which kiln does not have (it reads F32 "
+          "F64 F16 BF16 I32 I64 U8 I8 BOOL)");
+    CHECK(st_error(st_file(entry("\"dtype\":\"F32\",\"data_offsets\":[0,8]"), data)) ==
+          "read_safetensors: 'w.safetensors': tensor 'w' has no 'shape'");
+    CHECK(st_error(st_file(entry("\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,16]"), data))
+              .find("data_offsets [0, 16] lie outside the 8 data bytes (the file may be truncated)") != std::string::npos);
+    CHECK(st_error(st_file(entry("\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]"), data))
+              .find("shape [3] of F32 needs 3 x 4 bytes, data_offsets give 8") != std::string::npos);
+    CHECK(st_error(st_file(entry("\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]"), data))
+              .find("shape holds -2, not a non-negative integer") != std::string::npos);
+    CHECK(st_error(st_file(entry("\"dtype\":\"BOOL\",\"shape\":[1],\"data_offsets\":[3,4]"), data))
+              .find("bool element 0 is not 0 or 1") != std::string::npos);
+    CHECK_THROWS_WITH_AS(read_safetensors("/nonexistent/w.safetensors"),
+                         doctest::Contains("read_safetensors: cannot open"), IoError);
+    const std::string good = encode_safetensors({{"a", ones({3})}, {"b", zeros({2, 2}, DType::int32)}});
+    for (size_t n = 0; n < good.size(); ++n) CHECK(st_error(good.substr(0, n)) != "(no error)");
+  }
+}

@@ -1,0 +1,303 @@
+// kiln: the command-line tool for MEF files (installed as `kiln`).
+//   kiln info  FILE.mef                       signature, weights, op counts, fusion groups
+//   kiln dot   FILE.mef                       Graphviz DOT of the graph (render: dot -Tsvg)
+//   kiln run   FILE.mef [--weights W.safetensors] --input x.npy ... [--output out.npy ...]
+//   kiln bench FILE.mef [--weights W.safetensors] [--input x.npy ...] [--samples N]
+// Exit status: 0 on success, 1 when a file or a run fails, 2 for bad usage.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <kiln/kiln.h>
+
+#include "../io/npy.h"
+#include "../io/safetensors.h"
+#include "../jit/elementwise_program.h"
+#include "../jit/mef.h"
+#include "../jit/plan.h"
+
+using namespace kiln;
+
+namespace {
+
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+const char* kUsage =
+    "usage: kiln <command> FILE.mef [options]\n"
+    "commands:\n"
+    "  info  FILE.mef    signature, weights expected, op counts, fusion groups\n"
+    "  dot   FILE.mef    the graph in Graphviz DOT (render with: dot -Tsvg)\n"
+    "  run   FILE.mef [--weights W.safetensors] --input x.npy ... [--output out.npy ...]\n"
+    "                    runs the callable; inputs in argument order; without --output the\n"
+    "                    results are printed\n"
+    "  bench FILE.mef [--weights W.safetensors] [--input x.npy ...] [--samples N]\n"
+    "                    times checked calls, execute_raw and replays (random inputs when\n"
+    "                    none are given); prints the median and the p10-p90 spread\n"
+    "  help              this text\n";
+
+const char* class_name(StrideClass c) {
+  static const char* n[] = {"contiguous", "broadcast", "transposed", "general"};
+  return n[static_cast<int>(c)];
+}
+
+struct Args {
+  std::string command, file, weights;
+  std::vector<std::string> inputs, outputs;
+  int samples = 30;
+};
+
+Args parse_args(int argc, char** argv) {
+  Args a;
+  if (argc < 2) throw UsageError("no command given");
+  a.command = argv[1];
+  if (a.command == "help" || a.command == "--help" || a.command == "-h") return a;
+  if (a.command != "info" && a.command != "dot" && a.command != "run" && a.command != "bench")
+    throw UsageError("unknown command '" + a.command + "' (expected info, dot, run, bench or help)");
+  auto value = [&](int& i) -> std::string {
+    if (i + 1 >= argc) throw UsageError(std::string(argv[i]) + " needs a value");
+    return argv[++i];
+  };
+  for (int i = 2; i < argc; ++i) {
+    std::string s = argv[i];
+    const bool takes_options = a.command == "run" || a.command == "bench";
+    if (takes_options && s == "--weights") {
+      if (!a.weights.empty()) throw UsageError("--weights given twice");
+      a.weights = value(i);
+    } else if (takes_options && s == "--input") {
+      a.inputs.push_back(value(i));
+    } else if (a.command == "run" && s == "--output") {
+      a.outputs.push_back(value(i));
+    } else if (a.command == "bench" && s == "--samples") {
+      std::string v = value(i);
+      char* end = nullptr;
+      long n = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end || n < 1 || n > 100000)
+        throw UsageError("--samples takes an integer in 1..100000, got '" + v + "'");
+      a.samples = static_cast<int>(n);
+    } else if (!s.empty() && s[0] == '-') {
+      throw UsageError("unknown option '" + s + "' for '" + a.command + "'");
+    } else if (a.file.empty()) {
+      a.file = s;
+    } else {
+      throw UsageError("unexpected argument '" + s + "' (one MEF file per command)");
+    }
+  }
+  if (a.file.empty()) throw UsageError("'" + a.command + "' needs a MEF file");
+  return a;
+}
+
+std::string layout_str(const TensorLayout& l) {
+  return TensorType(l).str() + " (" + class_name(l.stride_class) + ")";
+}
+
+// ---- info / dot -----------------------------------------------------------------------------
+
+int cmd_info(const Args& a) {
+  auto art = engine::read(a.file);
+  const engine::Signature& s = *art->signature();
+  const engine::MefOrigin& o = art->mef_origin();
+  const Graph& g = art->graph();
+  std::cout << "file:      " << a.file << " (MEF format version " << o.format_version
+            << (o.writer.empty() ? "" : ", written by " + o.writer) << ")\n";
+  std::cout << "graph:     @" << g.name() << ", " << g.num_nodes() << " nodes, " << g.num_values() << " values\n";
+  std::cout << "arguments: " << s.in_tree.str() << "\n";
+  auto paths = s.in_tree.leaf_paths();
+  for (size_t i = 0; i < s.in_layouts.size(); ++i)
+    std::cout << "  " << i << "  " << (i < paths.size() && !paths[i].empty() ? paths[i] : "0") << ": "
+              << layout_str(s.in_layouts[i]) << "\n";
+  std::cout << "results:   " << s.out_tree.str() << "\n";
+  auto opaths = s.out_tree.leaf_paths();
+  for (size_t i = 0; i < s.out_layouts.size(); ++i)
+    std::cout << "  " << i << "  " << (i < opaths.size() && !opaths[i].empty() ? opaths[i] : "0") << ": "
+              << TensorType(s.out_layouts[i]).str() << "\n";
+  const auto& w = art->weight_slots();
+  std::cout << "weights expected: " << w.size() << "\n";
+  for (const auto& [name, t] : w) std::cout << "  " << name << ": " << t.str() << "\n";
+  std::cout << "op counts:\n";
+  for (const auto& [op, n] : g.op_counts()) std::cout << "  " << op << ": " << n << "\n";
+  const auto& plan = art->plan();
+  int fused = 0;
+  for (const auto& st : plan.steps()) fused += st.kind == codegen::PlanStep::Kind::fused;
+  std::cout << "execution plan (this CPU: " << codegen::cpu_target_name(codegen::detect_cpu_target())
+            << "): " << plan.steps().size() << " steps, " << fused << " fusion groups, " << plan.code_bytes()
+            << " bytes of generated code\n";
+  std::cout << plan.describe(false);
+  return 0;
+}
+
+int cmd_dot(const Args& a) {
+  auto art = engine::read(a.file);
+  std::cout << art->graph().to_dot();
+  return 0;
+}
+
+// ---- run / bench ------------------------------------------------------------------------------
+
+CompiledCallable load_callable(const Args& a) {
+  std::map<std::string, Tensor> weights;
+  if (!a.weights.empty()) weights = read_safetensors(a.weights);
+  auto art = engine::read(a.file);
+  if (a.weights.empty() && !art->weight_slots().empty()) {
+    std::string names;
+    for (const auto& [n, t] : art->weight_slots()) names += (names.empty() ? "" : ", ") + n + " (" + t.str() + ")";
+    throw ValueError("the callable expects " + std::to_string(art->weight_slots().size()) +
+                     " weight(s): " + names + "; pass them with --weights W.safetensors");
+  }
+  const engine::Signature& s = *art->signature();
+  return CompiledCallable::from_compiled(art, nullptr, s.in_layouts, s.in_tree, s.out_layouts, s.out_tree,
+                                         std::move(weights));
+}
+
+std::vector<Tensor> load_inputs(const Args& a, const CompiledCallable& run) {
+  const auto& want = run.in_layouts();
+  if (a.inputs.size() != want.size()) {
+    std::string list;
+    for (size_t i = 0; i < want.size(); ++i) list += "\n  " + std::to_string(i) + ": " + TensorType(want[i]).str();
+    throw UsageError("the callable takes " + std::to_string(want.size()) + " tensor argument(s), got " +
+                     std::to_string(a.inputs.size()) + " --input" + (want.empty() ? "" : "; expected, in order:" + list));
+  }
+  std::vector<Tensor> in;
+  for (size_t i = 0; i < want.size(); ++i) {
+    Tensor t = read_npy(a.inputs[i]);
+    TensorType got(t.dtype(), t.shape(), t.device());
+    if (!(got == TensorType(want[i])))
+      throw ValueError("input " + std::to_string(i) + " ('" + a.inputs[i] + "'): expected " +
+                       TensorType(want[i]).str() + ", got " + got.str());
+    in.push_back(t);
+  }
+  return in;
+}
+
+int cmd_run(const Args& a) {
+  CompiledCallable run = load_callable(a);
+  if (!a.outputs.empty() && a.outputs.size() != run.out_layouts().size())
+    throw UsageError("the callable returns " + std::to_string(run.out_layouts().size()) + " tensor(s), got " +
+                     std::to_string(a.outputs.size()) + " --output");
+  std::vector<Tensor> in = load_inputs(a, run);
+  // Same path as an in-process call: inputs are contiguous, the model runs them.
+  std::vector<Tensor> out = run.execute_raw(std::span<const Tensor>(in));
+  if (a.outputs.empty()) {
+    auto paths = run.out_tree().leaf_paths();
+    for (size_t i = 0; i < out.size(); ++i)
+      std::cout << "result " << i << (i < paths.size() && !paths[i].empty() ? " (" + paths[i] + ")" : "") << ": "
+                << TensorType(out[i].dtype(), out[i].shape(), out[i].device()).str() << "\n"
+                << out[i] << "\n";
+  } else {
+    for (size_t i = 0; i < out.size(); ++i) write_npy(a.outputs[i], out[i]);
+  }
+  return 0;
+}
+
+Tensor random_input(const TensorLayout& l, uint64_t k) {
+  if (is_floating(l.dtype)) return random::normal(l.shape, 0.0, 1.0, DType::float32).to(l.dtype);
+  Tensor u = random::uniform(l.shape, 0.0, l.dtype == DType::bool_ ? 2.0 : 10.0, DType::float32);
+  (void)k;
+  return floor(u).to(l.dtype);
+}
+
+struct Timing {
+  double median = 0, p10 = 0, p90 = 0;
+  int64_t per_sample = 0;
+};
+
+// Times `fn` in `samples` batches of calls (each batch about 2 ms), with a
+// progress bar on stderr when it is a terminal.
+template <class F>
+Timing time_it(const std::string& label, int samples, F&& fn) {
+  using clock = std::chrono::steady_clock;
+  for (int i = 0; i < 3; ++i) fn();  // warm up
+  auto t0 = clock::now();
+  int64_t calib = 0;
+  while (std::chrono::duration<double>(clock::now() - t0).count() < 2e-3 && calib < 1000000) {
+    fn();
+    ++calib;
+  }
+  const int64_t per = std::max<int64_t>(1, calib);
+  const bool tty = isatty(STDERR_FILENO);
+  std::vector<double> t;
+  for (int s = 0; s < samples; ++s) {
+    auto b = clock::now();
+    for (int64_t i = 0; i < per; ++i) fn();
+    t.push_back(std::chrono::duration<double, std::micro>(clock::now() - b).count() / static_cast<double>(per));
+    if (tty) {
+      const int width = 30, done = (s + 1) * width / samples;
+      std::fprintf(stderr, "\r%-14s [%s%s] %3d%%", label.c_str(), std::string(done, '#').c_str(),
+                   std::string(width - done, ' ').c_str(), (s + 1) * 100 / samples);
+      std::fflush(stderr);
+    }
+  }
+  if (tty) std::fprintf(stderr, "\r%*s\r", 60, "");
+  std::sort(t.begin(), t.end());
+  auto q = [&](double f) { return t[static_cast<size_t>(f * static_cast<double>(t.size() - 1) + 0.5)]; };
+  return Timing{q(0.5), q(0.1), q(0.9), per};
+}
+
+void print_timing(const std::string& label, const Timing& t, int samples) {
+  std::printf("%-14s median %10.3f us   spread (p10-p90) %.3f-%.3f us   [%d samples x %lld calls]\n", label.c_str(),
+              t.median, t.p10, t.p90, samples, static_cast<long long>(t.per_sample));
+}
+
+int cmd_bench(const Args& a) {
+  CompiledCallable run = load_callable(a);
+  std::vector<Tensor> in;
+  if (!a.inputs.empty()) {
+    in = load_inputs(a, run);
+  } else {
+    for (size_t i = 0; i < run.in_layouts().size(); ++i) in.push_back(random_input(run.in_layouts()[i], i));
+  }
+  std::cout << "bench " << a.file << ": " << run.in_layouts().size() << " argument(s), "
+            << run.engine_model().artifact().plan().steps().size() << " plan steps\n";
+  bool all_contiguous = true;
+  for (const auto& l : run.in_layouts()) all_contiguous = all_contiguous && l.is_contiguous();
+  if (all_contiguous) {
+    Timing t = time_it("checked call", a.samples, [&] { (void)run.call_flat(in, run.in_tree()); });
+    print_timing("checked call", t, a.samples);
+  }
+  std::span<const Tensor> span(in);
+  Timing raw = time_it("execute_raw", a.samples, [&] { (void)run.execute_raw(span); });
+  print_timing("execute_raw", raw, a.samples);
+  if (!in.empty()) {
+    const engine::Model& m = run.engine_model();
+    m.capture(0, span);
+    Timing rep = time_it("replay", a.samples, [&] { m.replay(0, span); });
+    m.release(0);
+    print_timing("replay", rep, a.samples);
+  } else {
+    std::cout << "replay: skipped (the callable takes no tensor arguments; a capture needs input buffers)\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  try {
+    a = parse_args(argc, argv);
+    if (a.command == "help" || a.command == "--help" || a.command == "-h") {
+      std::cout << kUsage;
+      return 0;
+    }
+    if (a.command == "info") return cmd_info(a);
+    if (a.command == "dot") return cmd_dot(a);
+    if (a.command == "run") return cmd_run(a);
+    return cmd_bench(a);
+  } catch (const UsageError& e) {
+    std::cerr << "kiln: " << e.what() << "\n\n" << kUsage;
+    return 2;
+  } catch (const Error& e) {
+    std::cerr << "kiln " << a.command << ": " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "kiln " << a.command << ": unexpected error: " << e.what() << "\n";
+    return 1;
+  }
+}
