@@ -200,6 +200,7 @@ struct EpochStats {
   double mean_loss = 0;    ///< mean of the steps' mini-batch losses
   int64_t steps = 0;
   double step_seconds = 0; ///< wall time inside the step function only
+  std::vector<double> step_times;  ///< the same, per step (seconds)
 };
 
 /// The step as a callable on (params, momenta, x, y): eager sgd_step, or a
@@ -251,7 +252,9 @@ inline EpochStats train_epoch(const StepFn& step, Mlp& params, Mlp& momenta, con
     auto t0 = std::chrono::steady_clock::now();
     auto [p, m, loss] = step(params, momenta, xb, yb);
     loss.realize();
-    st.step_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    st.step_seconds += dt;
+    st.step_times.push_back(dt);
     params = p;
     momenta = m;
     loss_sum += loss.item();

@@ -36,6 +36,26 @@ struct Instr {
 };
 
 /// A fused elementwise group. Operands are numbered: outputs first, then inputs.
+///
+/// Numerics of the generated code against the eager kernels (the
+/// tolerance contract; tests/test_jit_codegen.cpp checks every row):
+/// - Every op computes in the dtype eager computes in (operands converted
+///   as eager converts them, detail::convert), and a float16/bfloat16 result
+///   is rounded to its format after every op, as eager stores it; so all
+///   rows other than those below are bitwise equal to eager, NaN payloads
+///   aside (neg is 0 - x, as eager's functor).
+/// - Without `strict`, a float32/float64 multiply whose only use is an add
+///   or subtract becomes one FMA (a*b + c rounded once).
+/// - The vector math rows (exp exp2 expm1 log log2 log1p tanh sigmoid silu
+///   gelu gelu_tanh erf sin cos tan atanh; float32 compute only) use kiln's
+///   own polynomials (backends/cpu/jit/vmath_alg.h): against a correctly
+///   rounded result at most 2 ulp for exp, exp2 and log and 4 ulp for the
+///   others, with NaN, +-inf, -0 and subnormals exact; gelu_tanh, like
+///   eager, rounds its inner polynomial z to float, which costs a relative
+///   |z| 2^-23 where x < -1. Against eager they agree to the sum of both
+///   sides' bounds (eager: tensor/ref_ops.h).
+/// - With `strict`, the vector math rows are refused (can_generate false)
+///   and nothing is contracted, so a generated program is bitwise eager.
 struct ElementwiseProgram {
   std::vector<DType> operand_dtypes;  ///< dtype in memory of each operand
   /// Per operand: its byte stride along the inner run is 0 (a broadcast
@@ -61,7 +81,7 @@ inline constexpr int64_t kStreamMinElements = 4096;
 
 /// run_loop's inner-loop signature: ptrs[k] = operand k's first element of the
 /// run, strides[k] = its byte stride (itemsize or 0, as promised by the
-/// program), n = elements in the run.
+/// program: the generated code does not read it), n = elements in the run.
 using InnerLoopFn = void (*)(char** ptrs, const int64_t* strides, int64_t n);
 
 /// Generated machine code for one program. Frees its code when destroyed.
@@ -81,7 +101,12 @@ enum class CpuTarget : uint8_t { sse2, avx2, avx512 };
 CpuTarget detect_cpu_target();
 const char* cpu_target_name(CpuTarget t);
 
-/// True when the generator supports every instruction of `p` on `t`.
+/// True when the generator supports every instruction of `p` on `t` and this
+/// CPU runs `t`. Supported: dtypes bool, int32, float16 (not on sse2),
+/// bfloat16, float32, float64 (not on sse2) and int64 (avx512 only); every
+/// Unary/Binary/Ternary row except pow, floor_divide, remainder, fmod and
+/// atan2, integer division, and vector math in other than float32 (or in
+/// strict mode); outputs must not be broadcast.
 bool can_generate(const ElementwiseProgram& p, CpuTarget t);
 /// Generates code for `p`. Throws kiln::Error when can_generate is false.
 /// `want_disassembly` fills disassembly() (slower; for KILN_JIT_DUMP).

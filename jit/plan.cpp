@@ -143,7 +143,11 @@ bool build_fused_step(const Graph& g, const Group& grp, const std::vector<int>& 
     st[k] = k < nops ? static_strides(g.type(operands[k]).shape, g.type(operands[k]).dtype, grp.shape)
                      : std::vector<int64_t>(grp.shape.size(), 0);
   step.loop = cpu::make_loop_from_strides<kMaxFusedOperands>(grp.shape, st);
-  for (size_t k = 0; k < nops; ++k) p.operand_broadcast.push_back(step.loop.stride[k].back() == 0);
+  // A one-element group's loop has a single run of one element with all
+  // strides 0: the stride is then irrelevant, so mark no operand broadcast
+  // (the generator refuses broadcast outputs).
+  const bool one_element = step.loop.numel == 1;
+  for (size_t k = 0; k < nops; ++k) p.operand_broadcast.push_back(!one_element && step.loop.stride[k].back() == 0);
   if (!can_generate(p, target)) return false;
   step.kind = PlanStep::Kind::fused;
   step.kernel = generate_elementwise(p, target, opt.dump);

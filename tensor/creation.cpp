@@ -3,13 +3,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <cstring>
 #include <string>
 #include <type_traits>
 
 #include "../backends/cpu/copy.h"
 #include "dispatch.h"
+#include "num_str.h"
 
 // Values must match numpy's bit for bit: no fused multiply-add contraction
 // (-march=native enables FMA, and GCC contracts a*b+c by default in C++).
@@ -27,12 +27,7 @@ namespace {
 // more than the stores).
 constexpr int64_t kFillGrain = int64_t(1) << 16;
 
-std::string num(double v) {
-  // Shortest form that still reads back; std::to_string would print 6 decimals.
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
-}
+using detail::num_str;
 
 // Stores `value` (converted to t's dtype with numpy's cast rules) into every
 // element of the contiguous tensor t.
@@ -140,14 +135,14 @@ Tensor full_like(const Tensor& x, Scalar value) { return full(x.shape(), value, 
 
 Tensor arange(double start, double stop, double step, DType dtype) {
   if (!std::isfinite(start) || !std::isfinite(stop) || !std::isfinite(step))
-    throw ValueError("arange: start, stop and step must be finite, got start=" + num(start) +
-                     ", stop=" + num(stop) + ", step=" + num(step));
+    throw ValueError("arange: start, stop and step must be finite, got start=" + num_str(start) +
+                     ", stop=" + num_str(stop) + ", step=" + num_str(step));
   if (step == 0) throw ValueError("arange: step must not be zero");
   // numpy: len = ceil((stop - start) / step), at least 0.
   const double len = std::ceil((stop - start) / step);
   if (!(len < 9.2e18))
-    throw ShapeError("arange: start=" + num(start) + ", stop=" + num(stop) + ", step=" + num(step) + " gives " +
-                     num(len) + " elements, more than int64 can count");
+    throw ShapeError("arange: start=" + num_str(start) + ", stop=" + num_str(stop) + ", step=" + num_str(step) +
+                     " gives " + num_str(len) + " elements, more than int64 can count");
   const int64_t n = len > 0 ? static_cast<int64_t>(len) : 0;
   if (static_cast<uint64_t>(n) > SIZE_MAX / size_of(dtype))
     throw ShapeError("arange: " + std::to_string(n) + " elements of " + std::string(name(dtype)) +

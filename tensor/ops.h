@@ -142,9 +142,13 @@ KILN_BINARY_OPERATOR(>=, greater_equal)
 // IndexError. `keepdim` keeps reduced axes with extent 1. Integer and bool
 // sums/products accumulate and return int64; float16/bfloat16 accumulate in
 // float32. Empty reductions: sum 0, prod 1, mean/var NaN, logsumexp -inf,
-// any false, all true; max/min/argmax/argmin throw ValueError. NaN
-// propagates through max, min, argmax and argmin (first NaN wins).
-// Results do not depend on the thread count (fixed blocking order).
+// any false, all true; max/min/argmax/argmin throw ValueError when an empty
+// extent would have to fill a non-empty result (numpy: no identity). NaN
+// propagates through max, min, argmax and argmin (first NaN wins). Integer
+// sums/products wrap around in int64 as numpy's do. Mean/var/std/logsumexp
+// of integer or bool tensors compute in float64 and return float32.
+// Results do not depend on the thread count: float sums add fixed-size
+// blocks (lanes inside, blocks combined pairwise), never per-thread partials.
 Tensor sum(const Tensor& x, const Axes& axes = {}, bool keepdim = false);
 Tensor mean(const Tensor& x, const Axes& axes = {}, bool keepdim = false);
 Tensor prod(const Tensor& x, const Axes& axes = {}, bool keepdim = false);
@@ -155,31 +159,44 @@ Tensor min(const Tensor& x, const Axes& axes = {}, bool keepdim = false);
 Tensor argmax(const Tensor& x, std::optional<int64_t> axis = std::nullopt, bool keepdim = false);
 Tensor argmin(const Tensor& x, std::optional<int64_t> axis = std::nullopt, bool keepdim = false);
 /// Variance with `correction` subtracted from the count (1 = Bessel, as
-/// PyTorch's default; numpy's ddof). Two-pass (mean, then squared deviations).
+/// PyTorch's default; numpy's ddof). Two-pass (mean, then squared
+/// deviations), divided by max(count - correction, 0) as numpy does: a
+/// count not above the correction gives inf (or NaN when the deviations are 0).
 Tensor var(const Tensor& x, const Axes& axes = {}, double correction = 1.0, bool keepdim = false);
 Tensor std(const Tensor& x, const Axes& axes = {}, double correction = 1.0, bool keepdim = false);
-/// log(sum(exp(x))) computed as m + log(sum(exp(x - m))), m = max.
+/// log(sum(exp(x))) computed as m + log(sum(exp(x - m))), m = max (m = 0
+/// where the max is not finite: all -inf gives -inf, any +inf gives +inf).
 Tensor logsumexp(const Tensor& x, const Axes& axes = {}, bool keepdim = false);
 Tensor any(const Tensor& x, const Axes& axes = {}, bool keepdim = false);
 Tensor all(const Tensor& x, const Axes& axes = {}, bool keepdim = false);
-/// Inclusive prefix sum along `axis` (integer/bool accumulate in int64).
+/// Inclusive prefix sum along `axis` (integer/bool accumulate in int64 and
+/// return int64; float16/bfloat16 accumulate in float32). Sequential along
+/// the axis. A 0-d x has no axis (IndexError).
 Tensor cumsum(const Tensor& x, int64_t axis);
-/// exp(x - max) / sum(exp(x - max)) along `axis`.
+/// exp(x - max) / sum(exp(x - max)) along `axis`. Integer/bool inputs give
+/// float32. A line holding NaN or +inf, or only -inf, is NaN throughout (as
+/// torch.softmax). A 0-d x has no axis (IndexError).
 Tensor softmax(const Tensor& x, int64_t axis = -1);
-/// x - max - log(sum(exp(x - max))) along `axis`.
+/// x - max - log(sum(exp(x - max))) along `axis` (same special cases).
 Tensor log_softmax(const Tensor& x, int64_t axis = -1);
 
 // ---- linear algebra and norms ------------------------------------------------
 /// numpy.matmul: 1-d operands are promoted to matrices and the added axis
-/// removed; leading (batch) axes broadcast. float32/float64 call a BLAS
-/// (OpenBLAS when found, else Eigen's GEMM); 16-bit floats compute in float32.
+/// removed; leading (batch) axes broadcast. Dtypes promote (numpy's table;
+/// bool @ bool is bool, the OR of ANDs; integers accumulate in int64 and wrap
+/// to the result dtype). float32/float64 call a BLAS (OpenBLAS when found,
+/// else Eigen's GEMM) on the operands' memory, transposed layouts included;
+/// 16-bit floats compute in float32. K = 0 gives zeros. Throws ShapeError for
+/// a 0-d operand, differing inner extents or batch axes that do not broadcast.
 Tensor matmul(const Tensor& a, const Tensor& b);
 /// Layer normalisation over the last axis (Ba, Kiros & Hinton 2016):
 /// (x - mean) / sqrt(var + eps) * weight + bias, biased variance. weight and
-/// bias are optional (undefined Tensor), of shape [x.shape[-1]].
+/// bias are optional (undefined Tensor), of shape [x.shape[-1]] (ShapeError
+/// otherwise); the result dtype is the promotion of all inputs, float32 for
+/// integer/bool. Statistics accumulate in float64. A 0-d x is a ShapeError.
 Tensor layer_norm(const Tensor& x, const Tensor& weight = {}, const Tensor& bias = {}, double eps = 1e-5);
 /// RMS normalisation over the last axis (Zhang & Sennrich 2019):
-/// x / sqrt(mean(x^2) + eps) * weight.
+/// x / sqrt(mean(x^2) + eps) * weight (same rules as layer_norm).
 Tensor rms_norm(const Tensor& x, const Tensor& weight = {}, double eps = 1e-6);
 
 // ---- shape and indexing ---------------------------------------------------------

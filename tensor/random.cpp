@@ -15,6 +15,7 @@
 #include <string>
 
 #include "dispatch.h"
+#include "num_str.h"
 
 namespace kiln::random {
 
@@ -39,11 +40,7 @@ template <class T>
 inline constexpr bool is_float_v =
     std::is_floating_point_v<T> || std::is_same_v<T, float16_t> || std::is_same_v<T, bfloat16_t>;
 
-std::string num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
-}
+using detail::num_str;
 
 void check_float(DType dtype, const char* op) {
   if (!is_floating(dtype))
@@ -156,10 +153,10 @@ Tensor uniform(const Shape& shape, double low, double high, DType dtype, Generat
   check_float(dtype, "uniform");
   checked_numel(shape, "uniform");
   if (!std::isfinite(low) || !std::isfinite(high) || !std::isfinite(high - low))
-    throw ValueError("uniform: low and high must be finite with a finite difference, got low=" + num(low) +
-                     ", high=" + num(high));
+    throw ValueError("uniform: low and high must be finite with a finite difference, got low=" + num_str(low) +
+                     ", high=" + num_str(high));
   if (low > high)
-    throw ValueError("uniform: expected low <= high, got low=" + num(low) + ", high=" + num(high));
+    throw ValueError("uniform: expected low <= high, got low=" + num_str(low) + ", high=" + num_str(high));
   Tensor out = Tensor::empty(shape, dtype);
   const double range = high - low;
   detail::visit_dtype(dtype, [&](auto tag) {
@@ -191,8 +188,8 @@ Tensor normal(const Shape& shape, double mean, double stddev, DType dtype, Gener
   check_float(dtype, "normal");
   checked_numel(shape, "normal");
   if (!std::isfinite(mean) || !std::isfinite(stddev))
-    throw ValueError("normal: mean and std must be finite, got mean=" + num(mean) + ", std=" + num(stddev));
-  if (stddev < 0) throw ValueError("normal: expected std >= 0, got std=" + num(stddev));
+    throw ValueError("normal: mean and std must be finite, got mean=" + num_str(mean) + ", std=" + num_str(stddev));
+  if (stddev < 0) throw ValueError("normal: expected std >= 0, got std=" + num_str(stddev));
   Tensor out = Tensor::empty(shape, dtype);
   constexpr double kTwoPi = 6.283185307179586476925286766559;
   // Box-Muller: (r cos t, r sin t), r = sqrt(-2 log u1), t = 2 pi u2, with

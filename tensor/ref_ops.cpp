@@ -40,7 +40,12 @@ double round_to_format(double x, int p, int emin, double max_finite) {
   return r;
 }
 
-double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+// exp of a non-positive argument only, so tiny results keep their accuracy.
+double sigmoid(double x) {
+  if (x >= 0) return 1.0 / (1.0 + std::exp(-x));
+  double e = std::exp(x);
+  return e / (1.0 + e);
+}
 
 // CPython's float divmod (Objects/floatobject.c), the definition of Python's
 // // and % on floats; numpy follows it.
@@ -273,6 +278,12 @@ double ref_cast(double x, DType d) {
       return t < lo ? lo : t;
     }
   }
+}
+
+int64_t ref_cast_int(int64_t x, DType d) {
+  if (is_floating(d))
+    throw DTypeError("ref_cast_int: expected an integer or bool target dtype, got " + std::string(name(d)));
+  return wrap(x, d);
 }
 
 double ref_atol(OpId op, DType d) {

@@ -9,7 +9,8 @@
 //     |got - want| <= rtol(d) * |want| + ref_atol(op, d)
 // with rtol(float64) = 1e-12 (the C library's double functions),
 // rtol(float32) = 2e-6 (at most 16 ulp; the vectorised exp, log, log1p,
-// expm1, sin, cos, tanh, erf, sigmoid, silu, gelu_tanh measure <= 4 ulp),
+// expm1, sin, cos, tanh, erf, sigmoid, silu measure <= 4 ulp; gelu_tanh
+// evaluates in double),
 // rtol(float16) = 2e-3 and rtol(bfloat16) = 1.6e-2 (computed in float32,
 // then rounded once). Integer and bool results are exact. Where the relative
 // bound alone does not hold, ref_atol says so (gelu's erf form in float32,
@@ -68,6 +69,11 @@ int64_t ref_binary_int(OpId op, int64_t a, int64_t b, DType d);
 /// truncated to int64 (0 when that is not finite or not in int64's range);
 /// bool is x != 0 (NaN is true).
 double ref_cast(double x, DType d);
+
+/// Integer x converted to integer or bool dtype d, exactly: two's-complement
+/// wrap to d's width (numpy's integer casts); bool is x != 0. Throws
+/// DTypeError for a floating d (use ref_cast).
+int64_t ref_cast_int(int64_t x, DType d);
 
 /// Absolute error the eager kernels may add to the relative bound for row
 /// `op` with results in dtype d (see the header comment); 0 for most rows.

@@ -161,7 +161,7 @@ TEST_SUITE("export") {
       CompiledCallable ref(run.staged(), w2);
       check_same(ref(x).leaves, other(x).leaves);
       CHECK_THROWS_WITH_AS(CompiledCallable::from_mef(d.file("lin.mef")),
-                           doctest::Contains("weight 'bias' (float32[3] cpu) is missing"), ValueError);
+                           doctest::Contains("weight 'weight' (float32[3, 4] cpu) is missing"), ValueError);
     }
     SUBCASE("static arguments, nested trees and stride classes are in the signature") {
       auto f = [](std::pair<Tensor, Tensor> p, int k) {

@@ -57,6 +57,11 @@ TEST_SUITE("print") {
     CHECK(str(tensor({4.0625, 1.0, 4.1875, 4.3125}, DType::float16)) == "[4.062, 1.   , 4.188, 4.312]");
     // numpy: np.array([1e-4], dtype=np.float32): the 1e-4 threshold is compared in float32
     CHECK(str(tensor({1e-4f})) == "[0.0001]");
+    // numpy: np.array(4112, dtype=np.float16): 4110 reads back as 4112 (tie to even)
+    CHECK(str(scalar(4112, DType::float16)) == "4.11e+03");
+    // numpy: np.array([0.1, 0.2], dtype=np.float32).astype(np.float64): the values
+    // 0.10000000149011612... are rounded to 8 decimals, then trailing zeros trimmed
+    CHECK(str(tensor({0.1f, 0.2f}, DType::float64)) == "[0.1, 0.2]");
     // bfloat16 uses the same rules (1.5 and 2 are exact)
     CHECK(str(tensor({1.5, 2.0}, DType::bfloat16)) == "[1.5, 2. ]");
   }

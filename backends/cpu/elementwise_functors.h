@@ -110,12 +110,16 @@ struct Gelu {
   }
 };
 /// 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), evaluated as the
-/// identical x * sigmoid(2u), which does not cancel for negative x.
+/// identical x * sigmoid(2u), which does not cancel for negative x. The
+/// function's condition number grows like |2u| for negative x, so float
+/// evaluates u (and the rest) in double to keep its relative accuracy.
 struct GeluTanh {
   template <class T> T operator()(T x) const {
+    using W = std::conditional_t<std::is_same_v<T, float>, double, T>;
     if (x == -std::numeric_limits<T>::infinity()) return T(-0.0);
-    T u = T(0.79788456080286535588) * (x + T(0.044715) * x * x * x);
-    return x * stable_sigmoid(T(2) * u);
+    const W w = x;
+    const W u = W(0.79788456080286535588) * (w + W(0.044715) * w * w * w);
+    return T(w * stable_sigmoid(W(2) * u));
   }
 };
 /// x * sigmoid(x); silu(-inf) = -0 (the limit).

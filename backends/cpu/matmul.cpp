@@ -34,6 +34,11 @@ constexpr double kSmallGemm = 64.0 * 64.0 * 64.0;
 // Rows per Eigen work item.
 constexpr int64_t kRowChunk = 128;
 
+// Multiply-adds of a batch of GEMMs, saturated (only decides threading).
+int64_t gemm_work(int64_t batch, int64_t m, int64_t n, int64_t k) {
+  return static_cast<int64_t>(std::min(1e18, double(batch) * double(m) * double(n) * double(k)));
+}
+
 // A matrix (rows x cols, element strides rs, cs) as a GEMM argument: as a
 // row-major matrix (trans = false) or as the transpose of one (trans = true),
 // with leading dimension ld; ok = false when the strides allow neither.
@@ -172,7 +177,7 @@ void gemm_float(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
 #endif
   // Eigen, single-threaded per item; items are (matrix, chunk of kRowChunk rows).
   const int64_t chunks = (M + kRowChunk - 1) / kRowChunk;
-  parallel_ranges(B.n * chunks, B.n * M * N * std::max<int64_t>(K, 1) / 8, [&](int64_t i0, int64_t i1) {
+  parallel_ranges(B.n * chunks, gemm_work(B.n, M, N, K) / 8, [&](int64_t i0, int64_t i1) {
     Odometer<3> od(B.dims.data(), static_cast<int>(B.dims.size()));
     for (int64_t i = i0; i < i1; ++i) {
       od.seek(i / chunks);
@@ -198,7 +203,7 @@ void gemm_exact(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
   const int64_t ars = a.strides()[nd - 2], acs = a.strides()[nd - 1];
   const int64_t brs = b.strides()[nd - 2], bcs = b.strides()[nd - 1];
   const Batch B = batch_of(a, b, out);
-  parallel_ranges(B.n * M, B.n * M * N * K, [&](int64_t i0, int64_t i1) {
+  parallel_ranges(B.n * M, gemm_work(B.n, M, N, K), [&](int64_t i0, int64_t i1) {
     Odometer<3> od(B.dims.data(), static_cast<int>(B.dims.size()));
     std::vector<Acc> acc(static_cast<size_t>(N));
     for (int64_t i = i0; i < i1; ++i) {

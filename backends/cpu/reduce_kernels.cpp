@@ -29,7 +29,10 @@ namespace {
 
 constexpr int64_t kInnerBlock = 8192;  // R elements per block (inner loop shape)
 constexpr int64_t kOuterRows = 128;    // R indices per block (outer loop shape)
-constexpr int64_t kChunk = 128;        // outputs per work item (outer loop shape)
+// Outputs per work item (outer loop shape): 16 KiB of accumulators (in L1), so each
+// row visit reads a long contiguous piece.
+template <class Acc>
+constexpr int64_t kChunk = std::max<int64_t>(16, 16384 / sizeof(Acc));
 
 // ---- plan ---------------------------------------------------------------------
 
@@ -292,17 +295,18 @@ void run_outer(const Plan& P, const char* xb, Out* ob, Fin& fin) {
   const WalkDim<2>& kin = P.k.back();
   const int nko = static_cast<int>(P.k.size()) - 1;
   const int64_t outer_n = P.nout / kin.n;
-  const int64_t nc = (kin.n + kChunk - 1) / kChunk;
+  constexpr int64_t W = kChunk<Acc>;
+  const int64_t nc = (kin.n + W - 1) / W;
   const int64_t nb = (P.nred + kOuterRows - 1) / kOuterRows;
   Partials<Acc> part(nb > 1 ? P.nout * nb : 0);
   parallel_ranges(outer_n * nc * nb, P.nout * P.nred, [&](int64_t i0, int64_t i1) {
     Odometer<2> ko(P.k.data(), nko);
     Odometer<1> ro(P.r.data(), static_cast<int>(P.r.size()));
-    Acc acc[kChunk];
+    Acc acc[W];
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t b = i % nb, c = (i / nb) % nc, kk = i / (nb * nc);
       ko.seek(kk);
-      const int64_t j0 = c * kChunk, w = std::min(kChunk, kin.n - j0);
+      const int64_t j0 = c * W, w = std::min(W, kin.n - j0);
       for (int64_t j = 0; j < w; ++j) acc[j] = Op::init();
       const int64_t r0 = b * kOuterRows, r1 = std::min(P.nred, r0 + kOuterRows);
       ro.seek(r0);

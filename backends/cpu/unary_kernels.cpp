@@ -57,10 +57,15 @@ KILN_EIGEN_UNARY(Sigmoid, double, 1.0 / (1.0 + (-x).exp()), x < -708.0)
 KILN_EIGEN_UNARY(Silu, float, x / (1.0f + (-x).exp()), x < -87.0f)
 KILN_EIGEN_UNARY(Silu, double, x / (1.0 + (-x).exp()), x < -708.0)
 KILN_EIGEN_UNARY(Gelu, float, 0.5f * x * (1.0f + (x * 0.70710678118654752440f).erf()), x < -6.0f)
-// gelu_tanh as x sigmoid(2u) (see fn::GeluTanh); below -9 the result is
-// under 1e-30 and -inf needs the limit, both from the scalar path.
+// gelu_tanh as x sigmoid(2u) in double (see fn::GeluTanh: float rounding of
+// u costs |2u| ulp); -inf needs the limit from the scalar path.
 KILN_EIGEN_UNARY(GeluTanh, float,
-                 x / (1.0f + (-1.59576912160573071176f * (x + 0.044715f * x * x * x)).exp()), x < -9.0f)
+                 (x.template cast<double>() /
+                  (1.0 + (-1.59576912160573071176 *
+                          (x.template cast<double>() + 0.044715 * x.template cast<double>().cube()))
+                             .exp()))
+                     .template cast<float>(),
+                 x < -3.0e38f)
 #undef KILN_EIGEN_UNARY
 
 /// Eigen is applied in sub-blocks so the slow-input check rereads x from L1.

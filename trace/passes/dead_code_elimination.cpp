@@ -9,26 +9,22 @@ bool detail::run_dead_code_elimination(Graph& g) {
   std::vector<char> live(g.num_values(), 0);
   for (int32_t v : g.output_ids()) live[static_cast<size_t>(v)] = 1;
   const std::vector<Node>& nodes = g.nodes();
-  std::vector<char> keep(nodes.size(), 0);
+  std::vector<char> dead(nodes.size(), 0);
   size_t removed = 0;
   for (size_t i = nodes.size(); i-- > 0;) {
     const Node& n = nodes[i];
     bool k = n.kind == NodeKind::input;
     for (int32_t v : n.outputs) k = k || live[static_cast<size_t>(v)];
-    keep[i] = k;
     if (!k) {
+      dead[i] = 1;
       ++removed;
       continue;
     }
     for (int32_t v : n.inputs) live[static_cast<size_t>(v)] = 1;
   }
   if (removed == 0) return false;
-  std::vector<Node>& all = g.mutable_nodes();
-  std::vector<Node> kept;
-  kept.reserve(all.size() - removed);
-  for (size_t i = 0; i < all.size(); ++i)
-    if (keep[i]) kept.push_back(std::move(all[i]));
-  g.rebuild(std::move(kept), g.output_ids());
+  std::vector<int32_t> outs = g.output_ids();
+  g.rebuild(detail::compact_nodes(g, dead), std::move(outs));
   return true;
 }
 

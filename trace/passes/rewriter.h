@@ -41,6 +41,10 @@ class Rewriter {
   bool any_removed_ = false, changed_ = false;
 };
 
+/// Moves the graph's nodes not marked in `removed` (per node) to the front,
+/// in order, and hands them out for Graph::rebuild, which puts them back.
+std::vector<Node> compact_nodes(Graph& g, const std::vector<char>& removed);
+
 /// Hash and equality of attributes; the scalar is compared bit by bit (pad
 /// with -0.0 differs from pad with 0.0; a NaN equals the same NaN).
 size_t hash_attrs(const Attrs& a);

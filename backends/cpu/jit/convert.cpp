@@ -11,6 +11,8 @@ namespace Inst = asmjit::x86::Inst;
 
 bool has_kind(DType d) {
   switch (d) {
+    case DType::uint8:
+    case DType::int8:
     case DType::bool_:
     case DType::int32:
     case DType::int64:
@@ -25,6 +27,8 @@ bool has_kind(DType d) {
 VK kind_of(DType d) {
   switch (d) {
     case DType::bool_: return VK::m;
+    case DType::uint8:
+    case DType::int8:
     case DType::int32: return VK::i32;
     case DType::int64: return VK::i64;
     case DType::float64: return VK::f64;
@@ -102,6 +106,9 @@ x86::Vec mask_bool(Ctx& c, const VMask& m, VK k) {
 
 x86::Vec round_to(Ctx& c, const x86::Vec& v, DType d) {
   VecAsm& A = c.A;
+  // 8-bit integers live in int32 lanes: wrap to the type (static_cast)
+  if (d == DType::uint8) return A.and_(v, A.c32(0xff));
+  if (d == DType::int8) return A.isra(Lane::b32, A.ishl(Lane::b32, v, 24), 24);
   if (d == DType::float16) {
     // F16C: vcvtps2ph with imm 0 rounds to nearest even regardless of MXCSR.
     const int n = int(v.size());
@@ -130,7 +137,7 @@ x86::Vec convert(Ctx& c, const x86::Vec& v, DType from, DType to) {
   const VK kf = kind_of(from), kt = kind_of(to);
   x86::Vec r = v;
   if (kf == kt) {
-    if (kf != VK::f32) return v;
+    // same register form: only a narrower format changes the value
   } else if (kt == VK::m) {
     x86::Vec z = A.zero(int(v.size()));
     VMask m = is_float_kind(kf) ? A.cmpf(lane_of(kf), Cmp::ne, v, z) : A.cmpi(lane_of(kf), Cmp::ne, v, z);
@@ -138,6 +145,27 @@ x86::Vec convert(Ctx& c, const x86::Vec& v, DType from, DType to) {
   } else if (kf == VK::m) {
     x86::Vec m = (lane_of(kt) == c.lw) ? v : A.narrow_i64(v);
     r = A.and_(view(m, c.bytes(kt)), one_of(c, kt));
+  } else if (is_float_kind(kf) && (to == DType::int8 || to == DType::uint8)) {
+    // numpy (detail::convert): int8 is the truncation when it fits, else
+    // -128; uint8 is the low 8 bits of the truncation (through int64), so
+    // take the value modulo 256 exactly first (x - 256 floor(x / 256);
+    // NaN and inf give 0 through the integer conversion's minimum)
+    const Lane l = lane_of(kf);
+    x86::Vec t = A.round(l, v, 3);
+    if (to == DType::uint8) {
+      const Src k256 = kf == VK::f32 ? Src(A.cf(256.0f)) : Src(A.cd(256.0));
+      const Src inv = kf == VK::f32 ? Src(A.cf(1.0f / 256)) : Src(A.cd(1.0 / 256));
+      t = A.nmadd(l, A.round(l, A.mul(l, t, inv), 1), k256, t, false);
+    }
+    x86::Vec i = kf == VK::f32 ? A.f2i_trunc(t) : cvt(A, Inst::kIdVcvttpd2dq, c.bytes(kt), t);
+    if (to == DType::int8) {
+      const Src lo = kf == VK::f32 ? Src(A.cf(-128.0f)) : Src(A.cd(-128.0));
+      const Src hi = kf == VK::f32 ? Src(A.cf(128.0f)) : Src(A.cd(128.0));
+      VMask in = A.mand(A.cmpf(l, Cmp::ge, v, lo), A.cmpf(l, Cmp::lt, v, hi));
+      if (!A.evex() && kf == VK::f64) in = A.vec_to_mask(A.narrow_i64(in.v), Lane::b32);
+      i = A.select(Lane::b32, in, i, A.reg(A.c32(0xffffff80u), i));
+    }
+    r = i;
   } else {
     const int ob = c.bytes(kt);
     switch (kf) {
@@ -180,6 +208,16 @@ x86::Vec load_run(Ctx& c, DType d, const x86::Mem& addr) {
       if (A.sse()) return A.bin(Inst::kIdPunpcklwd, 0, A.zero(16), raw);  // x << 16 per lane
       x86::Vec w = cvt(A, Inst::kIdVpmovzxwd, 2 * n, view(raw, n));
       return A.ishl(Lane::b32, w, 16);
+    }
+    case DType::uint8:
+    case DType::int8: {
+      x86::Vec raw = load_bytes(A, addr, n);
+      const bool sgn = d == DType::int8;
+      if (!A.sse()) return cvt(A, sgn ? Inst::kIdVpmovsxbd : Inst::kIdVpmovzxbd, 4 * n, raw.xmm());
+      x86::Vec z = A.zero(16);
+      x86::Vec w = A.bin(Inst::kIdPunpcklbw, 0, z, raw);  // byte to the top of each word
+      w = A.bin(Inst::kIdPunpcklwd, 0, z, w);             // ... and of each dword
+      return sgn ? A.isra(Lane::b32, w, 24) : A.ishr(Lane::b32, w, 24);
     }
     case DType::bool_: {
       x86::Vec raw = load_bytes(A, addr, n);
@@ -245,6 +283,16 @@ x86::Vec load_splat(Ctx& c, DType d, const x86::Mem& addr) {
       splat32(x);
       return out;
     }
+    case DType::uint8:
+    case DType::int8: {
+      x86::Gp g = A.cc.newGpd();
+      if (d == DType::int8) A.cc.movsx(g, sized(addr, 1));
+      else A.cc.movzx(g, sized(addr, 1));
+      x86::Vec x = A.cc.newXmm();
+      A.cc.emit(A.sse() ? Inst::kIdMovd : Inst::kIdVmovd, x, g);
+      splat32(x);
+      return out;
+    }
     case DType::bool_: {
       x86::Gp g = A.cc.newGpq();
       A.cc.xor_(g.r32(), g.r32());
@@ -293,6 +341,22 @@ void store_run(Ctx& c, DType d, const x86::Mem& addr, const x86::Vec& v, bool nt
         } else {
           w = A.bin(0, Inst::kIdVpackusdw, t, t);
         }
+      }
+      store_bytes(A, addr, w, n, nt);
+      return;
+    }
+    case DType::uint8:
+    case DType::int8: {
+      // values are in the type's range: truncating packs are exact
+      x86::Vec w;
+      if (A.evex()) {
+        w = A.cc.newXmm();
+        A.cc.emit(Inst::kIdVpmovdb, w, v);
+      } else {
+        x86::Vec t = v.size() == 32 ? A.bin(0, Inst::kIdVpackssdw, v.xmm(), A.hi_half(v))
+                                    : A.bin(Inst::kIdPackssdw, Inst::kIdVpackssdw, v, v);
+        w = d == DType::int8 ? A.bin(Inst::kIdPacksswb, Inst::kIdVpacksswb, t, t)
+                             : A.bin(Inst::kIdPackuswb, Inst::kIdVpackuswb, t, t);
       }
       store_bytes(A, addr, w, n, nt);
       return;

@@ -285,7 +285,8 @@ void Gen::emit_value(size_t i) {
       if (is_math_op(in.op)) v = emit_math(c, in.op, x[0]);
       else if (is_predicate_op(in.op)) v = emit_predicate(c, in, cd, x, n);
       else v = emit_arith(c, in, cd, x, n);
-      if (!is_predicate_op(in.op) && needs_rounding(in.op)) v = round_to(c, v, in.dtype);
+      const bool narrow_int = in.dtype == DType::uint8 || in.dtype == DType::int8;
+      if (!is_predicate_op(in.op) && (needs_rounding(in.op) || narrow_int)) v = round_to(c, v, in.dtype);
       break;
     }
     case Instr::Kind::store: return;
@@ -379,6 +380,11 @@ void Gen::run() {
     P_[k] = cc_.newIntPtr("p%d", k);
     cc_.mov(P_[k], x86::ptr(ptrs, 8 * k));
   }
+  // constants of the vector math are loaded here, once, on AVX-512 (32
+  // registers); with 16 registers, reloading from the constant pool is
+  // faster than the spills hoisting causes (measured)
+  A_.hoist_at = cc_.cursor();
+  A_.hoist_budget = A_.evex() ? 24 : 0;
   i_ = cc_.newIntPtr("i");
   nt_ = cc_.newIntPtr("nt");
   x86::Gp tail = cc_.newIntPtr("tail"), rem = cc_.newIntPtr("rem");

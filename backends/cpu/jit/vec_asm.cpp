@@ -41,6 +41,24 @@ x86::Mem VecAsm::cd(double d) {
   return c64(u);
 }
 
+Src VecAsm::konst(uint64_t bits, Lane l, int bytes) {
+  const auto key = std::make_pair(bits * 2 + (l == Lane::b64 ? 1 : 0), bytes);
+  auto it = hoisted_.find(key);
+  if (it != hoisted_.end()) return it->second;
+  const x86::Mem m = l == Lane::b32 ? c32(uint32_t(bits)) : c64(bits);
+  if (hoist_budget <= 0) return m;
+  --hoist_budget;
+  x86::Vec r = newv(bytes);
+  asmjit::BaseNode* prev = hoist_at ? cc.setCursor(hoist_at) : nullptr;
+  cc.emit(sse() ? Inst::kIdMovaps : Inst::kIdVmovaps, r, m);
+  if (hoist_at) {
+    hoist_at = cc.cursor();
+    cc.setCursor(prev);
+  }
+  hoisted_.emplace(key, r);
+  return r;
+}
+
 x86::Vec VecAsm::copy(const x86::Vec& a) {
   x86::Vec d = like(a);
   cc.emit(sse() ? Inst::kIdMovaps : Inst::kIdVmovaps, d, a);
@@ -142,6 +160,22 @@ static x86::Vec fma_any(VecAsm& A, int kind, Lane l, const x86::Vec& a, const Sr
   return A.sub(l, A.reg(c, a), p);
 }
 
+void VecAsm::madd_acc(Lane l, const x86::Vec& acc, const Src& x, const Src& c) {
+  const bool s = l == Lane::b32;
+  if (!has_fma()) {
+    if (sse()) {
+      cc.emit(s ? Inst::kIdMulps : Inst::kIdMulpd, acc, x.op);
+      cc.emit(s ? Inst::kIdAddps : Inst::kIdAddpd, acc, c.op);
+    } else {
+      cc.emit(s ? Inst::kIdVmulps : Inst::kIdVmulpd, acc, acc, x.op);
+      cc.emit(s ? Inst::kIdVaddps : Inst::kIdVaddpd, acc, acc, c.op);
+    }
+    return;
+  }
+  x86::Vec xr = reg(x, acc);
+  cc.emit(l == Lane::b32 ? Inst::kIdVfmadd213ps : Inst::kIdVfmadd213pd, acc, xr, c.op);  // acc = xr*acc + c
+}
+
 x86::Vec VecAsm::madd(Lane l, const x86::Vec& a, const Src& b, const Src& c, bool fused) {
   return fma_any(*this, 0, l, a, b, c, fused);
 }
@@ -172,7 +206,8 @@ x86::Vec VecAsm::round(Lane l, const x86::Vec& a, int mode) {
     t = i2f(f2i_trunc(a));
     t = or_(t, and_(a, cf(-0.0f)));
     if (mode == 1) t = sub(l, t, and_(mask_to_vec(cmpf(l, Cmp::gt, t, a), Lane::b32, int(a.size())), cf(1.0f)));
-    if (mode == 2) t = add(l, t, and_(mask_to_vec(cmpf(l, Cmp::lt, t, a), Lane::b32, int(a.size())), cf(1.0f)));
+    // t - (-1), not t + 1: -0 + 0 would give +0
+    if (mode == 2) t = sub(l, t, and_(mask_to_vec(cmpf(l, Cmp::lt, t, a), Lane::b32, int(a.size())), cf(-1.0f)));
   }
   return select(l, cmpf(l, Cmp::lt, ax, cf(8388608.0f)), t, a);
 }
@@ -345,7 +380,10 @@ VMask VecAsm::cmpi(Lane l, Cmp c, const x86::Vec& a, const x86::Vec& b) {
 x86::Vec VecAsm::select(Lane l, const VMask& m, const x86::Vec& t, const x86::Vec& f) {
   x86::Vec d = like(t);
   if (evex()) {
-    cc.k(m.k).emit(l == Lane::b32 ? Inst::kIdVblendmps : Inst::kIdVblendmpd, d, f, t);
+    // a copy then a merge-masked move: with vblendmps' merge form asmjit
+    // keeps the destination live (and spilled) across the loop
+    cc.emit(Inst::kIdVmovaps, d, f);
+    cc.k(m.k).emit(l == Lane::b32 ? Inst::kIdVmovaps : Inst::kIdVmovapd, d, t);
   } else if (!sse()) {
     cc.emit(l == Lane::b32 ? Inst::kIdVblendvps : Inst::kIdVblendvpd, d, f, t, m.v);
   } else {

@@ -13,6 +13,8 @@
 #include <asmjit/x86.h>
 
 #include <cstdint>
+#include <map>
+#include <utility>
 
 #include "../../../jit/elementwise_program.h"
 
@@ -67,6 +69,14 @@ class VecAsm {
   x86::Mem c64(uint64_t bits);
   x86::Mem cf(float f);
   x86::Mem cd(double d);
+  /// A constant (bits of lane width l) as an operand of `bytes` width: a
+  /// register loaded once where hoist_at points (before the loop), while the
+  /// hoisting budget lasts, else a constant pool operand. Registers are
+  /// shared: callers must not modify them.
+  Src konst(uint64_t bits, Lane l, int bytes);
+  /// Insertion point of hoisted constant loads (null: emit in place).
+  asmjit::BaseNode* hoist_at = nullptr;
+  int hoist_budget = 0;
   /// Loads s into a register of v's width (no-op for a register).
   x86::Vec reg(const Src& s, const x86::Vec& width);
   x86::Vec copy(const x86::Vec& a);
@@ -84,6 +94,9 @@ class VecAsm {
   x86::Vec sqrt(Lane l, const x86::Vec& a);
   /// a*b + c, fused when `fused` (and the target has FMA), else mul then add.
   x86::Vec madd(Lane l, const x86::Vec& a, const Src& b, const Src& c, bool fused);
+  /// acc = acc*x + c in place (acc must be a register the caller owns);
+  /// fused on FMA targets. Saves the copy of a three-operand form.
+  void madd_acc(Lane l, const x86::Vec& acc, const Src& x, const Src& c);
   /// a*b - c and c - a*b, likewise.
   x86::Vec msub(Lane l, const x86::Vec& a, const Src& b, const Src& c, bool fused);
   x86::Vec nmadd(Lane l, const x86::Vec& a, const Src& b, const Src& c, bool fused);
@@ -137,6 +150,8 @@ class VecAsm {
   x86::Vec widen_i32(const x86::Vec& a, int out_bytes);
   /// Truncates 64-bit lanes to 32-bit lanes (result half the width).
   x86::Vec narrow_i64(const x86::Vec& a);
+
+  std::map<std::pair<uint64_t, int>, x86::Vec> hoisted_;
 
   /// asmjit instruction selection helpers (public for the emitters).
   void op3(uint32_t sse_id, uint32_t avx_id, const x86::Vec& d, const x86::Vec& a, const Src& b);

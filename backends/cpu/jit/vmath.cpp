@@ -1,6 +1,9 @@
 // kiln (internal): the float32 vector math rows, emitted inline by running
 // the algorithms of vmath_alg.h on an asmjit backend (one SIMD instruction
 // per backend call). vmath_model.h runs the same templates on scalars.
+#include <bit>
+#include <cmath>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -14,6 +17,12 @@ namespace {
 
 using asmjit::Imm;
 namespace Inst = asmjit::x86::Inst;
+
+/// Out-of-line sin/cos/tan of the lanes with |x| >= kTrigMaxArg.
+void trig_lanes(const float* x, float* y, int64_t n, int32_t fn) {
+  for (int64_t i = 0; i < n; ++i)
+    if (std::fabs(x[i]) >= vm::kTrigMaxArg) y[i] = vm::trig_slow(x[i], fn);
+}
 
 /// Backend of vmath_alg.h that emits code. Values are registers or constant
 /// pool operands (Src); every value has the width of `w`.
@@ -29,8 +38,8 @@ struct AsmBackend {
   x86::Vec R(const Src& s) { return A.reg(s, w); }
   static constexpr Lane l = Lane::b32;
 
-  V cf(float c) { return A.cf(c); }
-  I ci(int32_t c) { return A.c32(uint32_t(c)); }
+  V cf(float c) { return A.konst(std::bit_cast<uint32_t>(c), l, int(w.size())); }
+  I ci(int32_t c) { return A.konst(uint32_t(c), l, int(w.size())); }
   // commutative ops take the register first
   static void order(Src& a, Src& b) {
     if (!a.is_reg() && b.is_reg()) std::swap(a, b);
@@ -40,6 +49,13 @@ struct AsmBackend {
   V mul(V a, V b) { order(a, b); return A.mul(l, R(a), b); }
   V div(V a, V b) { return A.div(l, R(a), b); }
   V madd(V a, V b, V c) { order(a, b); return A.madd(l, R(a), b, c, fma); }
+  /// A fresh register holding a (owned by the caller: madd_acc may clobber it).
+  V load(V a) { return a.is_reg() ? A.copy(a.reg()) : A.reg(a, w); }
+  V madd_acc(V p, V x, V c) {
+    x86::Vec acc = p.is_reg() ? p.reg() : A.reg(p, w);
+    A.madd_acc(l, acc, x, c);
+    return acc;
+  }
   V msub(V a, V b, V c) { order(a, b); return A.msub(l, R(a), b, c, fma); }
   V nmadd(V a, V b, V c) { order(a, b); return A.nmadd(l, R(a), b, c, fma); }
   V maxx(V a, V b) { return A.maxx(l, R(a), b); }
@@ -76,6 +92,38 @@ struct AsmBackend {
     x86::Vec s1 = A.ishl(l, A.iadd(l, k1, A.c32(127)), 23);
     x86::Vec s2 = A.ishl(l, A.iadd(l, k2, A.c32(127)), 23);
     return A.mul(l, A.mul(l, R(v), s1), s2);
+  }
+
+  /// r, with the lanes where |x| >= kTrigMaxArg replaced by trig_lanes()
+  /// (a call taken only when some lane needs it).
+  V large_arg(V xs, V rs, int fn) {
+    x86::Vec x = R(xs), res = A.copy(R(rs));
+    VMask m = A.cmpf(l, Cmp::ge, A.and_(x, A.c32(0x7fffffffu)), A.cf(vm::kTrigMaxArg));
+    x86::Gp g = A.cc.newGpd();
+    if (A.evex()) A.cc.emit(Inst::kIdKmovw, g, m.k);
+    else A.cc.emit(A.sse() ? Inst::kIdMovmskps : Inst::kIdVmovmskps, g, m.v);
+    asmjit::Label skip = A.cc.newLabel();
+    A.cc.test(g, g);
+    A.cc.jz(skip);
+    x86::Mem bx = A.cc.newStack(64, 64), by = A.cc.newStack(64, 64);
+    bx.setSize(uint32_t(x.size()));
+    by.setSize(uint32_t(x.size()));
+    const uint32_t mov = A.sse() ? Inst::kIdMovups : Inst::kIdVmovups;
+    A.cc.emit(mov, bx, x);
+    A.cc.emit(mov, by, res);
+    x86::Gp px = A.cc.newIntPtr(), py = A.cc.newIntPtr();
+    A.cc.lea(px, bx);
+    A.cc.lea(py, by);
+    asmjit::InvokeNode* call = nullptr;
+    A.cc.invoke(&call, uint64_t(reinterpret_cast<uintptr_t>(&trig_lanes)),
+                asmjit::FuncSignatureT<void, const float*, float*, int64_t, int32_t>());
+    call->setArg(0, px);
+    call->setArg(1, py);
+    call->setArg(2, Imm(int64_t(x.size() / 4)));
+    call->setArg(3, Imm(fn));
+    A.cc.emit(mov, res, by);
+    A.cc.bind(skip);
+    return res;
   }
 
   /// ax - qf pi/2 in double (SSE2: no FMA for an exact float reduction).

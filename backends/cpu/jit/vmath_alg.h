@@ -19,8 +19,8 @@
 //   bits (subnormals are scaled by 2^23 first); log(1+f) = f - f^2/2 + f^3
 //   P(f), P of degree 7 (the form of Cephes' logf, S. L. Moshier); log1p adds
 //   the rounding error of 1+x as (x - (u-1))/u.
-// - tanh: x + x^3 P(x^2) for |x| < 0.625, else 1 - 2/(e^{2|x|} + 1); sign put
-//   back last so tanh(-0) = -0.
+// - tanh: -m / (m + 2) with m = expm1(-2|x|) from the exp reduction (one
+//   division, no branch); sign put back last so tanh(-0) = -0.
 // - sigmoid, silu, gelu_tanh: e^{-|x|} = p 2^k from the exp reduction; the
 //   quotient is formed on p and scaled by 2^k last, so tiny (subnormal)
 //   results keep their accuracy.
@@ -29,14 +29,17 @@
 //   subtraction is done in double with a 30+30+53-bit split); minimax
 //   polynomials for sin, cos (degree 9/8) and tan (odd, degree 15) on
 //   |r| <= pi/4 and the quadrant picks sin/cos/-1/tan and the sign.
-//   Accuracy holds for |x| < 2^21 (see vmath_model.h: kTrigMaxArg); beyond,
-//   q is no longer exact and the result is only a bounded value in [-1, 1].
+//   This holds for |x| < 2^17 (kTrigMaxArg); lanes beyond it (rare in
+//   practice) are recomputed out of line by the C library in double
+//   (trig_slow) when any lane of a vector needs it, instead of a vector
+//   Payne-Hanek reduction.
 // - erf: x + x P(x^2) for |x| < 0.921875; else 1 - erfc with
 //   erfc(t) = e^{-t^2} H(1/t) / t, H a polynomial on two intervals, e^{-t^2}
 //   taken as e^{-hi} (1 - lo) with t^2 = hi + lo exact (FMA, or Dekker's
 //   product on SSE2). gelu uses the same erfc for negative x (no cancellation).
 #pragma once
 #include <bit>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 
@@ -62,14 +65,15 @@ inline constexpr float kTanhSmall = 0.625f;
 // sin(r) = r + r^3 (s0 + s1 z + s2 z^2 + s3 z^3), cos(r) = 1 - z/2 + z^2 (c0 + ... + c3 z^3), |r| <= pi/4
 inline constexpr float kSinP[] = {-1.666666716e-01f, 8.333329111e-03f, -1.983930415e-04f, 2.718046517e-06f};
 inline constexpr float kCosP[] = {4.166666791e-02f, -1.388888340e-03f, 2.479945215e-05f, -2.720504426e-07f};
-// tan(r) = r + r^3 (t0 + t1 z + ... + t6 z^6), |r| <= pi/4 (rel. 6.7e-9)
-inline constexpr float kTanP[] = {3.333334923e-01f, 1.333265305e-01f, 5.406106263e-02f, 2.127607539e-02f,
-                                  1.085213851e-02f, 6.825134915e-05f, 4.387054592e-03f};
+// tan(r) = r + r^3 (t0 + t1 z + ... + t6 z^6), |r| <= 1.01 pi/4 (rel. 1.5e-9)
+inline constexpr float kTanP[] = {3.333335221e-01f, 1.333257109e-01f, 5.407097563e-02f, 2.122264169e-02f,
+                                  1.099543180e-02f, -1.185915680e-04f, 4.481462762e-03f};
 inline constexpr float kTwoOverPi = 0x1.45f306p-1f;
 inline constexpr float kPio2F1 = 0x1.921fb6p+0f, kPio2F2 = -0x1.777a5cp-25f, kPio2F3 = -0x1.ee59dap-50f;
 inline constexpr double kPio2D1 = 0x1.921fb54p+0, kPio2D2 = 0x1.10b46118p-30, kPio2D3 = 0x1.313198a2e0370p-61;
-/// |x| below which sin/cos/tan keep their accuracy bound (q exact in the reduction).
-inline constexpr float kTrigMaxArg = 0x1p21f;
+/// |x| below which sin/cos/tan keep their accuracy bound: q is exact and
+/// x 2/pi in float is off by less than 0.005, so |r| <= 1.01 pi/4.
+inline constexpr float kTrigMaxArg = 0x1p17f;
 // erf(x) = x + x (c0 + c1 z + ... + c6 z^6), z = x^2, |x| < kErfSmall (rel. 8.9e-10;
 // the leading 2/sqrt(pi) - 1 keeps the float rounding of 2/sqrt(pi) out of the result)
 inline constexpr float kErfSmall = 0.921875f;
@@ -89,8 +93,8 @@ inline constexpr float kErfcSplit = 2.5f;
 /// Horner evaluation of c[0] + c[1] x + ... + c[N-1] x^(N-1).
 template <class B, int N>
 typename B::V horner(B& b, typename B::V x, const float (&c)[N]) {
-  typename B::V p = b.madd(x, b.cf(c[N - 1]), b.cf(c[N - 2]));
-  for (int i = N - 3; i >= 0; --i) p = b.madd(x, p, b.cf(c[i]));
+  typename B::V p = b.load(b.cf(c[N - 1]));
+  for (int i = N - 2; i >= 0; --i) p = b.madd_acc(p, x, b.cf(c[i]));  // p*x + c[i], in place
   return p;
 }
 
@@ -231,12 +235,15 @@ typename B::V log1p(B& b, typename B::V x) {
 
 template <class B>
 typename B::V tanh(B& b, typename B::V x) {
+  // tanh|x| = -m / (m + 2) with m = expm1(-2|x|) in (-1, 0]: one exp
+  // reduction and one division for every |x| (m is accurate relative to
+  // itself, so small |x| need no separate polynomial)
   auto ax = vabs(b, x);
-  auto z = b.mul(ax, ax);
-  auto small = b.madd(b.mul(z, ax), horner(b, z, kTanhP), ax);
-  auto e = exp(b, b.mul(b.minx(b.cf(9.1f), ax), b.cf(2.0f)));
-  auto large = b.sub(b.cf(1.0f), b.div(b.cf(2.0f), b.add(e, b.cf(1.0f))));
-  auto r = b.sel(b.lt(ax, b.cf(kTanhSmall)), small, large);
+  auto e = exp_parts(b, b.mul(ax, b.cf(-2.0f)), -20.0f, 0.0f);
+  auto two_k = b.as_f(b.ishl(b.iadd(e.k, b.ci(127)), 23));  // k in [-29, 0]
+  auto m = b.madd(e.q, two_k, b.sub(two_k, b.cf(1.0f)));
+  auto r = b.div(b.vxor(m, b.cf(-0.0f)), b.add(m, b.cf(2.0f)));
+  r = b.sel(tiny(b, ax), ax, r);
   return b.vor(r, signbit(b, x));
 }
 
@@ -297,6 +304,13 @@ void reduce_pio2(B& b, typename B::V ax, typename B::V& r, typename B::I& q) {
   }
 }
 
+/// sin (fn 0), cos (1) or tan (2) of |x| >= kTrigMaxArg, where the float
+/// reduction is not exact: the C library in double, per lane, out of line.
+inline float trig_slow(float x, int fn) {
+  const double d = x;
+  return float(fn == 0 ? std::sin(d) : fn == 1 ? std::cos(d) : std::tan(d));
+}
+
 template <class B>
 typename B::V sin_poly(B& b, typename B::V r, typename B::V z) {
   return b.madd(b.mul(z, r), horner(b, z, kSinP), r);
@@ -320,7 +334,7 @@ typename B::V sincos(B& b, typename B::V x, int cos_shift) {
   auto y = b.sel(odd, c, s);
   auto sign = b.as_f(b.ishl(q, 30));  // bit 1 of q -> sign bit
   if (!cos_shift) sign = b.vxor(sign, x);
-  return b.vxor(y, signbit(b, sign));
+  return b.large_arg(x, b.vxor(y, signbit(b, sign)), cos_shift);
 }
 
 template <class B>
@@ -338,7 +352,7 @@ typename B::V tan(B& b, typename B::V x) {
   auto t = b.madd(b.mul(z, r), horner(b, z, kTanP), r);
   auto odd = b.ieq(b.iand(q, b.ci(1)), b.ci(1));
   t = b.sel(odd, b.div(b.cf(-1.0f), t), t);
-  return b.vxor(t, signbit(b, x));
+  return b.large_arg(x, b.vxor(t, signbit(b, x)), 2);
 }
 
 template <class B>

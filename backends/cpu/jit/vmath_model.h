@@ -39,6 +39,8 @@ struct ScalarBackend {
     if (fma) return std::fma(a, b, c);
     return mul(a, b) + c;
   }
+  static V load(V a) { return a; }
+  V madd_acc(V p, V x, V c) const { return madd(p, x, c); }
   V msub(V a, V b, V c) const {
     if (fma) return std::fma(a, b, -c);
     return mul(a, b) - c;
@@ -82,6 +84,7 @@ struct ScalarBackend {
     __asm__("" : "+x"(p));
     return p;
   }
+  static V large_arg(V x, V r, int fn) { return std::fabs(x) >= kTrigMaxArg ? trig_slow(x, fn) : r; }
   /// ax - qf pi/2 in double (SSE2's reduction).
   static V reduce_double(V ax, V qf) {
     double q = qf, r = double(ax) - dmul(q, kPio2D1);
