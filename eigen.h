@@ -1,5 +1,6 @@
 // kiln: Eigen interop (opt-in; pulls in Eigen's headers, so <kiln/kiln.h>
-// does not include it).
+// does not include it). A project that includes it needs Eigen's include
+// path too: find_package(Eigen3) and link Eigen3::Eigen next to kiln::kiln.
 //
 //   Eigen::MatrixXf m = Eigen::MatrixXf::Random(3, 4);
 //   kiln::Tensor t = kiln::from_eigen(m);             // a [3, 4] float32 copy

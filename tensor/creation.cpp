@@ -29,6 +29,15 @@ constexpr int64_t kFillGrain = int64_t(1) << 16;
 
 using detail::num_str;
 
+// A new contiguous tensor; shape errors name `op` (Tensor::empty would say "empty").
+Tensor alloc(const Shape& shape, DType dtype, Device device, const char* op) {
+  const int64_t n = checked_numel(shape, op);
+  if (static_cast<uint64_t>(n) > SIZE_MAX / size_of(dtype))
+    throw ShapeError(std::string(op) + ": shape " + shape_str(shape) + " of " + std::string(name(dtype)) +
+                     " needs more bytes than fit in size_t");
+  return Tensor::empty(shape, dtype, device);
+}
+
 // Stores `value` (converted to t's dtype with numpy's cast rules) into every
 // element of the contiguous tensor t.
 void fill(const Tensor& t, double value) {
@@ -95,13 +104,11 @@ Tensor from_nested(std::initializer_list<std::initializer_list<T>> v, std::optio
 }  // namespace
 
 Tensor empty(const Shape& shape, DType dtype, Device device) {
-  checked_numel(shape, "empty");
-  return Tensor::empty(shape, dtype, device);
+  return alloc(shape, dtype, device, "empty");
 }
 
 Tensor zeros(const Shape& shape, DType dtype, Device device) {
-  checked_numel(shape, "zeros");
-  Tensor t = Tensor::empty(shape, dtype, device);
+  Tensor t = alloc(shape, dtype, device, "zeros");
   // All-zero bytes are 0 / +0.0 / false in every kiln dtype.
   const int64_t nbytes = t.numel() * static_cast<int64_t>(size_of(dtype));
   char* p = static_cast<char*>(t.data_ptr());
@@ -115,8 +122,7 @@ Tensor zeros(const Shape& shape, DType dtype, Device device) {
 
 namespace {
 Tensor filled(const Shape& shape, double value, DType dtype, Device device, const char* op) {
-  checked_numel(shape, op);
-  Tensor t = Tensor::empty(shape, dtype, device);
+  Tensor t = alloc(shape, dtype, device, op);
   fill(t, value);
   return t;
 }
@@ -144,12 +150,9 @@ Tensor arange(double start, double stop, double step, DType dtype) {
     throw ShapeError("arange: start=" + num_str(start) + ", stop=" + num_str(stop) + ", step=" + num_str(step) +
                      " gives " + num_str(len) + " elements, more than int64 can count");
   const int64_t n = len > 0 ? static_cast<int64_t>(len) : 0;
-  if (static_cast<uint64_t>(n) > SIZE_MAX / size_of(dtype))
-    throw ShapeError("arange: " + std::to_string(n) + " elements of " + std::string(name(dtype)) +
-                     " need more bytes than fit in size_t");
   if (dtype == DType::bool_ && n > 2)
     throw DTypeError("arange: a bool result can have at most 2 elements (as in numpy), got " + std::to_string(n));
-  Tensor t = Tensor::empty({n}, dtype);
+  Tensor t = alloc({n}, dtype, Device::cpu(), "arange");
   if (n == 0) return t;
   void* p = t.data_ptr();
   detail::visit_dtype(dtype, [&](auto tag) {
@@ -180,7 +183,7 @@ Tensor arange(double start, double stop, double step, DType dtype) {
 }
 
 Tensor arange(int64_t stop, DType dtype) {
-  Tensor t = Tensor::empty({stop > 0 ? stop : 0}, dtype);
+  Tensor t = alloc({stop > 0 ? stop : 0}, dtype, Device::cpu(), "arange");
   const int64_t n = t.numel();
   if (n == 0) return t;
   void* p = t.data_ptr();
@@ -201,7 +204,7 @@ Tensor arange(int64_t stop, DType dtype) {
 
 Tensor linspace(double start, double stop, int64_t num_, DType dtype) {
   if (num_ < 0) throw ValueError("linspace: num must be non-negative, got " + std::to_string(num_));
-  Tensor t = Tensor::empty({num_}, dtype);
+  Tensor t = alloc({num_}, dtype, Device::cpu(), "linspace");
   if (num_ == 0) return t;
   // numpy: y = i * step + start in float64, y[-1] = stop; integer dtypes
   // take floor(y) (numpy >= 1.20).
@@ -219,6 +222,7 @@ Tensor eye(int64_t n, std::optional<int64_t> m, DType dtype) {
   const int64_t cols = m.value_or(n);
   if (n < 0 || cols < 0)
     throw ValueError("eye: sizes must be non-negative, got n=" + std::to_string(n) + ", m=" + std::to_string(cols));
+  checked_numel({n, cols}, "eye");
   Tensor t = zeros({n, cols}, dtype);
   const int64_t d = std::min(n, cols);
   if (d == 0) return t;

@@ -124,6 +124,7 @@ TEST_SUITE("creation") {
     CHECK_THROWS_AS(arange(0, 1e300, 1), ShapeError);
     CHECK_THROWS_AS(arange(0, 1, 1e-300), ShapeError);
     CHECK_THROWS_WITH_AS(arange(0, 1, 0), doctest::Contains("arange"), ValueError);
+    CHECK_THROWS_WITH_AS(arange(int64_t(1) << 62), doctest::Contains("arange"), ShapeError);
   }
 
   TEST_CASE("linspace follows numpy") {
@@ -145,6 +146,7 @@ TEST_SUITE("creation") {
     CHECK(linspace(-1, 0, 4, DType::int32).to_vector<int32_t>() == std::vector<int32_t>{-1, -1, -1, 0});
     CHECK(linspace(0, 1, 3).dtype() == DType::float32);
     CHECK_THROWS_AS(linspace(0, 1, -1), ValueError);
+    CHECK_THROWS_WITH_AS(linspace(0, 1, int64_t(1) << 62, DType::float64), doctest::Contains("linspace"), ShapeError);
   }
 
   TEST_CASE("eye") {
@@ -157,6 +159,7 @@ TEST_SUITE("creation") {
     CHECK(eye(2, 0).numel() == 0);
     CHECK_THROWS_AS(eye(-1), ValueError);
     CHECK_THROWS_AS(eye(2, -2), ValueError);
+    CHECK_THROWS_WITH_AS(eye(int64_t(1) << 40), doctest::Contains("eye"), ShapeError);
   }
 
   TEST_CASE("tensor(...) from initializer lists") {

@@ -149,12 +149,13 @@ int compare(OpId op, const std::vector<Tensor>& in, const std::string& what, con
   std::vector<std::vector<int64_t>> idx(k);
   bool int_path = op != OpId::Cast && op_info(op).category != OpCategory::Ternary;
   for (size_t j = 0; j < k; ++j) {
-    auto cd = op == OpId::Cast ? std::optional<DType>(ds[j]) : compute_dtype(op, int(j), ds, od);
+    // Cast reads its source raw (exactly, as int64, for integer sources).
+    auto cd = op == OpId::Cast ? std::nullopt : compute_dtype(op, int(j), ds, od);
     dv[j] = kt::values(in[j]);
     if (cd)
       for (double& x : dv[j]) x = ref_cast(x, *cd);
-    if (cd && !is_floating(*cd)) iv[j] = in[j].to_vector<int64_t>();
-    else int_path = false;
+    if (cd ? !is_floating(*cd) : !is_floating(ds[j])) iv[j] = in[j].to_vector<int64_t>();
+    if (!cd || is_floating(*cd)) int_path = false;
     idx[j] = broadcast_index(in[j].shape(), shape);
   }
 

@@ -65,6 +65,29 @@ TEST_SUITE("random") {
     }
   }
 
+  TEST_CASE("draws are built from the documented Philox words") {
+    // float32 uniform in [0, 1): element i is the top 24 bits of word i % 4
+    // of block i / 4 (counter = block index, key = seed), times 2^-24.
+    random::Generator g(0x0123456789abcdefULL);
+    std::vector<float> u = random::uniform({1001}, 0.0, 1.0, DType::float32, &g).to_vector<float>();
+    int bad = 0;
+    for (int64_t i = 0; i < 1001; ++i) {
+      uint32_t w[4];
+      random::philox4x32(uint64_t(i / 4), 0, 0x0123456789abcdefULL, w);
+      bad += u[i] != float(w[i % 4] >> 8) * 0x1.0p-24f;
+    }
+    CHECK(bad == 0);
+    // float64: 27 + 26 bits of words 2k, 2k+1 of block i / 2; this draw
+    // starts after the 251 blocks above (offset 1004 words -> block 251).
+    std::vector<double> d = random::uniform({7}, 0.0, 1.0, DType::float64, &g).to_vector<double>();
+    for (int64_t i = 0; i < 7; ++i) {
+      uint32_t w[4];
+      random::philox4x32(uint64_t(251 + i / 2), 0, 0x0123456789abcdefULL, w);
+      const int k = int(i % 2);
+      CHECK(d[i] == (double(w[2 * k] >> 5) * 67108864.0 + double(w[2 * k + 1] >> 6)) * 0x1.0p-53);
+    }
+  }
+
   TEST_CASE("uniform: range, dtype and statistics") {
     for (DType d : kFloats) {
       CAPTURE(d);

@@ -40,12 +40,28 @@ bool all_identity(const Tensor& c, Identity want) {
   });
 }
 
+// Per (constant value, identity) whether all_identity holds, computed once:
+// a large constant used by many nodes is scanned once, not once per use.
+class IdentityCache {
+ public:
+  explicit IdentityCache(size_t values) : known_(3 * values, 0) {}
+  bool all(const Node& constant, int32_t value, Identity want) {
+    uint8_t& k = known_[3 * static_cast<size_t>(value) + static_cast<size_t>(want)];
+    if (k == 0) k = all_identity(constant.data, want) ? 2 : 1;
+    return k == 2;
+  }
+
+ private:
+  std::vector<uint8_t> known_;  // 0 unknown, 1 no, 2 yes
+};
+
 // `which` is a constant of identity elements and `other` keeps the result type.
-bool is_identity_operand(detail::Rewriter& rw, int32_t which, int32_t other, int32_t result, Identity want) {
+bool is_identity_operand(detail::Rewriter& rw, IdentityCache& cache, int32_t which, int32_t other, int32_t result,
+                         Identity want) {
   const Graph& g = rw.graph();
   if (!(g.type(other) == g.type(result))) return false;  // checked first: cheap, and no promotion/broadcast lost
   const Node& p = rw.producer(which);
-  return p.kind == NodeKind::constant && all_identity(p.data, want);
+  return p.kind == NodeKind::constant && cache.all(p, which, want);
 }
 
 bool is_op(const Node& n, OpId op) { return n.kind == NodeKind::op && n.op == op; }
@@ -79,27 +95,27 @@ Tensor filled_like(const Tensor& c, const TensorType& t) {
 }
 
 // Rewrites node i if a rule applies.
-void simplify(detail::Rewriter& rw, size_t i) {
+void simplify(detail::Rewriter& rw, IdentityCache& ids, size_t i) {
   const Graph& g = rw.graph();
   Node& n = rw.nodes()[i];
   if (n.kind != NodeKind::op) return;
   const int32_t out = n.outputs[0];
   switch (n.op) {
     case OpId::Mul:
-      if (is_identity_operand(rw, n.inputs[1], n.inputs[0], out, Identity::one)) rw.replace(i, n.inputs[0]);
-      else if (is_identity_operand(rw, n.inputs[0], n.inputs[1], out, Identity::one)) rw.replace(i, n.inputs[1]);
+      if (is_identity_operand(rw, ids, n.inputs[1], n.inputs[0], out, Identity::one)) rw.replace(i, n.inputs[0]);
+      else if (is_identity_operand(rw, ids, n.inputs[0], n.inputs[1], out, Identity::one)) rw.replace(i, n.inputs[1]);
       return;
     case OpId::Add:
-      if (is_identity_operand(rw, n.inputs[1], n.inputs[0], out, Identity::int_zero_or_neg_zero))
+      if (is_identity_operand(rw, ids, n.inputs[1], n.inputs[0], out, Identity::int_zero_or_neg_zero))
         rw.replace(i, n.inputs[0]);
-      else if (is_identity_operand(rw, n.inputs[0], n.inputs[1], out, Identity::int_zero_or_neg_zero))
+      else if (is_identity_operand(rw, ids, n.inputs[0], n.inputs[1], out, Identity::int_zero_or_neg_zero))
         rw.replace(i, n.inputs[1]);
       return;
     case OpId::Sub:
-      if (is_identity_operand(rw, n.inputs[1], n.inputs[0], out, Identity::pos_zero)) rw.replace(i, n.inputs[0]);
+      if (is_identity_operand(rw, ids, n.inputs[1], n.inputs[0], out, Identity::pos_zero)) rw.replace(i, n.inputs[0]);
       return;
     case OpId::Div:
-      if (is_identity_operand(rw, n.inputs[1], n.inputs[0], out, Identity::one)) rw.replace(i, n.inputs[0]);
+      if (is_identity_operand(rw, ids, n.inputs[1], n.inputs[0], out, Identity::one)) rw.replace(i, n.inputs[0]);
       return;
     case OpId::Neg: {
       const Node& p = rw.producer(n.inputs[0]);
@@ -156,9 +172,10 @@ void simplify(detail::Rewriter& rw, size_t i) {
 
 bool detail::run_algebraic_simplification(Graph& g) {
   Rewriter rw(g);
+  IdentityCache ids(g.num_values());
   for (size_t i = 0; i < rw.nodes().size(); ++i) {
     rw.read_inputs(i);
-    simplify(rw, i);
+    simplify(rw, ids, i);
   }
   return rw.commit();
 }

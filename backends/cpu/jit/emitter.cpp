@@ -455,11 +455,15 @@ void Gen::run() {
   cc_.add(i_, c.L);
   cc_.jmp(L_loop);
 
-  // tail: copy the outputs back
+  // tail: copy the outputs back (those the program writes)
   cc_.bind(L_out);
   {
+    std::vector<bool> stored(nops, false);
+    for (const Instr& in : p_.code)
+      if (in.kind == Instr::Kind::store) stored[in.arg] = true;
     x86::Gp nb = cc_.newIntPtr();
     for (int k = 0; k < p_.num_outputs; ++k) {
+      if (!stored[k]) continue;
       cc_.mov(nb, rem);
       cc_.imul(nb, nb, isz(k));
       copy_bytes(orig[k], P_[k], nb);

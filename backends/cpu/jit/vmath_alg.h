@@ -21,6 +21,7 @@
 //   the rounding error of 1+x as (x - (u-1))/u.
 // - tanh: -m / (m + 2) with m = expm1(-2|x|) from the exp reduction (one
 //   division, no branch); sign put back last so tanh(-0) = -0.
+// - atanh: log1p(2|x| / (1 - |x|)) / 2, sign put back last.
 // - sigmoid, silu, gelu_tanh: e^{-|x|} = p 2^k from the exp reduction; the
 //   quotient is formed on p and scaled by 2^k last, so tiny (subnormal)
 //   results keep their accuracy.
@@ -58,10 +59,6 @@ inline constexpr float kExpP[] = {5.000000000e-01f, 1.666666567e-01f, 4.16662916
 // log(1+f) = f - f^2/2 + f^3 (c0 + ... + c7 f^7), f in [sqrt(.5)-1, sqrt(2)-1] (rel. 6.4e-9)
 inline constexpr float kLogP[] = {3.333333135e-01f,  -2.500082552e-01f, 2.000123560e-01f,  -1.662314385e-01f,
                                   1.420137286e-01f, -1.316201687e-01f, 1.276540160e-01f, -7.634320855e-02f};
-// tanh(x) = x + x^3 (c0 + c1 z + ... + c5 z^5), z = x^2, |x| < 0.625 (rel. 2.4e-9)
-inline constexpr float kTanhP[] = {-3.333333135e-01f, 1.333320439e-01f, -5.394652113e-02f,
-                                   2.169931680e-02f, -8.173852228e-03f, 2.139614429e-03f};
-inline constexpr float kTanhSmall = 0.625f;
 // sin(r) = r + r^3 (s0 + s1 z + s2 z^2 + s3 z^3), cos(r) = 1 - z/2 + z^2 (c0 + ... + c3 z^3), |r| <= pi/4
 inline constexpr float kSinP[] = {-1.666666716e-01f, 8.333329111e-03f, -1.983930415e-04f, 2.718046517e-06f};
 inline constexpr float kCosP[] = {4.166666791e-02f, -1.388888340e-03f, 2.479945215e-05f, -2.720504426e-07f};
