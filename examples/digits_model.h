@@ -50,6 +50,7 @@ inline constexpr int64_t kInputs = 64, kHidden = 128, kClasses = 10;
 inline constexpr float kMaxPixel = 16.0f;
 /// Largest |eager - compiled| weight difference allowed after one epoch on
 /// the test's slice in the default (non-strict) mode; see the file comment.
+/// Measured (AVX-512 machine): ~1e-7 after one full epoch, 7e-7 after 30.
 inline constexpr double kEagerCompiledTolerance = 1e-5;
 
 /// SGD hyper-parameters: v = momentum * v + grad; w = w - lr * v.

@@ -130,8 +130,8 @@ CsvTable read_csv_dataset(const std::string& path, int64_t num_label_classes) {
       columns = n;
       first_line = line_no;
     } else if (n != columns) {
-      fail_at(path, line_no, std::to_string(n) + " columns, expected " + std::to_string(columns) + " (as on line " +
-                                 std::to_string(first_line) + ")");
+      fail_at(path, line_no, std::to_string(n) + (n == 1 ? " column" : " columns") + ", expected " +
+                                 std::to_string(columns) + " (as on line " + std::to_string(first_line) + ")");
     }
 
     for (int64_t c = 0; c < n; ++c) {

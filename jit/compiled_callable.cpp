@@ -32,7 +32,6 @@ CompiledCallable::CompiledCallable(StagedGraph staged, std::map<std::string, Ten
   const engine::Signature sig = signature();
   auto artifact = engine::compile_graph(staged_.graph, *session_, &sig);
   model_ = std::make_shared<engine::Model>(artifact, weights_);
-  for (const auto& l : staged_.in_layouts) needs_copy_.push_back(!l.is_contiguous());
 }
 
 // ---- export and rebuilding ----------------------------------------------------------------
@@ -80,7 +79,6 @@ CompiledCallable::CompiledCallable(FromParts, StagedGraph staged, std::map<std::
       weights_(std::move(weights)),
       session_(session ? std::move(session) : InferenceSession::default_session()),
       model_(std::move(model)) {
-  for (const auto& l : staged_.in_layouts) needs_copy_.push_back(!l.is_contiguous());
 }
 
 CompiledCallable CompiledCallable::from_compiled(std::shared_ptr<const engine::CompiledModel> artifact,
@@ -156,7 +154,7 @@ CallResult CompiledCallable::call_flat(const std::vector<Tensor>& leaves, const 
     if (got.dtype != w.dtype || got.shape != w.shape || !(got.device == w.device) ||
         got.stride_class != w.stride_class)
       throw ValueError("argument " + arg_path(paths, i) + ": expected " + layout_str(w) + ", got " + layout_str(got));
-    inputs[i] = needs_copy_[i] ? t.contiguous() : t;
+    inputs[i] = t;  // as given: op steps see eager's layouts; fused steps make their operands contiguous
   }
   check_captured();
   CallResult r;

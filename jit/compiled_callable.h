@@ -123,7 +123,6 @@ class CompiledCallable {
   std::shared_ptr<InferenceSession> session_;
   std::shared_ptr<engine::Model> model_;
   std::vector<Buffer> signal_buffers_;
-  std::vector<char> needs_copy_;  // per input: compiled for a non-contiguous class, copy first
 };
 
 struct CompileOptions {

@@ -54,10 +54,29 @@ std::unique_ptr<Graph> inline_calls(const Graph& root) {
 // ---- fusion ---------------------------------------------------------------------------------
 
 namespace {
-bool is_elementwise(const Node& n) {
+// Ops whose generated code is bitwise what the eager kernel gives (IEEE
+// correctly rounded or exact operations). In strict mode only these fuse;
+// transcendental ops then run their eager kernels.
+bool bitwise_exact(OpId op) {
+  switch (op) {
+    case OpId::Add: case OpId::Sub: case OpId::Mul: case OpId::Div: case OpId::Neg: case OpId::Abs:
+    case OpId::Maximum: case OpId::Minimum: case OpId::Equal: case OpId::NotEqual: case OpId::Less:
+    case OpId::LessEqual: case OpId::Greater: case OpId::GreaterEqual: case OpId::LogicalAnd:
+    case OpId::LogicalOr: case OpId::LogicalXor: case OpId::LogicalNot: case OpId::Where: case OpId::Clamp:
+    case OpId::Cast: case OpId::Relu: case OpId::Square: case OpId::Sqrt: case OpId::Reciprocal:
+    case OpId::Floor: case OpId::Ceil: case OpId::Trunc: case OpId::Round: case OpId::IsNan: case OpId::IsInf:
+    case OpId::IsFinite:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool is_elementwise(const Node& n, bool strict) {
   if (n.kind != NodeKind::op) return false;
   auto c = op_info(n.op).category;
-  return c == OpCategory::Unary || c == OpCategory::Binary || c == OpCategory::Ternary;
+  if (c != OpCategory::Unary && c != OpCategory::Binary && c != OpCategory::Ternary) return false;
+  return !strict || bitwise_exact(n.op);
 }
 
 struct Group {
@@ -192,7 +211,7 @@ ExecutionPlan::ExecutionPlan(std::shared_ptr<const Graph> graph, const KernelOpt
     const Node& n = g.node(i);
     if (n.kind != NodeKind::op) continue;
     const Shape& shape = g.type(n.outputs[0]).shape;
-    if (fuse && is_elementwise(n)) {
+    if (fuse && is_elementwise(n, opt.strict)) {
       int last = step_group.empty() ? -1 : step_group.back();
       bool join = false;
       if (last >= 0 && groups[last].shape == shape && groups[last].nodes.size() < 64)

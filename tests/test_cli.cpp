@@ -84,14 +84,14 @@ TEST_SUITE("cli") {
     CHECK(info.code == 0);
     CHECK(info.out.find("MEF format version 1") != std::string::npos);
     CHECK(info.out.find("arguments: (T, T)") != std::string::npos);
-    CHECK(info.out.find("0  0: float32[2, 4] cpu (contiguous)") != std::string::npos);
+    CHECK(info.out.find("  0 (0): float32[2, 4] cpu (contiguous)") != std::string::npos);
     CHECK(info.out.find("weights expected: 2") != std::string::npos);
     CHECK(info.out.find("weight: float32[3, 4] cpu") != std::string::npos);
     CHECK(info.out.find("bias: float32[3] cpu") != std::string::npos);
     CHECK(info.out.find("op counts:") != std::string::npos);
     CHECK(info.out.find("matmul: 1") != std::string::npos);
     CHECK(info.out.find("execution plan (this CPU: ") != std::string::npos);
-    CHECK(info.out.find("fusion groups") != std::string::npos);
+    CHECK(info.out.find("fusion group(s)") != std::string::npos);
 
     Run dot = kiln("dot '" + mef + "'");
     CHECK(dot.code == 0);

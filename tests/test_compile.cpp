@@ -89,7 +89,8 @@ TEST_SUITE("compile") {
     w2["bias"] = ones({3});
     CompiledCallable c2(s, w2);
     CHECK(&c1.engine_model().artifact() == &c2.engine_model().artifact());
-    kt::check_all_close(c2(x), kt::values(c1(x).tensor() + 1.0f), 1e-6, 1e-6, "rebound bias");
+    Tensor w = lin.state_dict().at("weight");
+    kt::check_all_close(c2(x), kt::values(matmul(x, transpose(w, 0, 1)) + 1.0f), 1e-6, 1e-6, "rebound bias");
   }
 
   TEST_CASE("a captured constant that changes makes the next call raise") {
@@ -110,7 +111,7 @@ TEST_SUITE("compile") {
     CHECK(jf.stats().compiles == 1);
     CHECK(jf.stats().hits == 1);
     CHECK(jf.stats().misses == 1);
-    kt::check_all_close(r1, kt::values(a * b + 1.0f), 0, 0, "jit result");
+    kt::check_all_close(r1, kt::values(a * b + 1.0f), 1e-6, 1e-7, "jit result");  // a*b+1 may contract to FMA
     Tensor c = random::normal({16, 64});
     jf(c, c);
     CHECK(jf.stats().compiles == 2);

@@ -139,7 +139,7 @@ TEST_SUITE("digits") {
                          doctest::Contains("the file is empty"), IoError);
     // Errors inside a gzip file name the line too.
     CHECK_THROWS_WITH_AS(read_csv_dataset(tmp.write_gzip("ragged.gz", "1,2\n3\n"), 10),
-                         doctest::Contains("line 2: 1 columns, expected 2"), IoError);
+                         doctest::Contains("line 2: 1 column, expected 2 (as on line 1)"), IoError);
 
     // A truncated gzip stream (the tail cut off) and a corrupt one.
     std::string whole = tmp.write_gzip("whole.gz", synthetic_digits_csv(50));

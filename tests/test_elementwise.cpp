@@ -219,7 +219,7 @@ std::string label(OpId op, const std::vector<Tensor>& in, const char* view) {
 }
 
 const std::vector<Shape>& unary_shapes() {
-  static const std::vector<Shape> v = {{}, {0}, {1}, {5}, {3, 1, 4}, {2, 0, 3}, {4, 7}, {2, 3, 5}, {1100}};
+  static const std::vector<Shape> v = {{}, {0}, {1}, {5}, {3, 1, 4}, {2, 0, 3}, {4, 7}, {2, 3, 5}, {600}};
   return v;
 }
 
@@ -227,7 +227,7 @@ const std::vector<std::pair<Shape, Shape>>& binary_shapes() {
   static const std::vector<std::pair<Shape, Shape>> v = {
       {{}, {}},       {{5}, {5}},        {{0}, {0}},          {{1}, {1}},          {{3, 1}, {1, 4}},
       {{4}, {2, 3, 4}}, {{}, {3}},       {{3}, {}},           {{2, 0, 3}, {3}},    {{3, 1, 4}, {3, 5, 1}},
-      {{2, 3}, {2, 3}}, {{2, 1, 3}, {2, 4, 3}}, {{1100}, {1100}}, {{7, 300}, {300}}, {{600}, {}}};
+      {{2, 3}, {2, 3}}, {{2, 1, 3}, {2, 4, 3}}, {{600}, {600}}, {{7, 300}, {300}}, {{600}, {}}};
   return v;
 }
 
@@ -272,9 +272,9 @@ int check_unary_op(OpId op) {
         cases += compare(op, {e}, label(op, {e}, "int edges"), attrs);
       }
       if (big_dtype(d) && !is_cast) {
-        Tensor big = gen(op, 0, {70000}, d, ++seed);
+        Tensor big = gen(op, 0, {40000}, d, ++seed);
         cases += compare(op, {big}, label(op, {big}, "big"), attrs);
-        Tensor mat = gen(op, 0, {300, 250}, d, ++seed);
+        Tensor mat = gen(op, 0, {200, 180}, d, ++seed);
         cases += compare(op, {relayout(mat, ViewKind::transposed)}, label(op, {mat}, "big transposed"), attrs);
       }
     }
@@ -320,11 +320,11 @@ int check_binary_op(OpId op) {
       cases += compare(op, {a, b}, label(op, {a, b}, "int edges"));
     }
     if (big_dtype(d)) {
-      Tensor a = gen(op, 0, {70000}, d, ++seed), b = gen(op, 1, {70000}, d, ++seed);
+      Tensor a = gen(op, 0, {40000}, d, ++seed), b = gen(op, 1, {40000}, d, ++seed);
       cases += compare(op, {a, b}, label(op, {a, b}, "big"));
       Tensor s = gen(op, 1, {}, d, ++seed);
       cases += compare(op, {a, s}, label(op, {a, s}, "big scalar"));
-      Tensor m = gen(op, 0, {300, 250}, d, ++seed), r = gen(op, 1, {250}, d, ++seed);
+      Tensor m = gen(op, 0, {200, 180}, d, ++seed), r = gen(op, 1, {180}, d, ++seed);
       cases += compare(op, {relayout(m, ViewKind::transposed), r}, label(op, {m, r}, "big transposed"));
     }
   }
@@ -348,7 +348,7 @@ int check_ternary_op(OpId op) {
   const std::vector<std::array<Shape, 3>> shapes = {
       {Shape{}, Shape{}, Shape{}},          {Shape{5}, Shape{5}, Shape{5}},          {Shape{0}, Shape{0}, Shape{}},
       {Shape{3, 1, 1}, Shape{1, 4, 1}, Shape{1, 1, 5}}, {Shape{}, Shape{3}, Shape{2, 3}}, {Shape{2, 0, 3}, Shape{3}, Shape{1}},
-      {Shape{1}, Shape{4, 1}, Shape{4, 6}}, {Shape{1100}, Shape{1100}, Shape{}}, {Shape{7, 300}, Shape{300}, Shape{7, 1}}};
+      {Shape{1}, Shape{4, 1}, Shape{4, 6}}, {Shape{600}, Shape{600}, Shape{}}, {Shape{7, 300}, Shape{300}, Shape{7, 1}}};
   const std::vector<std::array<ViewKind, 3>> views = {
       {ViewKind::contiguous, ViewKind::contiguous, ViewKind::contiguous},
       {ViewKind::transposed, ViewKind::strided, ViewKind::negative},
@@ -365,7 +365,7 @@ int check_ternary_op(OpId op) {
                          label(op, {x0, x1, x2}, view_name(v[0])));
     }
     if (big_dtype(d)) {
-      Tensor x0 = gen(op, 0, {70000}, d0, ++seed), x1 = gen(op, 1, {70000}, d, ++seed), x2 = gen(op, 2, {}, d, ++seed);
+      Tensor x0 = gen(op, 0, {40000}, d0, ++seed), x1 = gen(op, 1, {40000}, d, ++seed), x2 = gen(op, 2, {}, d, ++seed);
       cases += compare(op, {x0, x1, x2}, label(op, {x0, x1, x2}, "big"));
     }
   }

@@ -197,7 +197,7 @@ void fuzz(bool strict) {
         if (!ok) {
           ++failures;
           FAIL_CHECK("seed " << seed << " output " << k << " element " << i << ": compiled " << gv[i] << " eager "
-                             << ev[i] << (strict ? " (strict: must be bitwise equal)" : ""));
+                             << ev[i] << std::string(strict ? " (strict: must be bitwise equal)" : ""));
           break;
         }
       }

@@ -111,12 +111,12 @@ int cmd_info(const Args& a) {
   std::cout << "arguments: " << s.in_tree.str() << "\n";
   auto paths = s.in_tree.leaf_paths();
   for (size_t i = 0; i < s.in_layouts.size(); ++i)
-    std::cout << "  " << i << "  " << (i < paths.size() && !paths[i].empty() ? paths[i] : "0") << ": "
+    std::cout << "  " << i << " (" << (i < paths.size() && !paths[i].empty() ? paths[i] : "0") << "): "
               << layout_str(s.in_layouts[i]) << "\n";
   std::cout << "results:   " << s.out_tree.str() << "\n";
   auto opaths = s.out_tree.leaf_paths();
   for (size_t i = 0; i < s.out_layouts.size(); ++i)
-    std::cout << "  " << i << "  " << (i < opaths.size() && !opaths[i].empty() ? opaths[i] : "0") << ": "
+    std::cout << "  " << i << " (" << (i < opaths.size() && !opaths[i].empty() ? opaths[i] : "0") << "): "
               << TensorType(s.out_layouts[i]).str() << "\n";
   const auto& w = art->weight_slots();
   std::cout << "weights expected: " << w.size() << "\n";
@@ -127,7 +127,7 @@ int cmd_info(const Args& a) {
   int fused = 0;
   for (const auto& st : plan.steps()) fused += st.kind == codegen::PlanStep::Kind::fused;
   std::cout << "execution plan (this CPU: " << codegen::cpu_target_name(codegen::detect_cpu_target())
-            << "): " << plan.steps().size() << " steps, " << fused << " fusion groups, " << plan.code_bytes()
+            << "): " << plan.steps().size() << " steps, " << fused << " fusion group(s), " << plan.code_bytes()
             << " bytes of generated code\n";
   std::cout << plan.describe(false);
   return 0;

@@ -139,6 +139,8 @@ void LazyRealizationContext::realize_all() {
     throw RealizationError(
         "realize: can't realize a tensor before its realization context is completed (leave the kiln::lazy() scope "
         "first)");
+  // The states released below may hold the last reference to this context.
+  auto self = weak_from_this().lock();
   Graph& g = *graph_;
   // Live tensors still waiting for a value; dead ones are simply dropped.
   std::vector<std::shared_ptr<detail::TensorImpl>> live;

@@ -106,7 +106,7 @@ void launch(const std::array<const Tensor*, N>& ops, InnerFn inner) {
     for (int k = 0; k < N && flat; ++k) {
       const Tensor& t = *ops[k];
       const int64_t tn = t.numel();
-      if (tn == 1 && k > 0) st[k] = 0;
+      if (tn == 1 && k > 0 && n > 1) st[k] = 0;
       else if (tn == n && t.is_contiguous()) st[k] = static_cast<int64_t>(t.itemsize());
       else flat = false;
       p[k] = static_cast<char*>(t.data_ptr());

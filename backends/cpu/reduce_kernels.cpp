@@ -161,7 +161,7 @@ struct ArgOp {
   using Acc = ArgAcc<C>;
   static constexpr bool kLanes = false;
   static Acc init() { return {C(0), -1}; }
-  static bool beats(C x, C best) { return (kMax ? x > best : x < best) || (is_nan(x) && !is_nan(best)); }
+  static bool beats(C x, C best) { return (kMax ? x >= best : x <= best) || (is_nan(x) && !is_nan(best)); }
   static void step(Acc& a, In v, int64_t i) {
     C x = detail::convert<C>(v);
     if (a.i < 0 || beats(x, a.v)) a = {x, i};
@@ -181,10 +181,11 @@ typename Op::Acc reduce_run(const char* p, int64_t st, int64_t n, int64_t i0) {
   using In = typename Op::In;
   using Acc = typename Op::Acc;
   if constexpr (Op::kLanes) {
-    if (st == static_cast<int64_t>(sizeof(In))) {
-      // Independent lanes (a fixed interleaving) let the compiler vectorise
-      // without reassociating; lanes are then folded pairwise.
-      constexpr int kL = std::max<int>(8, static_cast<int>(128 / sizeof(Acc)));
+    // Independent lanes (a fixed interleaving) let the compiler vectorise
+    // without reassociating; lanes are then folded pairwise. Short runs go
+    // straight to the sequential loop.
+    constexpr int kL = std::max<int>(8, static_cast<int>(128 / sizeof(Acc)));
+    if (st == static_cast<int64_t>(sizeof(In)) && n >= kL) {
       const In* q = reinterpret_cast<const In*>(p);
       Acc lane[kL];
       for (int l = 0; l < kL; ++l) lane[l] = Op::init();

@@ -66,6 +66,12 @@ KILN_EIGEN_UNARY(GeluTanh, float,
                              .exp()))
                      .template cast<float>(),
                  x < -3.0e38f)
+// GCC does not vectorise floor/ceil without -fno-trapping-math; Eigen uses
+// vrndscale directly (exact, keeps -0 and NaN). (Eigen 3.4 has no trunc.)
+KILN_EIGEN_UNARY(Floor, float, x.floor(), false)
+KILN_EIGEN_UNARY(Floor, double, x.floor(), false)
+KILN_EIGEN_UNARY(Ceil, float, x.ceil(), false)
+KILN_EIGEN_UNARY(Ceil, double, x.ceil(), false)
 #undef KILN_EIGEN_UNARY
 
 /// Eigen is applied in sub-blocks so the slow-input check rereads x from L1.

@@ -23,8 +23,10 @@ void dead_code_elimination(Graph& g);
 /// Merges op nodes with the same op, the same (already merged) inputs and
 /// equal attributes (the scalar compared bit by bit, so pad with -0.0 and
 /// pad with 0.0 stay apart), and constants with equal dtype, shape, device
-/// and bytes. Later duplicates read the first occurrence; DCE removes
-/// nothing else. Inputs, weights and calls are never merged.
+/// and bytes. A later duplicate is removed and its uses read the first
+/// occurrence; nothing else is removed (that is DCE's job). Inputs, weights
+/// and calls are never merged, and operands are not reordered (a + b and
+/// b + a stay apart: NaN payloads would differ).
 void common_subexpression_elimination(Graph& g);
 
 /// Replaces each op node whose inputs are all constants and whose result has
