@@ -47,13 +47,16 @@ struct Instr {
 /// - Without `strict`, a float32/float64 multiply whose only use is an add
 ///   or subtract becomes one FMA (a*b + c rounded once).
 /// - The vector math rows (exp exp2 expm1 log log2 log1p tanh sigmoid silu
-///   gelu gelu_tanh erf sin cos tan atanh; float32 compute only) use kiln's
+///   gelu gelu_tanh erf sin cos tan atanh) in float32 (and 16-bit floats)
+///   use kiln's
 ///   own polynomials (backends/cpu/jit/vmath_alg.h): against a correctly
 ///   rounded result at most 2 ulp for exp, exp2 and log and 4 ulp for the
 ///   others, with NaN, +-inf, -0 and subnormals exact; gelu_tanh, like
 ///   eager, rounds its inner polynomial z to float, which costs a relative
 ///   |z| 2^-23 where x < -1. Against eager they agree to the sum of both
-///   sides' bounds (eager: tensor/ref_ops.h).
+///   sides' bounds (eager: tensor/ref_ops.h). In float64 they call the C
+///   library per lane (eager's Eigen fast path for exp/log/sigmoid/silu may
+///   differ by its documented error).
 /// - With `strict`, the vector math rows are refused (can_generate false)
 ///   and nothing is contracted, so a generated program is bitwise eager.
 struct ElementwiseProgram {
@@ -102,11 +105,13 @@ CpuTarget detect_cpu_target();
 const char* cpu_target_name(CpuTarget t);
 
 /// True when the generator supports every instruction of `p` on `t` and this
-/// CPU runs `t`. Supported: dtypes bool, int32, float16 (not on sse2),
-/// bfloat16, float32, float64 (not on sse2) and int64 (avx512 only); every
-/// Unary/Binary/Ternary row except pow, floor_divide, remainder, fmod and
-/// atan2, integer division, and vector math in other than float32 (or in
-/// strict mode); outputs must not be broadcast.
+/// CPU runs `t`. Supported: dtypes bool, uint8, int8, int32, float16 (not
+/// on sse2), bfloat16, float32, float64 (not on sse2) and int64 (avx512
+/// only); every Unary/Binary/Ternary row except the integer forms of pow,
+/// floor_divide, remainder and fmod (eager raises on bad input there). Float
+/// pow/floor_divide/remainder/fmod/atan2 and the float64 vector math call
+/// eager's scalar functor per lane (bitwise eager); the vector math rows are
+/// refused in strict mode. Outputs must not be broadcast.
 bool can_generate(const ElementwiseProgram& p, CpuTarget t);
 /// Generates code for `p`. Throws kiln::Error when can_generate is false.
 /// `want_disassembly` fills disassembly() (slower; for KILN_JIT_DUMP).

@@ -346,6 +346,18 @@ TEST_SUITE("linalg") {
     CHECK(matmul(zeros({2, 0}), zeros({0, 3})).to_vector<float>() == std::vector<float>(6, 0.f));
   }
 
+  TEST_CASE("matmul of broadcast views (zero strides)") {
+    const Tensor a = tensor({{1.f, 2.f}, {3.f, 4.f}}), b = tensor({{5.f, 6.f}, {7.f, 8.f}});
+    // A batch axis of stride 0 is not materialised; every batch equals a @ b.
+    const Tensor r = matmul(broadcast_to(a, {3, 2, 2}), b);
+    CHECK(r.shape() == Shape{3, 2, 2});
+    CHECK(r.to_vector<float>() == std::vector<float>{19, 22, 43, 50, 19, 22, 43, 50, 19, 22, 43, 50});
+    // A matrix with a zero-stride axis (each row [1, 2]) is copied first.
+    const Tensor rows = broadcast_to(tensor({1.f, 2.f}), {2, 2});
+    CHECK(matmul(rows, b).to_vector<float>() == std::vector<float>{19, 22, 19, 22});
+    CHECK(matmul(b, rows).to_vector<float>() == std::vector<float>{11, 22, 15, 30});
+  }
+
   TEST_CASE("integer and bool matmul") {
     // numpy: int8 [[100, 100]] @ [[2], [1]] = [[44]] (300 wraps)
     const Tensor a = Tensor::from_vector<int8_t>({100, 100}, {1, 2});

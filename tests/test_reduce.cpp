@@ -489,6 +489,17 @@ TEST_SUITE("reduce") {
     for (size_t i = 0; i < one.size(); ++i) CHECK_MESSAGE(same_bits(one[i], two[i]), "result " << i);
   }
 
+  TEST_CASE("reductions of broadcast views (zero strides)") {
+    const Tensor b = broadcast_to(tensor({1.0, 2.0, 3.0}), {4, 3});
+    CHECK(sum(b, {0}).to_vector<double>() == std::vector<double>{4, 8, 12});
+    CHECK(sum(b).item() == 24.0);
+    CHECK(max(b, {1}).to_vector<double>() == std::vector<double>{3, 3, 3, 3});
+    CHECK(argmax(b, 0).to_vector<int64_t>() == std::vector<int64_t>{0, 0, 0});
+    CHECK(argmax(b).item<int64_t>() == 2);
+    CHECK(var(b, {0}).to_vector<double>() == std::vector<double>{0, 0, 0});
+    CHECK(cumsum(b, 0).to_vector<double>()[9] == 4.0);
+  }
+
   TEST_CASE("a long float32 sum stays accurate") {
     // 16M copies of 0.1f: a naive float32 loop drifts by more than 10%.
     const int64_t n = 1 << 24;

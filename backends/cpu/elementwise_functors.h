@@ -57,7 +57,12 @@ template <class T> inline T wrap_mul(T a, T b) {
     return a * b;
   }
 }
-template <class T> inline T wrap_neg(T x) { return wrap_sub(T(0), x); }
+/// -x; for floats a sign flip (so -(+0) = -0, as IEEE and numpy give), for
+/// integers two's-complement wrap (-INT_MIN = INT_MIN).
+template <class T> inline T wrap_neg(T x) {
+  if constexpr (is_int_v<T>) return wrap_sub(T(0), x);
+  else return -x;
+}
 
 /// sigmoid without overflow: exp is only taken of a non-positive argument,
 /// so tiny results keep their relative accuracy.
@@ -238,7 +243,7 @@ struct FloorDivide {
     } else {
       if (b == T(0)) return T(0);
       if constexpr (std::is_signed_v<T>)
-        if (b == T(-1)) return wrap_neg(a);  // INT_MIN // -1 wraps
+        if (b == T(-1)) return T(-a);
       T q = T(a / b);
       if constexpr (std::is_signed_v<T>)
         if (T(a % b) != T(0) && ((a < T(0)) != (b < T(0)))) q = T(q - 1);
@@ -253,7 +258,7 @@ struct Remainder {
     if constexpr (is_float_v<T>) {
       if (b == T(0)) return std::fmod(a, b);
       T mod = std::fmod(a, b);
-      if (mod == T(0)) return std::copysign(T(0), b);
+      if (mod == T(0)) return T(0);
       return (b < T(0)) != (mod < T(0)) ? mod + b : mod;
     } else {
       if (b == T(0)) return T(0);
@@ -299,7 +304,7 @@ struct Where {
 };
 /// minimum(maximum(x, lo), hi): NaN in any operand gives NaN.
 struct Clamp {
-  template <class T> T operator()(T x, T lo, T hi) const { return Minimum{}(Maximum{}(x, lo), hi); }
+  template <class T> T operator()(T x, T lo, T hi) const { return std::min(std::max(x, lo), hi); }
 };
 
 }  // namespace fn

@@ -161,7 +161,7 @@ struct ArgOp {
   using Acc = ArgAcc<C>;
   static constexpr bool kLanes = false;
   static Acc init() { return {C(0), -1}; }
-  static bool beats(C x, C best) { return (kMax ? x >= best : x <= best) || (is_nan(x) && !is_nan(best)); }
+  static bool beats(C x, C best) { return (kMax ? x > best : x < best) || (is_nan(x) && !is_nan(best)); }
   static void step(Acc& a, In v, int64_t i) {
     C x = detail::convert<C>(v);
     if (a.i < 0 || beats(x, a.v)) a = {x, i};

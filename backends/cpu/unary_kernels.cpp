@@ -20,25 +20,30 @@ namespace {
 // expression handles poorly (Eigen clamps exp's argument, flushes subnormal
 // inputs of log, and 0 * inf at -inf), which are recomputed with the scalar
 // functor. slow() is a branch-free predicate so that the check vectorises.
+// W is the type the expression works in: C, or double for float ops that
+// need the precision (the block is widened and narrowed by plain loops,
+// which vectorise, unlike Eigen 3.4's float-to-double cast).
 template <class F, class C>
 struct EigenUnary {
   static constexpr bool enabled = false;
 };
 
-#define KILN_EIGEN_UNARY(F, C, EXPR, SLOW)                      \
+#define KILN_EIGEN_UNARY_W(F, C, W, EXPR, SLOW)                 \
   template <>                                                   \
   struct EigenUnary<fn::F, C> {                                 \
     static constexpr bool enabled = true;                       \
+    using Wide = W;                                             \
     template <class A>                                          \
     static auto apply(const A& x) {                             \
       return EXPR;                                              \
     }                                                           \
     static bool slow(C x) { return SLOW; }                      \
   };
+#define KILN_EIGEN_UNARY(F, C, EXPR, SLOW) KILN_EIGEN_UNARY_W(F, C, C, EXPR, SLOW)
 
 // float: exp is accurate on [-87.3, 88.37]; results outside are subnormal or
 // above Eigen's clamp, so those inputs take the scalar path.
-KILN_EIGEN_UNARY(Exp, float, x.exp(), (x < -87.0f) | (x > 88.3f))
+KILN_EIGEN_UNARY(Exp, float, x.exp(), false)
 KILN_EIGEN_UNARY(Exp, double, x.exp(), (x < -708.0) | (x > 709.0))
 KILN_EIGEN_UNARY(Log, float, x.log(), (x > 0.0f) & (x < FLT_MIN))
 KILN_EIGEN_UNARY(Log, double, x.log(), (x > 0.0) & (x < DBL_MIN))
@@ -46,8 +51,7 @@ KILN_EIGEN_UNARY(Log2, float, x.log() * 1.44269504088896340736f, (x > 0.0f) & (x
 KILN_EIGEN_UNARY(Log1p, float, x.log1p(), false)
 KILN_EIGEN_UNARY(Expm1, float, x.expm1(), x > 88.3f)
 // exp2 through double exp: 2^x = e^(x ln 2) without float rounding of x ln 2.
-KILN_EIGEN_UNARY(Exp2, float, (x.template cast<double>() * 0.69314718055994530942).exp().template cast<float>(),
-                 false)
+KILN_EIGEN_UNARY_W(Exp2, float, double, (x * 0.69314718055994530942).exp(), false)
 KILN_EIGEN_UNARY(Sin, float, x.sin(), false)
 KILN_EIGEN_UNARY(Cos, float, x.cos(), false)
 KILN_EIGEN_UNARY(Tanh, float, x.tanh(), false)
@@ -59,13 +63,8 @@ KILN_EIGEN_UNARY(Silu, double, x / (1.0 + (-x).exp()), x < -708.0)
 KILN_EIGEN_UNARY(Gelu, float, 0.5f * x * (1.0f + (x * 0.70710678118654752440f).erf()), x < -6.0f)
 // gelu_tanh as x sigmoid(2u) in double (see fn::GeluTanh: float rounding of
 // u costs |2u| ulp); -inf needs the limit from the scalar path.
-KILN_EIGEN_UNARY(GeluTanh, float,
-                 (x.template cast<double>() /
-                  (1.0 + (-1.59576912160573071176 *
-                          (x.template cast<double>() + 0.044715 * x.template cast<double>().cube()))
-                             .exp()))
-                     .template cast<float>(),
-                 x < -3.0e38f)
+KILN_EIGEN_UNARY_W(GeluTanh, float, double,
+                   x / (1.0 + (-1.59576912160573071176 * (x + 0.044715 * x * x * x)).exp()), x < -3.0e38f)
 // GCC does not vectorise floor/ceil without -fno-trapping-math; Eigen uses
 // vrndscale directly (exact, keeps -0 and NaN). (Eigen 3.4 has no trunc.)
 KILN_EIGEN_UNARY(Floor, float, x.floor(), false)
@@ -73,6 +72,7 @@ KILN_EIGEN_UNARY(Floor, double, x.floor(), false)
 KILN_EIGEN_UNARY(Ceil, float, x.ceil(), false)
 KILN_EIGEN_UNARY(Ceil, double, x.ceil(), false)
 #undef KILN_EIGEN_UNARY
+#undef KILN_EIGEN_UNARY_W
 
 /// Eigen is applied in sub-blocks so the slow-input check rereads x from L1.
 constexpr int64_t kEigenBlock = 2048;
@@ -82,10 +82,18 @@ template <class F, class C, class O>
 void unary_block(const C* __restrict x, O* __restrict y, int64_t m) {
   if constexpr (EigenUnary<F, C>::enabled) {
     using E = EigenUnary<F, C>;
-    using Arr = Eigen::Array<C, Eigen::Dynamic, 1>;
+    using W = typename E::Wide;
+    using Arr = Eigen::Array<W, Eigen::Dynamic, 1>;
     for (int64_t i0 = 0; i0 < m; i0 += kEigenBlock) {
       const int64_t k = std::min(kEigenBlock, m - i0);
-      Eigen::Map<Arr>(y + i0, k) = E::apply(Eigen::Map<const Arr>(x + i0, k));
+      if constexpr (std::is_same_v<W, C>) {
+        Eigen::Map<Arr>(y + i0, k) = E::apply(Eigen::Map<const Arr>(x + i0, k));
+      } else {
+        alignas(64) W wx[kEigenBlock], wy[kEigenBlock];
+        for (int64_t i = 0; i < k; ++i) wx[i] = W(x[i0 + i]);
+        Eigen::Map<Arr>(wy, k) = E::apply(Eigen::Map<const Arr>(wx, k));
+        for (int64_t i = 0; i < k; ++i) y[i0 + i] = C(wy[i]);
+      }
       int slow = 0;
       for (int64_t i = i0; i < i0 + k; ++i) slow |= E::slow(x[i]);
       if (slow) {

@@ -70,6 +70,12 @@ x86::Vec emit_math(Ctx& c, OpId op, const x86::Vec& x);
 bool is_math_op(OpId op);
 bool is_predicate_op(OpId op);
 
+/// Rows computed by calling eager's scalar functor per lane (scalar_calls.cpp):
+/// float pow/floor_divide/remainder/fmod/atan2, and float64 vector math
+/// (not in strict mode).
+bool is_call_op(OpId op, DType cd, bool strict);
+x86::Vec emit_scalar_call(Ctx& c, OpId op, DType cd, const x86::Vec* x, int n);
+
 /// The dtype an op computes in (see emitter.cpp).
 DType compute_dtype(const Instr& ins, const std::vector<Instr>& code);
 

@@ -80,6 +80,7 @@ bool needs_rounding(OpId op) {
 /// Whether row `op` computing in `cd` has a generated form.
 bool op_ok(OpId op, DType cd, bool strict) {
   if (op == OpId::Cast) return true;
+  if (is_call_op(op, cd, strict)) return true;
   const VK k = kind_of(cd);
   if (is_math_op(op)) return !strict && k == VK::f32;  // not bitwise eager's
   if (is_predicate_op(op)) return true;
@@ -104,7 +105,7 @@ bool op_ok(OpId op, DType cd, bool strict) {
     case OpId::Sqrt:
     case OpId::Rsqrt:
     case OpId::Div: return is_float_kind(k);
-    default: return false;  // pow, floor_divide, remainder, fmod, atan2
+    default: return false;  // integer pow, floor_divide, remainder, fmod (eager raises on bad input)
   }
 }
 
@@ -282,7 +283,8 @@ void Gen::emit_value(size_t i) {
       const int32_t r[3] = {in.a, in.b, in.c};
       x86::Vec x[3];
       for (int j = 0; j < n; ++j) x[j] = operand(r[j], (in.op == OpId::Where && j == 0) ? DType::bool_ : cd);
-      if (is_math_op(in.op)) v = emit_math(c, in.op, x[0]);
+      if (is_call_op(in.op, cd, p_.strict)) v = emit_scalar_call(c, in.op, cd, x, n);
+      else if (is_math_op(in.op)) v = emit_math(c, in.op, x[0]);
       else if (is_predicate_op(in.op)) v = emit_predicate(c, in, cd, x, n);
       else v = emit_arith(c, in, cd, x, n);
       const bool narrow_int = in.dtype == DType::uint8 || in.dtype == DType::int8;
