@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # README command 1: install what is missing, build kiln in Release and run the
-# main job. Until the main-job issue lands the main job is the quickstart
-# example (examples/quickstart.cpp), which runs on built-in data.
+# main job: the quickstart example (examples/quickstart.cpp, built-in data),
+# then the digits classifier (below).
 #
 # Environment: KILN_BUILD_DIR (default build/release, the "release" preset's
 # folder), KILN_JOBS (default: number of cores).

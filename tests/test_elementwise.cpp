@@ -241,7 +241,7 @@ const std::vector<std::pair<ViewKind, ViewKind>>& view_pairs() {
 }
 
 /// Large operands take the loop engine's multi-threaded path.
-bool big_dtype(DType d) { return d == DType::float32 || d == DType::float16 || d == DType::int32; }
+bool big_dtype(DType d) { return d == DType::float32 || d == DType::int32; }
 
 }  // namespace
 

@@ -139,7 +139,7 @@ TEST_SUITE("npy_safetensors") {
     CHECK(b[8] == '{');
     auto back = parse_safetensors(b, "w");
     REQUIRE(back.size() == m.size());
-    for (const auto& [k, t] : m) CHECK_MESSAGE(same_bits(t, back.at(k)), k);
+    for (const auto& kv : m) CHECK_MESSAGE(same_bits(kv.second, back.at(kv.first)), kv.first);
   }
 
   TEST_CASE("safetensors: a file written to the spec by hand reads right") {

@@ -57,12 +57,14 @@ template <class T> inline T wrap_mul(T a, T b) {
     return a * b;
   }
 }
-/// -x; for floats a sign flip (so -(+0) = -0, as IEEE and numpy give), for
-/// integers two's-complement wrap (-INT_MIN = INT_MIN).
-template <class T> inline T wrap_neg(T x) {
-  if constexpr (is_int_v<T>) return wrap_sub(T(0), x);
-  else return -x;
-}
+template <class T> inline T wrap_neg(T x) { return wrap_sub(T(0), x); }
+
+/// double for float: the activations below evaluate float inputs in double,
+/// so that intermediate results that are subnormal in float (exp(-90)) or
+/// amplified rounding (gelu_tanh's cubic) do not cost accuracy. These scalar
+/// forms only run for the inputs the vectorised eager path leaves to them
+/// (and in the JIT's fallback), so the cost does not matter.
+template <class T> using wide_t = std::conditional_t<std::is_same_v<T, float>, double, T>;
 
 /// sigmoid without overflow: exp is only taken of a non-positive argument,
 /// so tiny results keep their relative accuracy.
@@ -103,15 +105,16 @@ struct Cos { template <class T> T operator()(T x) const { return std::cos(x); } 
 struct Tan { template <class T> T operator()(T x) const { return std::tan(x); } };
 struct Tanh { template <class T> T operator()(T x) const { return std::tanh(x); } };
 struct Atanh { template <class T> T operator()(T x) const { return std::atanh(x); } };
-struct Sigmoid { template <class T> T operator()(T x) const { return stable_sigmoid(x); } };
+struct Sigmoid { template <class T> T operator()(T x) const { return T(stable_sigmoid(wide_t<T>(x))); } };
 /// max(x, 0) keeping NaN (and -0).
 struct Relu { template <class T> T operator()(T x) const { return x < T(0) ? T(0) : x; } };
 /// x * Phi(x) = 0.5 x erfc(-x / sqrt 2): the erfc form keeps relative
 /// accuracy for negative x, where 1 + erf cancels. gelu(-inf) = -0 (the limit).
 struct Gelu {
   template <class T> T operator()(T x) const {
+    using W = wide_t<T>;
     if (x == -std::numeric_limits<T>::infinity()) return T(-0.0);
-    return T(0.5) * x * std::erfc(-x * T(0.70710678118654752440));
+    return T(W(0.5) * W(x) * std::erfc(-W(x) * W(0.70710678118654752440)));
   }
 };
 /// 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), evaluated as the
@@ -120,7 +123,7 @@ struct Gelu {
 /// evaluates u (and the rest) in double to keep its relative accuracy.
 struct GeluTanh {
   template <class T> T operator()(T x) const {
-    using W = std::conditional_t<std::is_same_v<T, float>, double, T>;
+    using W = wide_t<T>;
     if (x == -std::numeric_limits<T>::infinity()) return T(-0.0);
     const W w = x;
     const W u = W(0.79788456080286535588) * (w + W(0.044715) * w * w * w);
@@ -131,7 +134,8 @@ struct GeluTanh {
 struct Silu {
   template <class T> T operator()(T x) const {
     if (x == -std::numeric_limits<T>::infinity()) return T(-0.0);
-    return x * stable_sigmoid(x);
+    const wide_t<T> w = x;
+    return T(w * stable_sigmoid(w));
   }
 };
 struct Erf { template <class T> T operator()(T x) const { return std::erf(x); } };
@@ -243,7 +247,7 @@ struct FloorDivide {
     } else {
       if (b == T(0)) return T(0);
       if constexpr (std::is_signed_v<T>)
-        if (b == T(-1)) return T(-a);
+        if (b == T(-1)) return wrap_neg(a);  // INT_MIN // -1 wraps
       T q = T(a / b);
       if constexpr (std::is_signed_v<T>)
         if (T(a % b) != T(0) && ((a < T(0)) != (b < T(0)))) q = T(q - 1);
@@ -258,7 +262,7 @@ struct Remainder {
     if constexpr (is_float_v<T>) {
       if (b == T(0)) return std::fmod(a, b);
       T mod = std::fmod(a, b);
-      if (mod == T(0)) return T(0);
+      if (mod == T(0)) return std::copysign(T(0), b);
       return (b < T(0)) != (mod < T(0)) ? mod + b : mod;
     } else {
       if (b == T(0)) return T(0);
@@ -304,7 +308,7 @@ struct Where {
 };
 /// minimum(maximum(x, lo), hi): NaN in any operand gives NaN.
 struct Clamp {
-  template <class T> T operator()(T x, T lo, T hi) const { return std::min(std::max(x, lo), hi); }
+  template <class T> T operator()(T x, T lo, T hi) const { return Minimum{}(Maximum{}(x, lo), hi); }
 };
 
 }  // namespace fn

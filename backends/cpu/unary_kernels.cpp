@@ -43,7 +43,7 @@ struct EigenUnary {
 
 // float: exp is accurate on [-87.3, 88.37]; results outside are subnormal or
 // above Eigen's clamp, so those inputs take the scalar path.
-KILN_EIGEN_UNARY(Exp, float, x.exp(), false)
+KILN_EIGEN_UNARY(Exp, float, x.exp(), (x < -87.0f) | (x > 88.3f))
 KILN_EIGEN_UNARY(Exp, double, x.exp(), (x < -708.0) | (x > 709.0))
 KILN_EIGEN_UNARY(Log, float, x.log(), (x > 0.0f) & (x < FLT_MIN))
 KILN_EIGEN_UNARY(Log, double, x.log(), (x > 0.0) & (x < DBL_MIN))

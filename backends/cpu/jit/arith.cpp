@@ -29,7 +29,7 @@ x86::Vec float_op(Ctx& c, OpId op, VK k, const x86::Vec* x) {
   const int nb = int(x[0].size());
   const x86::Mem sign = k == VK::f32 ? A.c32(0x80000000u) : A.c64(0x8000000000000000ull);
   switch (op) {
-    case OpId::Neg: return A.sub(l, A.zero(nb), x[0]);  // eager: 0 - x
+    case OpId::Neg: return A.xor_(x[0], sign);  // -x: -(+0) = -0 (IEEE, numpy)
     case OpId::Abs: return A.andn(A.reg(sign, x[0]), x[0]);
     case OpId::Sign: {
       x86::Vec z = A.zero(nb);
