@@ -57,7 +57,12 @@ template <class T> inline T wrap_mul(T a, T b) {
     return a * b;
   }
 }
-template <class T> inline T wrap_neg(T x) { return wrap_sub(T(0), x); }
+/// -x; for floats a sign flip (so -(+0) = -0, as IEEE and numpy give), for
+/// integers two's-complement wrap (-INT_MIN = INT_MIN).
+template <class T> inline T wrap_neg(T x) {
+  if constexpr (is_int_v<T>) return wrap_sub(T(0), x);
+  else return -x;
+}
 
 /// double for float: the activations below evaluate float inputs in double,
 /// so that intermediate results that are subnormal in float (exp(-90)) or
