@@ -221,6 +221,18 @@ typename Op::Acc tree(const typename Op::Acc* p, int64_t n) {
   return Op::combine(tree<Op>(p, h), tree<Op>(p + h, n - h));
 }
 
+// tree<Op> applied to w columns at once: rows[b * stride + j] (b < n) are
+// combined in place into rows[j].
+template <class Op>
+void tree_rows(typename Op::Acc* rows, int64_t stride, int64_t n, int64_t w) {
+  if (n == 1) return;
+  const int64_t h = n / 2;
+  tree_rows<Op>(rows, stride, h, w);
+  tree_rows<Op>(rows + h * stride, stride, n - h, w);
+  const typename Op::Acc* right = rows + h * stride;
+  for (int64_t j = 0; j < w; ++j) rows[j] = Op::combine(rows[j], right[j]);
+}
+
 // out[o] = fin(tree(part[o * nb ...])) for every output o.
 template <class Op, class Out, class Fin>
 void combine_pass(const Plan& P, const typename Op::Acc* part, int64_t nb, Out* ob, Fin& fin) {
@@ -299,6 +311,8 @@ void run_outer(const Plan& P, const char* xb, Out* ob, Fin& fin) {
   constexpr int64_t W = kChunk<Acc>;
   const int64_t nc = (kin.n + W - 1) / W;
   const int64_t nb = (P.nred + kOuterRows - 1) / kOuterRows;
+  // Block partials are stored block-major (part[b * nout + o]) so each item
+  // writes, and the combination reads, contiguous runs of outputs.
   Partials<Acc> part(nb > 1 ? P.nout * nb : 0);
   parallel_ranges(outer_n * nc * nb, P.nout * P.nred, [&](int64_t i0, int64_t i1) {
     Odometer<2> ko(P.k.data(), nko);
@@ -316,11 +330,23 @@ void run_outer(const Plan& P, const char* xb, Out* ob, Fin& fin) {
       if (nb == 1) {
         for (int64_t j = 0; j < w; ++j) ob[ko.off[1] + (j0 + j) * kin.s[1]] = fin(acc[j]);
       } else {
-        for (int64_t j = 0; j < w; ++j) part[(kk * kin.n + j0 + j) * nb + b] = acc[j];
+        std::copy(acc, acc + w, &part[b * P.nout + kk * kin.n + j0]);
       }
     }
   });
-  if (nb > 1) combine_pass<Op>(P, part.get(), nb, ob, fin);
+  if (nb == 1) return;
+  // The same pairwise tree as tree<Op>, on rows of w outputs at a time.
+  parallel_ranges(outer_n * nc, P.nout * nb, [&](int64_t i0, int64_t i1) {
+    Odometer<2> ko(P.k.data(), nko);
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t c = i % nc, kk = i / nc;
+      ko.seek(kk);
+      const int64_t j0 = c * W, w = std::min(W, kin.n - j0);
+      Acc* rows = &part[kk * kin.n + j0];
+      tree_rows<Op>(rows, P.nout, nb, w);
+      for (int64_t j = 0; j < w; ++j) ob[ko.off[1] + (j0 + j) * kin.s[1]] = fin(rows[j]);
+    }
+  });
 }
 
 // Runs reduction Op over plan P of the tensor at xb; ob is the contiguous

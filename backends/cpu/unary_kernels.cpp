@@ -2,6 +2,11 @@
 // transcendental ops use Eigen's vectorised array functions (the only
 // translation unit of the elementwise kernels that includes Eigen); every
 // other case applies the scalar functor in a loop the compiler vectorises.
+// GCC 12 reports its own AVX-512 intrinsics (`__m512 __Y = __Y;`) as (maybe)
+// uninitialized once Eigen's packet math is inlined here: a known false
+// positive, silenced for this file only.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <Eigen/Core>
 #include <unsupported/Eigen/SpecialFunctions>
 #include <cfloat>
@@ -61,10 +66,12 @@ KILN_EIGEN_UNARY(Sigmoid, double, 1.0 / (1.0 + (-x).exp()), x < -708.0)
 KILN_EIGEN_UNARY(Silu, float, x / (1.0f + (-x).exp()), x < -87.0f)
 KILN_EIGEN_UNARY(Silu, double, x / (1.0 + (-x).exp()), x < -708.0)
 KILN_EIGEN_UNARY(Gelu, float, 0.5f * x * (1.0f + (x * 0.70710678118654752440f).erf()), x < -6.0f)
-// gelu_tanh as x sigmoid(2u) in double (see fn::GeluTanh: float rounding of
-// u costs |2u| ulp); -inf needs the limit from the scalar path.
-KILN_EIGEN_UNARY_W(GeluTanh, float, double,
-                   x / (1.0 + (-1.59576912160573071176 * (x + 0.044715 * x * x * x)).exp()), x < -3.0e38f)
+// gelu_tanh as x sigmoid(2u) (see fn::GeluTanh). Rounding u in float costs
+// about |2u| ulp for negative x, where the result is already small (absolute
+// error <= 1e-13, see ref_atol); below -9 (results < 1e-30, and -inf, which
+// needs the limit) the scalar form, evaluated in double, takes over.
+KILN_EIGEN_UNARY(GeluTanh, float, x / (1.0f + (-1.59576912160573071176f * (x + 0.044715f * x * x * x)).exp()),
+                 x < -9.0f)
 // GCC does not vectorise floor/ceil without -fno-trapping-math; Eigen uses
 // vrndscale directly (exact, keeps -0 and NaN). (Eigen 3.4 has no trunc.)
 KILN_EIGEN_UNARY(Floor, float, x.floor(), false)
