@@ -2,6 +2,7 @@
 // headers), so it parses fast in Cling/clang-repl. Eigen interop is in
 // <kiln/eigen.h>.
 #pragma once
+#include "tensor/allocator.h"
 #include "tensor/creation.h"
 #include "tensor/dtype.h"
 #include "tensor/error.h"

@@ -5,6 +5,7 @@
 #include <ostream>
 #include <sstream>
 
+#include "allocator.h"
 #include "error.h"
 
 namespace kiln {
@@ -13,10 +14,11 @@ namespace detail {
 struct Storage {
   void* data = nullptr;
   size_t nbytes = 0;
+  size_t capacity = 0;  // bytes asked of the allocator (owned memory only)
   Device device;
   std::shared_ptr<void> keep_alive;  // external owner, or null when we own data
   ~Storage() {
-    if (!keep_alive) std::free(data);
+    if (!keep_alive) detail::cpu_free(data, capacity);
   }
 };
 }  // namespace detail
@@ -25,14 +27,14 @@ Buffer Buffer::allocate(size_t nbytes, Device device) {
   if (!device.is_cpu())
     throw DeviceError("Buffer::allocate: device " + device.str() + " is not available in this build");
   auto s = std::make_shared<detail::Storage>();
-  // aligned_alloc wants a size that is a multiple of the alignment, and
-  // never 0 bytes (an empty tensor still gets a valid pointer).
-  size_t padded = (nbytes + 63) / 64 * 64;
-  if (padded == 0) padded = 64;
-  s->data = std::aligned_alloc(64, padded);
+  // Never 0 bytes: an empty tensor still gets a valid pointer. The padded
+  // size is what Storage frees.
+  const size_t padded = nbytes == 0 ? 64 : nbytes;
+  s->data = detail::cpu_allocate(padded);
   if (!s->data)
     throw ValueError("Buffer::allocate: out of memory allocating " + std::to_string(nbytes) + " bytes");
   s->nbytes = nbytes;
+  s->capacity = padded;
   s->device = device;
   Buffer b;
   b.storage_ = std::move(s);

@@ -78,6 +78,23 @@ TensorLayout infer_layout(OpId op, std::span<const TensorLayout> in, const Attrs
   return {};
 }
 
+namespace {
+thread_local const Tensor* t_output_dst = nullptr;
+}
+
+Tensor detail::output_tensor(const Shape& shape, DType dtype, Device device) {
+  if (const Tensor* d = t_output_dst) {
+    if (d->dtype() == dtype && d->shape() == shape && d->device() == device) {
+      t_output_dst = nullptr;
+      return *d;
+    }
+  }
+  return Tensor::empty(shape, dtype, device);
+}
+
+detail::ScopedOutput::ScopedOutput(const Tensor& dst) { t_output_dst = &dst; }
+detail::ScopedOutput::~ScopedOutput() { t_output_dst = nullptr; }
+
 Tensor detail::eager_execute(OpId op, std::span<const Tensor> in, const Attrs& attrs) {
   switch (op_info(op).category) {
     case OpCategory::Unary: return eager_unary(op, in, attrs);

@@ -83,6 +83,24 @@ KILN_CATEGORY(view)
 KILN_CATEGORY(data)
 #undef KILN_CATEGORY
 
+/// The result tensor of an eager kernel: each category allocates its result
+/// here. A compiled plan that placed the result in its arena (jit/plan.cpp)
+/// sets a destination first (ScopedOutput); the first request on this thread
+/// whose layout matches takes it, any other allocates. Correctness never
+/// depends on the destination being taken: the caller uses the tensor the
+/// kernel returns.
+Tensor output_tensor(const Shape& shape, DType dtype, Device device = Device::cpu());
+
+/// Sets this thread's destination for the next output_tensor() of a
+/// matching layout, for the scope's lifetime (not nestable).
+class ScopedOutput {
+ public:
+  explicit ScopedOutput(const Tensor& dst);
+  ~ScopedOutput();
+  ScopedOutput(const ScopedOutput&) = delete;
+  ScopedOutput& operator=(const ScopedOutput&) = delete;
+};
+
 /// "op: " prefix helper for messages.
 std::string op_prefix(OpId op);
 }  // namespace detail

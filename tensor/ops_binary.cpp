@@ -68,7 +68,7 @@ Tensor eager_binary(OpId op, std::span<const Tensor> in, const Attrs& attrs) {
   Shape bshape;
   const bool same = a.shape() == b.shape();
   if (!same) bshape = broadcast_shapes(a.shape(), b.shape(), op_name(op));
-  Tensor out = Tensor::empty(same ? a.shape() : bshape, od, a.device());
+  Tensor out = detail::output_tensor(same ? a.shape() : bshape, od, a.device());
   if (d[0] == cd && d[1] == cd) {
     if (is_integral(cd) && out.numel() > 0) check_integer_domain(op, b);
     cpu::binary_kernel(op, a, b, out);

@@ -164,7 +164,7 @@ Tensor eager_data(OpId op, std::span<const Tensor> in, const Attrs& attrs) {
     d[i] = {in[i].dtype(), &in[i].shape()};
   }
   DataOut o = data_out(op, d, attrs);
-  Tensor out = Tensor::empty(o.shape, o.dtype);
+  Tensor out = detail::output_tensor(o.shape, o.dtype);
   const Tensor& x = in[0];
   switch (op) {
     case OpId::Concat:

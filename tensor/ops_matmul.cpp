@@ -83,12 +83,12 @@ Tensor eager_matmul(OpId op, std::span<const Tensor> in, const Attrs&) {
   const Tensor& a = in[0].realize();
   const Tensor& b = in[1].realize();
   const MatmulGeom g = matmul_geometry(a.shape(), b.shape(), a.dtype(), b.dtype());
-  Tensor out = Tensor::empty(g.out, g.dtype);
+  Tensor out = detail::output_tensor(g.out, g.dtype);
   if (out.numel() == 0) return out;
   Shape full = g.batch;
   full.insert(full.end(), {g.m, g.n});
   cpu::matmul(as_batched(a, g, true), as_batched(b, g, false),
-              Tensor(out.buffer(), g.dtype, full, contiguous_strides(full), 0));
+              Tensor(out.buffer(), g.dtype, full, contiguous_strides(full), out.offset()));
   return out;
 }
 

@@ -68,7 +68,7 @@ Tensor eager_reduce(OpId op, std::span<const Tensor> in, const Attrs& attrs) {
   const Tensor& x = in[0];
   x.realize();
   ReduceGeom g = reduce_geometry(op, x.dtype(), x.shape(), attrs);
-  Tensor out = Tensor::empty(g.shape, g.dtype);
+  Tensor out = detail::output_tensor(g.shape, g.dtype);
   cpu::reduce(op, x, g.reduced, attrs.scalar, out);
   return out;
 }

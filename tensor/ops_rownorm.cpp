@@ -65,7 +65,7 @@ Tensor eager_rownorm(OpId op, std::span<const Tensor> in, const Attrs& attrs) {
     cpu::copy_into(x, c);
     x = c;
   }
-  Tensor out = Tensor::empty(x.shape(), dt);
+  Tensor out = detail::output_tensor(x.shape(), dt);
   if (!is_norm(op)) {
     cpu::softmax(x, normalize_axis(attrs.axis, x.ndim(), op_name(op)), op == OpId::LogSoftmax, out);
   } else {

@@ -20,7 +20,7 @@ Tensor eager_scan(OpId op, std::span<const Tensor> in, const Attrs& attrs) {
   x.realize();
   const int64_t axis = normalize_axis(attrs.axis, x.ndim(), op_name(op));
   const DType xd = x.dtype();
-  Tensor out = Tensor::empty(x.shape(), result_dtype(op, std::span<const DType>(&xd, 1), attrs));
+  Tensor out = detail::output_tensor(x.shape(), result_dtype(op, std::span<const DType>(&xd, 1), attrs));
   cpu::cumsum(x, axis, out);
   return out;
 }

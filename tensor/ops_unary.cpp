@@ -27,7 +27,7 @@ Tensor eager_unary(OpId op, std::span<const Tensor> in, const Attrs& attrs) {
   const Tensor& x = in[0];
   const DType xd = x.dtype();
   const DType od = result_dtype(op, std::span<const DType>(&xd, 1), attrs);
-  Tensor out = Tensor::empty(x.shape(), od, x.device());
+  Tensor out = detail::output_tensor(x.shape(), od, x.device());
   if (op == OpId::Cast) {
     cpu::copy_into(x, out);
     return out;

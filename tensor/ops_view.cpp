@@ -268,7 +268,7 @@ Tensor eager_view(OpId op, std::span<const Tensor> in, const Attrs& attrs) {
   // is written through a view of the result with the input's shape.
   if (!im.device.is_cpu())
     throw DeviceError("reshape: a copying reshape on " + im.device.str() + " is not supported by the CPU kernels");
-  Tensor out = Tensor::empty(g.shape, im.dtype, im.device);
+  Tensor out = detail::output_tensor(g.shape, im.dtype, im.device);
   Tensor as_input(out.buffer(), im.dtype, im.shape, contiguous_strides(im.shape), 0);
   cpu::copy_into(x, as_input);
   return out;

@@ -1,0 +1,174 @@
+// kiln: CPU allocator with a size-class cache of large blocks (see allocator.h).
+#include "allocator.h"
+
+#include <sys/mman.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <string>
+
+namespace kiln {
+namespace {
+
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+#else
+constexpr bool kSanitized = false;
+#endif
+
+constexpr size_t kLargeBlock = size_t{256} << 10;  // below this, malloc's own bins do well
+constexpr size_t kHugeBlock = size_t{4} << 20;     // from here on: 2 MiB aligned, THP advised
+constexpr size_t kHugePage = size_t{2} << 20;
+
+// Size classes of large blocks: 4 per power of two (waste at most 25%), so a
+// slightly different size still hits the cache.
+size_t size_class(size_t n) {
+  size_t p = 1;
+  while (p * 2 <= n) p *= 2;
+  const size_t step = p / 4;
+  size_t c = (n + step - 1) / step * step;
+  return c < kHugeBlock ? c : (c + kHugePage - 1) / kHugePage * kHugePage;
+}
+
+struct Cache {
+  std::mutex mu;
+  std::multimap<size_t, void*> free_blocks;  // capacity -> block
+  size_t cached = 0;
+  size_t limit = 0;
+  std::atomic<size_t> in_use{0}, peak{0};
+  std::atomic<uint64_t> allocations{0}, hits{0};
+
+  Cache() {
+    limit = kSanitized ? 0 : size_t{1} << 30;
+    if (const char* e = std::getenv("KILN_BUFFER_CACHE_BYTES")) {
+      char* end = nullptr;
+      unsigned long long v = std::strtoull(e, &end, 10);
+      if (end != e && *end == '\0') limit = static_cast<size_t>(v);
+    }
+  }
+  void trim_to(size_t target) {  // mu held; frees the largest blocks first
+    while (cached > target && !free_blocks.empty()) {
+      auto it = std::prev(free_blocks.end());
+      cached -= it->first;
+      std::free(it->second);
+      free_blocks.erase(it);
+    }
+  }
+};
+
+// Never destroyed: buffers may be freed during static destruction.
+Cache& cache() {
+  static Cache* c = new Cache();
+  return *c;
+}
+
+void note_alloc(Cache& c, size_t n) {
+  c.allocations.fetch_add(1, std::memory_order_relaxed);
+  size_t now = c.in_use.fetch_add(n, std::memory_order_relaxed) + n;
+  size_t p = c.peak.load(std::memory_order_relaxed);
+  while (now > p && !c.peak.compare_exchange_weak(p, now, std::memory_order_relaxed)) {
+  }
+}
+
+void* system_allocate(size_t cap) {
+  if (cap < kHugeBlock) return std::aligned_alloc(64, cap);
+  void* p = std::aligned_alloc(kHugePage, cap);
+#ifdef MADV_HUGEPAGE
+  if (p) ::madvise(p, cap, MADV_HUGEPAGE);  // advice only: failure is harmless
+#endif
+  return p;
+}
+}  // namespace
+
+namespace detail {
+void* cpu_allocate(size_t nbytes) {
+  Cache& c = cache();
+  note_alloc(c, nbytes);
+  void* p = nullptr;
+  if (nbytes < kLargeBlock) {
+    p = std::aligned_alloc(64, (nbytes + 63) / 64 * 64);
+  } else {
+    const size_t cap = size_class(nbytes);
+    {
+      std::lock_guard<std::mutex> lk(c.mu);
+      auto it = c.free_blocks.find(cap);
+      if (it != c.free_blocks.end()) {
+        p = it->second;
+        c.cached -= cap;
+        c.free_blocks.erase(it);
+        c.hits.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
+    if (!p) p = system_allocate(cap);
+    if (!p) {  // memory may be held by the cache: give it back and retry once
+      empty_cache();
+      p = system_allocate(cap);
+    }
+  }
+  if (!p) c.in_use.fetch_sub(nbytes, std::memory_order_relaxed);
+  return p;
+}
+
+void cpu_free(void* p, size_t nbytes) noexcept {
+  if (!p) return;
+  Cache& c = cache();
+  c.in_use.fetch_sub(nbytes, std::memory_order_relaxed);
+  if (nbytes >= kLargeBlock) {
+    const size_t cap = size_class(nbytes);
+    std::lock_guard<std::mutex> lk(c.mu);
+    if (cap <= c.limit) {
+      c.trim_to(c.limit - cap);
+      c.free_blocks.emplace(cap, p);
+      c.cached += cap;
+      return;
+    }
+  }
+  std::free(p);
+}
+}  // namespace detail
+
+MemoryStats memory_stats() {
+  Cache& c = cache();
+  MemoryStats s;
+  s.bytes_in_use = c.in_use.load();
+  s.peak_bytes_in_use = c.peak.load();
+  s.allocations = c.allocations.load();
+  s.cache_hits = c.hits.load();
+  std::lock_guard<std::mutex> lk(c.mu);
+  s.bytes_cached = c.cached;
+  return s;
+}
+
+void reset_peak_memory() {
+  Cache& c = cache();
+  c.peak.store(c.in_use.load());
+}
+
+void empty_cache() {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lk(c.mu);
+  c.trim_to(0);
+}
+
+void set_buffer_cache_limit(size_t bytes) {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lk(c.mu);
+  c.limit = bytes;
+  c.trim_to(bytes);
+}
+
+size_t buffer_cache_limit() {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lk(c.mu);
+  return c.limit;
+}
+
+}  // namespace kiln
