@@ -41,13 +41,18 @@ def f(a, b):
 }
 BENCHMARK(BM_torchscript_first_call_20op)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
-void BM_torch_chain_16M(benchmark::State& st) {
+template <int64_t N>
+void BM_torch_chain(benchmark::State& st) {
   kb::set_threads(static_cast<int>(st.range(0)));
-  at::Tensor a = at::rand({kBig}), b = at::rand({kBig}), c = at::rand({kBig});
+  at::Tensor a = at::rand({N}), b = at::rand({N}), c = at::rand({N});
+  at::tanh(a * b + c) * 0.5 + at::exp(-a);  // warm-up
   for (auto _ : st) benchmark::DoNotOptimize((at::tanh(a * b + c) * 0.5 + at::exp(-a)).data_ptr());
-  st.SetBytesProcessed(st.iterations() * kBig * 16);
+  st.SetBytesProcessed(st.iterations() * N * 16);
 }
-BENCHMARK(BM_torch_chain_16M)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_TEMPLATE(BM_torch_chain, kBig)->Name("BM_torch_chain_16M")->Arg(1)->Arg(2)->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_TEMPLATE(BM_torch_chain, int64_t{1} << 20)->Name("BM_torch_chain_1M")->Arg(1)->Arg(2)->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
 
 void BM_torch_softmax_rows(benchmark::State& st) {
   kb::set_threads(static_cast<int>(st.range(0)));

@@ -18,6 +18,10 @@ std::vector<Comparison>& comparisons() {
   static std::vector<Comparison> v;
   return v;
 }
+std::vector<std::string>& notes() {
+  static std::vector<std::string> v;
+  return v;
+}
 
 struct Collecting : benchmark::ConsoleReporter {
   std::map<std::string, double> ns;  // benchmark name -> real time per iteration, ns
@@ -65,6 +69,7 @@ std::string cpu_flags() {
 }  // namespace
 
 void compare(Comparison c) { comparisons().push_back(std::move(c)); }
+void note(std::string line) { notes().push_back(std::move(line)); }
 
 int run_main(int argc, char** argv, const char* title) {
   std::string results_file;
@@ -81,7 +86,12 @@ int run_main(int argc, char** argv, const char* title) {
   benchmark::Shutdown();
 
   std::ostringstream md;
-  md << "\n## " << title << "\n\n| what | kiln | best peer | kiln / best peer time | peers | target |\n|---|---|---|---|---|---|\n";
+  md << "\n## " << title << "\n\n| what | kiln eager | kiln compiled | eager / compiled | best peer | kiln / best peer "
+        "| target | peers |\n|---|---|---|---|---|---|---|---|\n";
+  auto time_of = [&](const std::string& name) {
+    auto it = rep.ns.find(name);
+    return it == rep.ns.end() ? std::string("-") : fmt_time(it->second);
+  };
   for (const auto& c : comparisons()) {
     auto k = rep.ns.find(c.kiln);
     if (k == rep.ns.end()) continue;
@@ -97,12 +107,19 @@ int run_main(int argc, char** argv, const char* title) {
         best_name = p;
       }
     }
-    char ratio[32] = "n/a";
+    char ratio[32] = "n/a", speedup[32] = "-";
     if (!best_name.empty()) std::snprintf(ratio, sizeof ratio, "%.2fx", k->second / best);
-    md << "| " << c.title << " | " << fmt_time(k->second) << " | " << (best_name.empty() ? "-" : best_name) << " | "
-       << ratio << " | " << peers << " | " << c.budget << " |\n";
+    auto e = c.eager.empty() ? rep.ns.end() : rep.ns.find(c.eager);
+    if (e != rep.ns.end()) std::snprintf(speedup, sizeof speedup, "%.2fx", e->second / k->second);
+    const bool is_compiled = c.compiled || !c.eager.empty();
+    md << "| " << c.title << " | " << (is_compiled ? (c.eager.empty() ? "-" : time_of(c.eager)) : fmt_time(k->second)) << " | "
+       << (is_compiled ? fmt_time(k->second) : "-") << " | " << speedup << " | "
+       << (best_name.empty() ? "-" : best_name + " " + fmt_time(best)) << " | " << ratio << " | " << c.budget
+       << " | " << peers << " |\n";
   }
-  md << "\n(ratio < 1 means kiln is faster than the best peer)\n";
+  md << "\n(kiln / best peer < 1 means kiln is faster than the best peer; compile-time rows give\n"
+        "the compile time in the kiln compiled column)\n";
+  for (const auto& line : notes()) md << "\n" << line << "\n";
   std::cout << md.str();
   if (!results_file.empty()) {
     std::ofstream f(results_file, std::ios::app);

@@ -10,17 +10,25 @@
 namespace kb {
 
 /// One comparison row: the kiln benchmark and its peers (full benchmark
-/// names as printed, e.g. "BM_kiln_add/1"). `higher_is_better` compares the
-/// items_per_second/bytes_per_second counter instead of time.
+/// names as printed, e.g. "BM_kiln_add/1"); the ratio is kiln's time over
+/// the fastest peer's. `eager`, when given, is kiln's eager run of the same
+/// work: `kiln` is then the compiled figure, and the row also shows
+/// eager / compiled. Without it, `kiln` is an eager figure unless `compiled`
+/// (compiled runs or compile times with no eager counterpart).
 struct Comparison {
   std::string title;
   std::string kiln;
   std::vector<std::string> peers;
   std::string budget;  // the target, in words (printed beside the ratio)
+  std::string eager = {};
+  bool compiled = false;
 };
 
 /// Registers a comparison to report after the run.
 void compare(Comparison c);
+
+/// A line printed (and written) under the comparison table.
+void note(std::string line);
 
 /// Runs the registered benchmarks (argv as for benchmark::Initialize), then
 /// prints the comparison table; writes it to --kiln_results=FILE when given.

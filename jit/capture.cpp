@@ -43,12 +43,6 @@ void copy_values(const Tensor& src, const Tensor& dst) {
   cpu::copy_into(src, dst);
 }
 
-void run_fused(const CapturedStep& s) {
-  codegen::InnerLoopFn fn = s.fn;
-  cpu::run_loop_at<codegen::kMaxFusedOperands>(*s.loop, s.base,
-                                               [fn](char** p, const int64_t* st, int64_t n) { fn(p, st, n); });
-}
-
 bool aliases_an_input(const Tensor& r, std::span<const Tensor> args) {
   for (const Tensor& a : args)
     if (a.buffer() == r.buffer()) return true;
@@ -77,7 +71,8 @@ std::vector<Tensor> Model::capture(uint64_t key, std::span<const Tensor> inputs)
     if (n.kind == NodeKind::weight) vals[n.outputs[0]] = bound_.at(w++);
     else if (n.kind == NodeKind::constant) vals[n.outputs[0]] = n.data;
   }
-  for (const codegen::PlanStep& s : plan.steps()) {
+  for (size_t k = 0; k < plan.steps().size(); ++k) {
+    const codegen::PlanStep& s = plan.steps()[k];
     if (s.kind == codegen::PlanStep::Kind::op) {
       CapturedStep c;
       c.kind = CapturedStep::Kind::op;
@@ -86,39 +81,34 @@ std::vector<Tensor> Model::capture(uint64_t key, std::span<const Tensor> inputs)
       for (int32_t v : s.inputs) c.args.push_back(vals[v]);
       Tensor r = kiln::detail::eager_execute(s.op, c.args, s.attrs);
       vals[s.output] = r;
-      // A view of its input (reshape, transpose, a cast to the same dtype...)
-      // points at buffers that replays rewrite in place: nothing to redo.
       if (aliases_an_input(r, c.args)) continue;
       c.dst = r;
       cap->keep.push_back(r);
       cap->steps.push_back(std::move(c));
       continue;
     }
+    // Generated code reads contiguous inputs: a strided view (of a value a
+    // replay recomputes) is copied on each replay.
+    for (int32_t v : codegen::step_reads(s)) {
+      Tensor& t = vals[v];
+      if (t.is_contiguous()) continue;
+      CapturedStep cp;
+      cp.kind = CapturedStep::Kind::copy;
+      cp.src = t;
+      cp.dst = t.contiguous();
+      cap->keep.push_back(cp.dst);
+      t = cp.dst;
+      cap->steps.push_back(std::move(cp));
+    }
     CapturedStep c;
-    c.kind = CapturedStep::Kind::fused;
-    c.fn = s.kernel->fn();
-    c.loop = &s.loop;
-    for (int k = 0; k < s.num_outputs; ++k) {
-      const TensorLayout& l = s.out_layouts[k];
-      Tensor out = Tensor::empty(l.shape, l.dtype, l.device);
-      vals[s.operands[k]] = out;
+    c.kind = CapturedStep::Kind::bound;
+    c.bound = plan.bind(k, vals, [&](int32_t v) {
+      const TensorType& t = g.type(v);
+      Tensor out = Tensor::empty(t.shape, t.dtype, t.device);
       cap->keep.push_back(out);
-      c.base[k] = static_cast<char*>(out.data_ptr());
-    }
-    for (size_t k = s.num_outputs; k < s.operands.size(); ++k) {
-      Tensor& t = vals[s.operands[k]];
-      if (!t.is_contiguous()) {  // an eager view feeding generated code: copied each replay
-        CapturedStep cp;
-        cp.kind = CapturedStep::Kind::copy;
-        cp.src = t;
-        cp.dst = t.contiguous();
-        cap->keep.push_back(cp.dst);
-        t = cp.dst;
-        cap->steps.push_back(std::move(cp));
-      }
-      c.base[k] = static_cast<char*>(t.data_ptr());
-    }
-    run_fused(c);
+      return out;
+    });
+    codegen::ExecutionPlan::execute(c.bound);
     cap->steps.push_back(std::move(c));
   }
   for (int32_t v : g.output_ids()) {
@@ -169,7 +159,7 @@ void Model::replay(uint64_t key, std::span<const Tensor> inputs) const {
   }
   for (const CapturedStep& s : cap->steps) {
     switch (s.kind) {
-      case CapturedStep::Kind::fused: run_fused(s); break;
+      case CapturedStep::Kind::bound: codegen::ExecutionPlan::execute(s.bound); break;
       case CapturedStep::Kind::op: copy_values(kiln::detail::eager_execute(s.op, s.args, *s.attrs), s.dst); break;
       case CapturedStep::Kind::copy: copy_values(s.src, s.dst); break;
     }

@@ -16,15 +16,13 @@ namespace kiln::engine::detail {
 
 struct CapturedStep {
   enum class Kind : uint8_t {
-    fused,  ///< generated code over a prebuilt loop with bound data pointers
+    bound,  ///< a generated-code step (fused, row, fused reduction) bound to its buffers
     op,     ///< an eager kernel on pre-bound inputs; its result is copied into `dst`
     copy,   ///< dst = src (a strided view made contiguous for generated code, or a constant output)
   };
   Kind kind = Kind::op;
-  // fused
-  codegen::InnerLoopFn fn = nullptr;
-  const cpu::StridedLoop<codegen::kMaxFusedOperands>* loop = nullptr;
-  std::array<char*, codegen::kMaxFusedOperands> base{};
+  // bound
+  codegen::BoundStep bound;
   // op
   OpId op{};
   const Attrs* attrs = nullptr;

@@ -1,8 +1,12 @@
 #include "plan.h"
 
+#include <algorithm>
 #include <map>
 #include <sstream>
 #include <unordered_map>
+
+#include "../backends/cpu/jit/row_kernels.h"
+#include "../backends/cpu/reduce_kernels.h"
 
 namespace kiln::codegen {
 
@@ -187,6 +191,33 @@ PlanStep op_step(const Node& n) {
   s.output = n.outputs[0];
   return s;
 }
+
+// A RowNorm node on float32 (x, weight, bias) along the last axis becomes a
+// row step running the cached generated kernel eager runs too (bitwise equal
+// results). Returns false when the node keeps an op step.
+bool build_row_step(const Graph& g, const Node& n, const KernelOptions& opt, PlanStep& s) {
+  const std::optional<RowOp> rop = row_op_of(n.op);
+  if (!rop || g.type(n.outputs[0]).dtype != DType::float32) return false;
+  for (int32_t v : n.inputs)
+    if (g.type(v).dtype != DType::float32) return false;
+  const Shape& shape = g.type(n.inputs[0]).shape;
+  const int64_t nd = static_cast<int64_t>(shape.size());
+  const bool norm = *rop == RowOp::layer_norm || *rop == RowOp::rms_norm;
+  if (nd == 0 || (!norm && (n.attrs.axis < 0 ? n.attrs.axis + nd : n.attrs.axis) != nd - 1)) return false;
+  const bool w = norm && n.attrs.ints.size() == 2 && n.attrs.ints[0], b = norm && n.attrs.ints.size() == 2 && n.attrs.ints[1];
+  const RowKernel* k = cached_row_kernel(*rop, w, b, DType::float32);
+  if (!k) return false;
+  s = op_step(n);
+  s.kind = PlanStep::Kind::row;
+  // the cached kernel is never freed (aliasing, not owning); a dump gets the same code with its disassembly
+  s.row_kernel = opt.dump ? std::shared_ptr<const RowKernel>(generate_row_kernel(k->key(), true))
+                          : std::shared_ptr<const RowKernel>(std::shared_ptr<const RowKernel>(), k);
+  s.row_n = shape.back();
+  s.rows = s.row_n == 0 ? 0 : g.type(n.inputs[0]).layout().numel() / s.row_n;
+  s.out_layouts = {g.type(n.outputs[0]).layout()};
+  return true;
+}
+
 }  // namespace
 
 ExecutionPlan::ExecutionPlan(std::shared_ptr<const Graph> graph, const KernelOptions& opt) : graph_(std::move(graph)) {
@@ -200,57 +231,291 @@ ExecutionPlan::ExecutionPlan(std::shared_ptr<const Graph> graph, const KernelOpt
   std::vector<char> is_output(g.num_values(), 0);
   for (int32_t v : g.output_ids()) is_output[v] = 1;
 
-  // Greedy grouping in topological order: an elementwise node joins the most
-  // recent group when it has the group's shape and reads one of its values.
+  // Grouping in topological order. Items are the steps to be, in execution
+  // order: a fused group or one op node. An elementwise node joins the latest
+  // group of its shape among the last kLookback items that comes no earlier
+  // than the item computing its last input (so its inputs exist when the group
+  // runs); otherwise it opens a new group. Independent elementwise ops of one
+  // shape therefore share a loop too, so each operand is read once.
+  constexpr int kLookback = 16;
+  struct Item {
+    int group = -1;     // index into groups, or -1
+    int32_t node = -1;  // op node when group < 0
+  };
   std::vector<Group> groups;
-  std::vector<int> step_group;  // per scheduled item: group index or -1 (op node index in op_nodes)
-  std::vector<int32_t> item_node;
+  std::vector<Item> items;
   std::vector<int32_t> group_of(g.num_values(), -1);
-  const bool fuse = opt.fuse;
+  std::vector<int> item_of(g.num_values(), -1);  // -1: input, weight or constant
   for (size_t i = 0; i < g.num_nodes(); ++i) {
     const Node& n = g.node(i);
     if (n.kind != NodeKind::op) continue;
-    const Shape& shape = g.type(n.outputs[0]).shape;
-    if (fuse && is_elementwise(n, opt.strict)) {
-      int last = step_group.empty() ? -1 : step_group.back();
-      bool join = false;
-      if (last >= 0 && groups[last].shape == shape && groups[last].nodes.size() < 64)
-        for (int32_t v : n.inputs) join = join || group_of[v] == last;
-      if (!join) {
-        groups.push_back({shape, {}});
-        step_group.push_back(static_cast<int>(groups.size() - 1));
-        item_node.push_back(-1);
-        last = static_cast<int>(groups.size() - 1);
-      }
-      groups[last].nodes.push_back(static_cast<int32_t>(i));
-      group_of[n.outputs[0]] = last;
-    } else {
-      step_group.push_back(-1);
-      item_node.push_back(static_cast<int32_t>(i));
+    const int32_t out = n.outputs[0];
+    if (!(opt.fuse && is_elementwise(n, opt.strict))) {
+      items.push_back({-1, static_cast<int32_t>(i)});
+      item_of[out] = static_cast<int>(items.size() - 1);
+      continue;
     }
+    const Shape& shape = g.type(out).shape;
+    int lo = 0;
+    for (int32_t v : n.inputs) lo = std::max(lo, item_of[v]);
+    int target = -1;
+    for (int k = static_cast<int>(items.size()) - 1; k >= lo && k >= static_cast<int>(items.size()) - kLookback; --k) {
+      const int gi = items[k].group;
+      if (gi >= 0 && groups[gi].shape == shape && groups[gi].nodes.size() < 64) {
+        target = k;
+        break;
+      }
+    }
+    if (target < 0) {
+      groups.push_back({shape, {}});
+      items.push_back({static_cast<int>(groups.size() - 1), -1});
+      target = static_cast<int>(items.size() - 1);
+    }
+    groups[items[target].group].nodes.push_back(static_cast<int32_t>(i));
+    group_of[out] = items[target].group;
+    item_of[out] = target;
   }
   // Uses of each value outside its own group.
   std::vector<int> uses_outside(g.num_values(), 0);
-  for (size_t i = 0; i < g.num_nodes(); ++i) {
-    const Node& n = g.node(i);
-    int32_t own = n.kind == NodeKind::op && !n.outputs.empty() ? group_of[n.outputs[0]] : -1;
-    for (int32_t v : n.inputs)
-      if (group_of[v] >= 0 && group_of[v] != own) ++uses_outside[v];
+  auto count_uses = [&] {
+    std::fill(uses_outside.begin(), uses_outside.end(), 0);
+    for (size_t i = 0; i < g.num_nodes(); ++i) {
+      const Node& n = g.node(i);
+      int32_t own = n.kind == NodeKind::op && !n.outputs.empty() ? group_of[n.outputs[0]] : -1;
+      for (int32_t v : n.inputs)
+        if (group_of[v] >= 0 && group_of[v] != own) ++uses_outside[v];
+    }
+  };
+  // A group with more operands than a kernel takes is split in two (its
+  // nodes are in topological order, so the first half can run first).
+  auto operand_count = [&](int gi) {
+    std::unordered_map<int32_t, char> ins;
+    int outs = 0;
+    for (int32_t ni : groups[gi].nodes) {
+      const Node& n = g.node(ni);
+      if (uses_outside[n.outputs[0]] > 0 || is_output[n.outputs[0]]) ++outs;
+      for (int32_t v : n.inputs) {
+        const Node& p = g.node(g.producer(v));
+        const bool imm = p.kind == NodeKind::constant && g.type(v).shape.empty() && g.type(v).dtype != DType::int64;
+        if (group_of[v] != gi && !imm) ins[v] = 1;
+      }
+    }
+    return outs + static_cast<int>(ins.size());
+  };
+  for (bool split = true; split;) {
+    split = false;
+    count_uses();
+    for (size_t k = 0; k < items.size() && !split; ++k) {
+      const int gi = items[k].group;
+      if (gi < 0 || groups[gi].nodes.size() < 2 || operand_count(gi) <= kMaxFusedOperands) continue;
+      std::vector<int32_t>& nodes = groups[gi].nodes;
+      Group tail{groups[gi].shape, std::vector<int32_t>(nodes.begin() + nodes.size() / 2, nodes.end())};
+      nodes.resize(nodes.size() / 2);
+      groups.push_back(std::move(tail));
+      for (int32_t ni : groups.back().nodes) group_of[g.node(ni).outputs[0]] = static_cast<int>(groups.size() - 1);
+      items.insert(items.begin() + static_cast<std::ptrdiff_t>(k) + 1, Item{static_cast<int>(groups.size() - 1), -1});
+      split = true;
+    }
+  }
+  // A reduction whose input is a group's value that nothing else reads, over
+  // trailing axes, runs inside that group's step (the value is never stored).
+  std::vector<int> total_uses(g.num_values(), 0);
+  for (const Node& n : g.nodes())
+    for (int32_t v : n.inputs) ++total_uses[v];
+  std::vector<int32_t> reduce_of_group(groups.size(), -1);
+  for (Item& it : items) {
+    if (it.group >= 0 || !opt.fuse) continue;
+    const Node& r = g.node(it.node);
+    if (op_info(r.op).category != OpCategory::Reduce || !cpu::can_reduce_produced(r.op)) continue;
+    const int32_t v = r.inputs[0];
+    const int gi = group_of[v];
+    if (gi < 0 || is_output[v] || total_uses[v] != 1 || reduce_of_group[gi] >= 0) continue;
+    const Shape& shape = g.type(v).shape;
+    const int64_t nd = static_cast<int64_t>(shape.size());
+    std::vector<char> red(shape.size(), r.attrs.ints.empty());
+    for (int64_t a : r.attrs.ints) red[static_cast<size_t>(a < 0 ? a + nd : a)] = 1;
+    bool trailing = true;  // reduced axes form a suffix
+    for (int64_t d = 1; d < nd; ++d) trailing = trailing && (red[d - 1] <= red[d]);
+    if (!trailing) continue;
+    reduce_of_group[gi] = it.node;
+    it.node = -1;  // runs inside the group's step
   }
   const CpuTarget target = detect_cpu_target();
-  for (size_t k = 0; k < step_group.size(); ++k) {
-    if (step_group[k] < 0) {
-      steps_.push_back(op_step(g.node(item_node[k])));
+  for (const Item& it : items) {
+    if (it.group < 0 && it.node < 0) continue;
+    if (it.group < 0) {
+      const Node& n = g.node(it.node);
+      PlanStep rs;
+      steps_.push_back(opt.fuse && build_row_step(g, n, opt, rs) ? std::move(rs) : op_step(n));
       continue;
     }
-    const Group& grp = groups[step_group[k]];
+    const Group& grp = groups[it.group];
     PlanStep s;
+    const int32_t rn = reduce_of_group[it.group];
     if (build_fused_step(g, grp, uses_outside, is_output, opt, target, s)) {
+      if (rn >= 0) {
+        const Node& r = g.node(rn);
+        const int32_t v = r.inputs[0];
+        const Shape& shape = g.type(v).shape;
+        int64_t nred = 1, numel = g.type(v).layout().numel();
+        const int64_t nd = static_cast<int64_t>(shape.size());
+        for (int64_t d = nd - 1; d >= 0; --d) {
+          const bool red = r.attrs.ints.empty() ||
+                           std::any_of(r.attrs.ints.begin(), r.attrs.ints.end(), [&](int64_t a) { return (a < 0 ? a + nd : a) == d; });
+          if (!red) break;
+          nred *= shape[d];
+        }
+        s.reduce_operand = static_cast<int>(std::find(s.operands.begin(), s.operands.begin() + s.num_outputs, v) - s.operands.begin());
+        s.reduce_op = r.op;
+        s.reduce_output = r.outputs[0];
+        s.reduce_nred = nred;
+        s.reduce_nout = nred == 0 ? g.type(r.outputs[0]).layout().numel() : numel / nred;
+        s.reduce_node = rn;
+      }
       steps_.push_back(std::move(s));
     } else {
       for (int32_t ni : grp.nodes) steps_.push_back(op_step(g.node(ni)));
+      if (rn >= 0) steps_.push_back(op_step(g.node(rn)));
     }
   }
+  plan_memory(is_output);
+}
+
+// Liveness of every value a step writes, then arena offsets for the
+// intermediates: a value lives from the step that writes it to the last step
+// that reads it or any view of it (a view aliases its base's memory); graph
+// outputs live past the end. Offsets come from a greedy first fit over the
+// values live at the same time, so the arena is the peak of live
+// intermediates (rounded to 64 bytes each), not their sum.
+void ExecutionPlan::plan_memory(const std::vector<char>& is_output) {
+  const Graph& g = *graph_;
+  const int S = static_cast<int>(steps_.size());
+  const size_t nv = g.num_values();
+  std::vector<int32_t> root(nv);
+  for (size_t v = 0; v < nv; ++v) root[v] = static_cast<int32_t>(v);
+  std::vector<int> def(nv, -1), last_read(nv, -1), live_until(nv, -1);
+  std::vector<char> planned(nv, 0);
+  for (int k = 0; k < S; ++k) {
+    const PlanStep& s = steps_[k];
+    for (int32_t v : step_reads(s)) {
+      last_read[v] = k;
+      live_until[root[v]] = std::max(live_until[root[v]], k);
+    }
+    for (int32_t v : step_writes(s)) {
+      def[v] = k;
+      live_until[v] = std::max(live_until[v], k);
+      if (s.kind == PlanStep::Kind::op && op_info(s.op).category == OpCategory::View)
+        root[v] = root[s.inputs[0]];
+      else
+        planned[v] = !is_output[v] && g.type(v).layout().numel() > 0;
+    }
+  }
+  for (int32_t v : g.output_ids()) live_until[root[v]] = S;
+  // Views keep their base alive: extend each base to its views' last reads.
+  for (size_t v = 0; v < nv; ++v)
+    if (root[v] != static_cast<int32_t>(v)) live_until[root[v]] = std::max(live_until[root[v]], std::max(last_read[v], def[v]));
+
+  release_after_.assign(static_cast<size_t>(S), {});
+  for (size_t v = 0; v < nv; ++v)
+    if (def[v] >= 0 && !is_output[v]) release_after_[std::max(def[v], last_read[v])].push_back(static_cast<int32_t>(v));
+
+  arena_offset_.assign(nv, -1);
+  struct Live {
+    int64_t offset, size;
+    int until;
+  };
+  std::vector<Live> live;
+  int64_t top = 0;
+  for (int k = 0; k < S; ++k) {
+    // Blocks whose values died before this step are free again.
+    std::erase_if(live, [k](const Live& l) { return l.until < k; });
+    for (int32_t v : step_writes(steps_[k])) {
+      if (!planned[v]) continue;
+      const TensorType& t = g.type(v);
+      const int64_t size = (t.layout().numel() * static_cast<int64_t>(size_of(t.dtype)) + 63) / 64 * 64;
+      std::sort(live.begin(), live.end(), [](const Live& a, const Live& b) { return a.offset < b.offset; });
+      int64_t off = 0;
+      for (const Live& l : live) {
+        if (l.offset - off >= size) break;
+        off = std::max(off, l.offset + l.size);
+      }
+      arena_offset_[v] = off;
+      live.push_back({off, size, live_until[v]});
+      top = std::max(top, off + size);
+    }
+  }
+  arena_bytes_ = static_cast<size_t>(top);
+}
+
+std::vector<int32_t> step_reads(const PlanStep& s) {
+  if (s.kind != PlanStep::Kind::fused) return s.inputs;
+  return std::vector<int32_t>(s.operands.begin() + s.num_outputs, s.operands.end());
+}
+
+std::vector<int32_t> step_writes(const PlanStep& s) {
+  if (s.kind != PlanStep::Kind::fused) return {s.output};
+  std::vector<int32_t> w;
+  for (int j = 0; j < s.num_outputs; ++j)
+    if (j != s.reduce_operand) w.push_back(s.operands[j]);
+  if (s.reduce_operand >= 0) w.push_back(s.reduce_output);
+  return w;
+}
+
+namespace {
+// Runs a fused kernel on flat elements [first, first + n) of its loop, with
+// output operand `red` written contiguously to dst instead.
+void run_range(const PlanStep& s, const std::array<char*, kMaxFusedOperands>& base, int64_t first, int64_t n,
+               char* dst) {
+  const cpu::StridedLoop<kMaxFusedOperands>& L = s.loop;
+  const int nd = static_cast<int>(L.shape.size());
+  const int64_t inner_n = L.shape[nd - 1];
+  const int red = s.reduce_operand;
+  const int64_t isz = static_cast<int64_t>(size_of(s.out_layouts[red].dtype));
+  std::array<int64_t, kMaxFusedOperands> st{};
+  for (int k = 0; k < kMaxFusedOperands; ++k) st[k] = L.stride[k][nd - 1];
+  st[red] = isz;
+  const InnerLoopFn fn = s.kernel->fn();
+  for (int64_t done = 0; done < n;) {
+    const int64_t idx = first + done, c = idx % inner_n, len = std::min(inner_n - c, n - done);
+    std::array<char*, kMaxFusedOperands> p = base;
+    int64_t rem = idx / inner_n;
+    for (int d = nd - 2; d >= 0; --d) {
+      const int64_t i = rem % L.shape[d];
+      rem /= L.shape[d];
+      for (int k = 0; k < kMaxFusedOperands; ++k) p[k] += i * L.stride[k][d];
+    }
+    for (int k = 0; k < kMaxFusedOperands; ++k) p[k] += c * st[k];
+    p[red] = dst + done * isz;
+    fn(p.data(), st.data(), len);
+    done += len;
+  }
+}
+}  // namespace
+
+void ExecutionPlan::execute(const BoundStep& b) {
+  const PlanStep& s = *b.step;
+  if (s.kind == PlanStep::Kind::row) {
+    const RowKernelKey& key = s.row_kernel->key();
+    auto in = [&](int j) { return reinterpret_cast<const float*>(b.base[j]); };
+    RowArgs a;
+    a.x = in(1);
+    a.y = reinterpret_cast<float*>(b.base[0]);
+    a.weight = key.has_weight ? in(2) : nullptr;
+    a.bias = key.has_bias ? in(key.has_weight ? 3 : 2) : nullptr;
+    a.rows = s.rows;
+    a.n = s.row_n;
+    a.eps = static_cast<float>(s.attrs.scalar);
+    s.row_kernel->run(a);
+    return;
+  }
+  if (s.reduce_operand >= 0) {
+    cpu::reduce_produced(s.reduce_op, s.out_layouts[s.reduce_operand].dtype, s.reduce_nout, s.reduce_nred,
+                         [&](int64_t first, int64_t n, void* dst) { run_range(s, b.base, first, n, static_cast<char*>(dst)); },
+                         b.out);
+    return;
+  }
+  const InnerLoopFn fn = s.kernel->fn();
+  cpu::run_loop_at<kMaxFusedOperands>(s.loop, b.base, [fn](char** p, const int64_t* st, int64_t n) { fn(p, st, n); });
 }
 
 void ExecutionPlan::run(std::span<const Tensor> inputs, std::span<const Tensor> weights,
@@ -262,27 +527,35 @@ void ExecutionPlan::run(std::span<const Tensor> inputs, std::span<const Tensor> 
   for (size_t i = 0; i < weight_values_.size(); ++i) vals[weight_values_[i]] = weights[i];
   for (const Node& n : g.nodes())
     if (n.kind == NodeKind::constant) vals[n.outputs[0]] = n.data;
+  // One scratch buffer per call (calls may run concurrently) for every
+  // intermediate; graph outputs get their own memory.
+  const Buffer arena = arena_bytes_ ? Buffer::allocate(arena_bytes_) : Buffer();
+  auto destination = [&](int32_t v) {
+    const TensorType& t = g.type(v);
+    if (arena_offset_[v] < 0) return Tensor::empty(t.shape, t.dtype, t.device);
+    return Tensor(arena, t.dtype, t.shape, contiguous_strides(t.shape),
+                  arena_offset_[v] / static_cast<int64_t>(size_of(t.dtype)));
+  };
   std::vector<Tensor> args;
-  for (const PlanStep& s : steps_) {
+  for (size_t k = 0; k < steps_.size(); ++k) {
+    const PlanStep& s = steps_[k];
     if (s.kind == PlanStep::Kind::op) {
       args.clear();
       for (int32_t v : s.inputs) args.push_back(vals[v]);
-      vals[s.output] = detail::eager_execute(s.op, args, s.attrs);
-      continue;
+      if (arena_offset_[s.output] >= 0) {
+        const Tensor dst = destination(s.output);
+        detail::ScopedOutput into(dst);
+        Tensor r = detail::eager_execute(s.op, args, s.attrs);
+        // A result elsewhere in the arena (an alias the plan did not expect)
+        // would be overwritten later: keep a private copy.
+        vals[s.output] = r.buffer() == arena && r.data_ptr() != dst.data_ptr() ? r.clone() : std::move(r);
+      } else {
+        vals[s.output] = detail::eager_execute(s.op, args, s.attrs);
+      }
+    } else {
+      execute(bind(k, vals, destination));
     }
-    std::array<char*, kMaxFusedOperands> base{};
-    for (int k = 0; k < s.num_outputs; ++k) {
-      const TensorLayout& l = s.out_layouts[k];
-      vals[s.operands[k]] = Tensor::empty(l.shape, l.dtype, l.device);
-      base[k] = static_cast<char*>(vals[s.operands[k]].data_ptr());
-    }
-    for (size_t k = s.num_outputs; k < s.operands.size(); ++k) {
-      Tensor& t = vals[s.operands[k]];
-      if (!t.is_contiguous()) t = t.contiguous();  // eager views (e.g. transpose) feeding generated code
-      base[k] = static_cast<char*>(t.data_ptr());
-    }
-    InnerLoopFn fn = s.kernel->fn();
-    cpu::run_loop_at<kMaxFusedOperands>(s.loop, base, [fn](char** p, const int64_t* st, int64_t n) { fn(p, st, n); });
+    for (int32_t v : release_after_[k]) vals[v] = Tensor();  // memory outside the arena goes back early
   }
   outputs.resize(g.output_ids().size());
   for (size_t k = 0; k < outputs.size(); ++k) {
@@ -297,6 +570,7 @@ size_t ExecutionPlan::code_bytes() const {
   size_t n = 0;
   for (const auto& s : steps_)
     if (s.kernel) n += s.kernel->code_size();
+    else if (s.row_kernel) n += s.row_kernel->code_size();
   return n;
 }
 
@@ -309,12 +583,21 @@ std::string ExecutionPlan::describe(bool with_disassembly) const {
       os << op_name(s.op) << " (eager kernel)\n";
       continue;
     }
+    if (s.kind == PlanStep::Kind::row) {
+      os << op_name(s.op) << ": " << s.row_kernel->str() << ", " << s.rows << " rows of " << s.row_n << ", "
+         << s.row_kernel->code_size() << " bytes of code\n";
+      if (with_disassembly) os << s.row_kernel->disassembly() << "\n";
+      continue;
+    }
     os << "fused group of " << s.group_nodes.size() << " ops [";
     for (size_t i = 0; i < s.group_nodes.size(); ++i)
       os << (i ? " " : "") << op_name(graph_->node(s.group_nodes[i]).op);
-    os << "], " << s.kernel->code_size() << " bytes of code\n" << s.program << "\n";
+    os << "]";
+    if (s.reduce_operand >= 0) os << " + " << op_name(s.reduce_op) << " over the last " << s.reduce_nred << " of each of " << s.reduce_nout << " rows";
+    os << ", " << s.kernel->code_size() << " bytes of code\n" << s.program << "\n";
     if (with_disassembly) os << s.kernel->disassembly() << "\n";
   }
+  os << "arena: " << arena_bytes_ << " bytes of scratch per call\n";
   return os.str();
 }
 

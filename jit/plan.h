@@ -2,6 +2,7 @@
 // nodes): a list of steps, each either a fused elementwise group running
 // generated machine code, or one op running its eager CPU kernel.
 #pragma once
+#include <array>
 #include <memory>
 #include <span>
 #include <string>
@@ -17,10 +18,14 @@ namespace kiln::codegen {
 /// Up to this many operands (outputs + inputs) per fused group.
 inline constexpr int kMaxFusedOperands = 8;
 
+class RowKernel;  // backends/cpu/jit/row_kernels.h
+
 struct PlanStep {
-  enum class Kind : uint8_t { op, fused };
+  /// op: the eager kernel; fused: a generated elementwise group; row: a
+  /// RowNorm op on float32 rows running its generated row kernel.
+  enum class Kind : uint8_t { op, fused, row };
   Kind kind = Kind::op;
-  // op step
+  // op step (and row step: op, attrs, inputs, output)
   OpId op{};
   Attrs attrs;
   std::vector<int32_t> inputs;   // value ids
@@ -34,7 +39,32 @@ struct PlanStep {
   std::string program;               // printed program (for dumps)
   // Loop structure, fixed at plan time (shapes are static): one per operand count.
   cpu::StridedLoop<kMaxFusedOperands> loop;
+  // row step: the kernel (shared with eager's cache), rows of row_n elements
+  std::shared_ptr<const RowKernel> row_kernel;
+  int64_t rows = 0, row_n = 0;
+  // fused step with a trailing reduction: output operand `reduce_operand`
+  // (a value only the reduction reads) is never stored; it is reduced by
+  // `reduce_op` over the last reduce_nred elements of each of reduce_nout
+  // rows into value `reduce_output` (cpu::reduce_produced).
+  int reduce_operand = -1;
+  OpId reduce_op{};
+  int32_t reduce_output = -1;
+  int64_t reduce_nout = 0, reduce_nred = 0;
+  int32_t reduce_node = -1;  // for dumps
 };
+
+/// A non-op step bound to buffers: its operand pointers and output tensor,
+/// ready to run (ExecutionPlan::run and capture/replay share it).
+struct BoundStep {
+  const PlanStep* step = nullptr;
+  std::array<char*, kMaxFusedOperands> base{};  // fused: operand pointers; row: x, weight, bias at 1..3
+  Tensor out;                                   // row or reduction result
+};
+
+/// Values a step reads, and values it writes (a fused step with a reduction
+/// writes the reduction's result, not the reduced value).
+std::vector<int32_t> step_reads(const PlanStep& s);
+std::vector<int32_t> step_writes(const PlanStep& s);
 
 class ExecutionPlan {
  public:
@@ -50,6 +80,17 @@ class ExecutionPlan {
 
   const Graph& graph() const { return *graph_; }
   const std::vector<PlanStep>& steps() const { return steps_; }
+  /// Binds non-op step `k` to the tensors in `vals`: inputs are made
+  /// contiguous (in vals), outputs come from `dest(value id)` and are stored
+  /// in vals. Run it with execute().
+  template <class Dest>
+  BoundStep bind(size_t k, std::vector<Tensor>& vals, Dest&& dest) const;
+  /// Runs a bound step (no checks, no allocation).
+  static void execute(const BoundStep& b);
+
+  /// Bytes of the one scratch buffer a run allocates for intermediates
+  /// (planned from liveness; 0 when every value is fused or an output).
+  size_t arena_bytes() const { return arena_bytes_; }
   /// Total bytes of generated machine code.
   size_t code_bytes() const;
   /// The fusion groups and programs, one per line (KILN_JIT_DUMP).
@@ -60,7 +101,38 @@ class ExecutionPlan {
   std::vector<PlanStep> steps_;
   std::vector<std::pair<std::string, TensorType>> weight_slots_;
   std::vector<int32_t> weight_values_;  // value id per weight slot
+  std::vector<std::vector<int32_t>> release_after_;  // per step: values dropped after it
+  std::vector<int64_t> arena_offset_;                // per value: byte offset in the arena, or -1
+  size_t arena_bytes_ = 0;
+
+  void plan_memory(const std::vector<char>& is_output);
 };
+
+template <class Dest>
+BoundStep ExecutionPlan::bind(size_t k, std::vector<Tensor>& vals, Dest&& dest) const {
+  const PlanStep& s = steps_[k];
+  BoundStep b;
+  b.step = &s;
+  auto input = [&](int32_t v) {
+    Tensor& t = vals[v];
+    if (!t.is_contiguous()) t = t.contiguous();  // eager views (e.g. transpose) feeding generated code
+    return static_cast<char*>(t.data_ptr());
+  };
+  if (s.kind == PlanStep::Kind::row) {
+    for (size_t j = 0; j < s.inputs.size() && j + 1 < b.base.size(); ++j) b.base[j + 1] = input(s.inputs[j]);
+    b.out = vals[s.output] = dest(s.output);
+    b.base[0] = static_cast<char*>(b.out.data_ptr());
+    return b;
+  }
+  for (int j = 0; j < s.num_outputs; ++j) {
+    if (j == s.reduce_operand) continue;
+    vals[s.operands[j]] = dest(s.operands[j]);
+    b.base[j] = static_cast<char*>(vals[s.operands[j]].data_ptr());
+  }
+  for (size_t j = s.num_outputs; j < s.operands.size(); ++j) b.base[j] = input(s.operands[j]);
+  if (s.reduce_operand >= 0) b.out = vals[s.reduce_output] = dest(s.reduce_output);
+  return b;
+}
 
 /// Inlines every call node of `root` (recursively), resolving placeholder
 /// weights through each call's prefix; returns a new flat graph.

@@ -243,16 +243,47 @@ void combine_pass(const Plan& P, const typename Op::Acc* part, int64_t nb, Out* 
   });
 }
 
+// The inner loop shape's schedule: every output o is reduced over nb fixed
+// blocks, block_of(o, b, scratch) giving a block's accumulator; block results
+// are combined pairwise. Shared by stored inputs (run_inner) and produced
+// ones (reduce_produced), so both give bitwise the same results. `State` is
+// per-thread scratch made by make_state().
+template <class Op, class Out, class Fin, class MakeState, class Block>
+void run_blocks(const Plan& P, int64_t nb, Out* ob, Fin& fin, MakeState make_state, Block block_of) {
+  using Acc = typename Op::Acc;
+  const int64_t work = P.nout * P.nred;
+  const int nk = static_cast<int>(P.k.size());
+  if (nb == 1) {
+    parallel_ranges(P.nout, work, [&](int64_t o0, int64_t o1) {
+      Odometer<2> ko(P.k.data(), nk);
+      auto st = make_state();
+      ko.seek(o0);
+      for (int64_t o = o0; o < o1; ++o, ko.next()) ob[ko.off[1]] = fin(block_of(o, ko.off[0], 0, st));
+    });
+    return;
+  }
+  Partials<Acc> part(P.nout * nb);
+  parallel_ranges(P.nout * nb, work, [&](int64_t i0, int64_t i1) {
+    Odometer<2> ko(P.k.data(), nk);
+    auto st = make_state();
+    int64_t cur = -1;
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t o = i / nb;
+      if (o != cur) ko.seek(cur = o);
+      part[i] = block_of(o, ko.off[0], i % nb, st);
+    }
+  });
+  combine_pass<Op>(P, part.get(), nb, ob, fin);
+}
+
 template <class Op, class Out, class Fin>
 void run_inner(const Plan& P, const char* xb, Out* ob, Fin& fin) {
   using Acc = typename Op::Acc;
   const WalkDim<1>& rin = P.r.back();
   const int nro = static_cast<int>(P.r.size()) - 1;
-  const int nk = static_cast<int>(P.k.size());
   const int64_t nb = (P.nred + kInnerBlock - 1) / kInnerBlock;
-  const int64_t work = P.nout * P.nred;
   // Block b of the output whose first input element is at byte offset kx.
-  auto block = [&](int64_t kx, int64_t b, Odometer<1>& ro) {
+  auto block = [&](int64_t, int64_t kx, int64_t b, Odometer<1>& ro) {
     int64_t s = b * kInnerBlock;
     const int64_t e = std::min(P.nred, s + kInnerBlock);
     ro.seek(s / rin.n);
@@ -267,27 +298,7 @@ void run_inner(const Plan& P, const char* xb, Out* ob, Fin& fin) {
     }
     return acc;
   };
-  if (nb == 1) {
-    parallel_ranges(P.nout, work, [&](int64_t o0, int64_t o1) {
-      Odometer<2> ko(P.k.data(), nk);
-      Odometer<1> ro(P.r.data(), nro);
-      ko.seek(o0);
-      for (int64_t o = o0; o < o1; ++o, ko.next()) ob[ko.off[1]] = fin(block(ko.off[0], 0, ro));
-    });
-    return;
-  }
-  Partials<Acc> part(P.nout * nb);
-  parallel_ranges(P.nout * nb, work, [&](int64_t i0, int64_t i1) {
-    Odometer<2> ko(P.k.data(), nk);
-    Odometer<1> ro(P.r.data(), nro);
-    int64_t cur = -1;
-    for (int64_t i = i0; i < i1; ++i) {
-      const int64_t o = i / nb;
-      if (o != cur) ko.seek(cur = o);
-      part[i] = block(ko.off[0], i % nb, ro);
-    }
-  });
-  combine_pass<Op>(P, part.get(), nb, ob, fin);
+  run_blocks<Op>(P, nb, ob, fin, [&] { return Odometer<1>(P.r.data(), nro); }, block);
 }
 
 // acc[j] (j < w) accumulates the element at p + j * st.
@@ -461,7 +472,61 @@ void dispatch(OpId op, const Plan& P, const Tensor& x, const std::vector<bool>& 
   }
 }
 
+// Produced input: the plan of a contiguous [nout, nred] tensor reduced over
+// its last axis (one R axis of unit stride, so each block is one run).
+template <class In>
+void dispatch_produced(OpId op, int64_t nout, int64_t nred, const ReduceProducer& produce, const Tensor& out) {
+  using C = detail::compute_t<In>;
+  using SA = sum_acc_t<In>;
+  using SO = sum_out_t<In>;
+  using F = float_acc_t<In>;
+  using FO = float_out_t<In>;
+  Plan P;
+  P.nout = nout;
+  P.nred = nred;
+  if (nout > 1) P.k.push_back({nout, {nred * static_cast<int64_t>(sizeof(In)), 1}});
+  P.r.push_back({nred, {static_cast<int64_t>(sizeof(In))}});
+  if (nout == 0) return;
+  const int64_t nb = (nred + kInnerBlock - 1) / kInnerBlock;
+  auto run = [&](auto op_tag, auto* ob, auto fin) {
+    using Op = typename decltype(op_tag)::type;
+    if (nred == 0) {
+      std::fill(ob, ob + nout, fin(Op::init()));
+      return;
+    }
+    auto state = [] { return std::unique_ptr<In[]>(new In[kInnerBlock]); };
+    auto block = [&](int64_t o, int64_t, int64_t b, std::unique_ptr<In[]>& buf) {
+      const int64_t s = b * kInnerBlock, len = std::min(nred - s, kInnerBlock);
+      produce(o * nred + s, len, buf.get());
+      return Op::combine(Op::init(), reduce_run<Op>(reinterpret_cast<const char*>(buf.get()), sizeof(In), len, s));
+    };
+    run_blocks<Op>(P, nb, ob, fin, state, block);
+  };
+  auto to = [](auto tag) { return [](auto a) { return detail::convert<typename decltype(tag)::type>(a); }; };
+  switch (op) {
+    case OpId::Sum: run(detail::TypeTag<SumOp<In, SA>>{}, out.data<SO>(), to(detail::TypeTag<SO>{})); break;
+    case OpId::Prod: run(detail::TypeTag<ProdOp<In, SA>>{}, out.data<SO>(), to(detail::TypeTag<SO>{})); break;
+    case OpId::Mean:
+      run(detail::TypeTag<SumOp<In, F>>{}, out.data<FO>(), [nred](F a) { return detail::convert<FO>(a / F(nred)); });
+      break;
+    case OpId::Max: run(detail::TypeTag<ExtremeOp<In, C, true>>{}, out.data<In>(), to(detail::TypeTag<In>{})); break;
+    case OpId::Min: run(detail::TypeTag<ExtremeOp<In, C, false>>{}, out.data<In>(), to(detail::TypeTag<In>{})); break;
+    default: throw Error("reduce_produced: internal error: " + std::string(op_name(op)) + " is not supported");
+  }
+}
+
 }  // namespace
+
+bool can_reduce_produced(OpId op) {
+  return op == OpId::Sum || op == OpId::Prod || op == OpId::Mean || op == OpId::Max || op == OpId::Min;
+}
+
+void reduce_produced(OpId op, DType in, int64_t nout, int64_t nred, const ReduceProducer& produce, const Tensor& out) {
+  detail::visit_dtype(in, [&](auto tag) {
+    using In = typename decltype(tag)::type;
+    dispatch_produced<In>(op, nout, nred, produce, out);
+  });
+}
 
 void reduce(OpId op, const Tensor& x_in, const std::vector<bool>& reduced, double correction, const Tensor& out) {
   const bool arg = op == OpId::ArgMax || op == OpId::ArgMin;

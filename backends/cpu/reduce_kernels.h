@@ -1,5 +1,6 @@
 // kiln (internal): CPU kernels of the Reduce and Scan categories.
 #pragma once
+#include <functional>
 #include <vector>
 
 #include "../../tensor/op_table.h"
@@ -14,6 +15,20 @@ namespace kiln::cpu {
 /// shape and strides only, never on the thread count. The caller has checked
 /// axes and empty extents (max/min/argmax/argmin of nothing).
 void reduce(OpId op, const Tensor& x, const std::vector<bool>& reduced, double correction, const Tensor& out);
+
+/// Writes flat elements [first, first + n) of a reduction's input to dst.
+using ReduceProducer = std::function<void(int64_t first, int64_t n, void* dst)>;
+
+/// Whether reduce_produced handles `op` (sum, prod, mean, max, min).
+bool can_reduce_produced(OpId op);
+
+/// `op` of an input that is never stored (a fused elementwise group's value):
+/// the row-major [nout, nred] input of dtype `in` is reduced over its last
+/// axis, `produce` writing it block by block (n <= 8192 elements, from any
+/// thread) into per-thread scratch. Blocks, lanes and their combination are
+/// reduce()'s on that input stored contiguously, so the result is bitwise
+/// what reduce() gives (and so never depends on the thread count).
+void reduce_produced(OpId op, DType in, int64_t nout, int64_t nred, const ReduceProducer& produce, const Tensor& out);
 
 /// Inclusive prefix sum of `x` along `axis` into `out` (x's shape; int64 for
 /// integer/bool x, accumulated with wrap-around; float16/bfloat16 accumulate

@@ -3,6 +3,9 @@
 // (float for float32/16-bit floats, double for float64), its statistics are
 // accumulated in double, and the result is written back. Each line is
 // computed whole by one thread, so results do not depend on the thread count.
+// float32 rows along the last axis (views made contiguous) run the generated
+// row kernels instead (jit/row_kernels.h), the very code compiled plans run,
+// so eager and compiled results are bitwise equal.
 #include "rownorm_kernels.h"
 
 #include <cmath>
@@ -10,10 +13,36 @@
 #include <vector>
 
 #include "accumulate.h"
+#include "jit/row_kernels.h"
 #include "parallel_ranges.h"
 
 namespace kiln::cpu {
 namespace {
+
+// Runs the cached generated kernel when it applies (float32 x, weight and
+// bias, the last axis: the rule the compiled plan follows, so a view is made
+// contiguous rather than sent down the scalar path); returns false otherwise.
+bool run_generated(codegen::RowOp op, const Tensor& x_in, int64_t axis, const Tensor& weight, const Tensor& bias,
+                   double eps, const Tensor& out) {
+  if (x_in.dtype() != DType::float32 || axis != x_in.ndim() - 1 || !out.is_contiguous()) return false;
+  for (const Tensor* p : {&weight, &bias})
+    if (p->defined() && p->dtype() != DType::float32) return false;
+  const codegen::RowKernel* k = codegen::cached_row_kernel(op, weight.defined(), bias.defined(), DType::float32);
+  if (!k) return false;
+  const Tensor x = x_in.contiguous();
+  const Tensor w = weight.defined() ? weight.contiguous() : Tensor();  // one row: a copy is cheap
+  const Tensor b = bias.defined() ? bias.contiguous() : Tensor();
+  codegen::RowArgs a;
+  a.n = x.shape().back();
+  a.rows = a.n == 0 ? 0 : x.numel() / a.n;
+  a.x = x.data<float>();
+  a.y = out.data<float>();
+  a.weight = w.defined() ? w.data<float>() : nullptr;
+  a.bias = b.defined() ? b.data<float>() : nullptr;
+  a.eps = static_cast<float>(eps);
+  k->run(a);
+  return true;
+}
 
 // Calls f(buf, out, out_step, n) for every line of x along axis, buf holding
 // the line converted to C.
@@ -31,6 +60,8 @@ void for_each_row(const Tensor& x, int64_t axis, const Tensor& out, F f) {
 }  // namespace
 
 void softmax(const Tensor& x, int64_t axis, bool log, const Tensor& out) {
+  if (run_generated(log ? codegen::RowOp::log_softmax : codegen::RowOp::softmax, x, axis, Tensor(), Tensor(), 0.0, out))
+    return;
   detail::visit_dtype(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (kIsFloat<T>) {
@@ -56,6 +87,9 @@ void softmax(const Tensor& x, int64_t axis, bool log, const Tensor& out) {
 }
 
 void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, bool rms, const Tensor& out) {
+  if (run_generated(rms ? codegen::RowOp::rms_norm : codegen::RowOp::layer_norm, x, x.ndim() - 1, weight, bias, eps,
+                    out))
+    return;
   const std::vector<double> w = weight.defined() ? weight.to_vector<double>() : std::vector<double>();
   const std::vector<double> b = bias.defined() ? bias.to_vector<double>() : std::vector<double>();
   detail::visit_dtype(x.dtype(), [&](auto tag) {

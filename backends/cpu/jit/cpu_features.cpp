@@ -16,7 +16,7 @@ CpuTarget host_target() {
   const asmjit::CpuInfo& ci = asmjit::CpuInfo::host();
   const bool avx2 = ci.hasFeature(F::kAVX2) && ci.hasFeature(F::kFMA) && ci.hasFeature(F::kF16C);
   if (avx2 && ci.hasFeature(F::kAVX512_F) && ci.hasFeature(F::kAVX512_DQ) && ci.hasFeature(F::kAVX512_BW) &&
-      ci.hasFeature(F::kAVX512_VL))
+      ci.hasFeature(F::kAVX512_VL) && ci.hasFeature(F::kBMI2))
     return CpuTarget::avx512;
   return avx2 ? CpuTarget::avx2 : CpuTarget::sse2;
 }

@@ -499,4 +499,42 @@ x86::Vec VecAsm::narrow_i64(const x86::Vec& a) {
   return d;
 }
 
+// ---- across lanes ------------------------------------------------------------------------------
+x86::Vec VecAsm::swap32(const x86::Vec& a, int lanes) {
+  x86::Vec d = like(a);
+  if (lanes <= 2) {
+    const int imm = lanes == 1 ? 0xb1 : 0x4e;  // [1 0 3 2] / [2 3 0 1] within each 128 bits
+    if (sse()) {
+      cc.emit(Inst::kIdMovaps, d, a);
+      cc.emit(Inst::kIdShufps, d, d, Imm(imm));
+    } else {
+      cc.emit(Inst::kIdVpermilps, d, a, Imm(imm));
+    }
+  } else if (a.size() == 64) {
+    cc.emit(Inst::kIdVshuff32x4, d, a, a, Imm(lanes == 4 ? 0xb1 : 0x4e));  // 128-bit blocks
+  } else {
+    cc.emit(Inst::kIdVperm2f128, d, a, a, Imm(0x01));
+  }
+  return d;
+}
+
+static x86::Vec hreduce(VecAsm& A, const x86::Vec& a, x86::Vec (VecAsm::*op)(Lane, const x86::Vec&, const Src&)) {
+  x86::Vec r = a;
+  for (int lanes = int(a.size()) / 8; lanes >= 1; lanes /= 2) r = (A.*op)(Lane::b32, r, A.swap32(r, lanes));
+  return r;
+}
+x86::Vec VecAsm::hadd32(const x86::Vec& a) { return hreduce(*this, a, &VecAsm::add); }
+x86::Vec VecAsm::hmax32(const x86::Vec& a) { return hreduce(*this, a, &VecAsm::maxx); }
+
+x86::Vec VecAsm::splat32(const x86::Vec& s, int bytes) {
+  x86::Vec d = newv(bytes);
+  if (sse()) {
+    cc.emit(Inst::kIdMovaps, d, s);
+    cc.emit(Inst::kIdShufps, d, d, Imm(0));
+  } else {
+    cc.emit(Inst::kIdVbroadcastss, d, s.xmm());
+  }
+  return d;
+}
+
 }  // namespace kiln::codegen::cg

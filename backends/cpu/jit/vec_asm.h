@@ -151,6 +151,17 @@ class VecAsm {
   /// Truncates 64-bit lanes to 32-bit lanes (result half the width).
   x86::Vec narrow_i64(const x86::Vec& a);
 
+  // ---- across lanes (32-bit float lanes) ------------------------------------------------
+  /// a with neighbouring blocks of `lanes` 32-bit lanes swapped (1, 2, 4 or 8,
+  /// less than a's lane count).
+  x86::Vec swap32(const x86::Vec& a, int lanes);
+  /// Horizontal sum / maximum (maxps) of a's float lanes, repeated in every
+  /// lane. Fixed pairing (halves, then quarters, ...): deterministic.
+  x86::Vec hadd32(const x86::Vec& a);
+  x86::Vec hmax32(const x86::Vec& a);
+  /// The float in the low lane of `s` repeated over a register of `bytes`.
+  x86::Vec splat32(const x86::Vec& s, int bytes);
+
   std::map<std::pair<uint64_t, int>, x86::Vec> hoisted_;
 
   /// asmjit instruction selection helpers (public for the emitters).

@@ -1,0 +1,416 @@
+// kiln (internal): the generator of row kernels (see row_kernels.h) and
+// their process-wide cache. A kernel is one function:
+//
+//   for each row:  pass 1, [pass 2,] pass 3 over the row's n elements
+//
+// and each pass is a loop of U vectors per iteration (U accumulators, so
+// that reductions are not bound by the add latency), then a loop of single
+// vectors, then a tail of n mod L elements that is copied into stack
+// buffers prefilled with a neutral value (-inf for max and exp, 0 for sums),
+// computed as one full vector, and copied back. Loop-carried accumulators
+// are updated in place; everything else is VecAsm's SSA values.
+#include "row_kernels.h"
+
+#include <asmjit/x86.h>
+
+#include <array>
+#include <atomic>
+#include <cmath>
+#include <limits>
+#include <mutex>
+#include <sstream>
+#include <vector>
+
+#include "../parallel_ranges.h"
+#include "codegen.h"
+
+namespace kiln::codegen {
+
+CpuTarget host_cpu_target();  // cpu_features.cpp
+
+namespace {
+
+using namespace cg;
+using asmjit::Label;
+namespace Inst = asmjit::x86::Inst;
+
+asmjit::JitRuntime& row_runtime() {
+  static auto* rt = new asmjit::JitRuntime();  // never destroyed: cached kernels outlive statics
+  return *rt;
+}
+
+/// Records asmjit's first error instead of throwing through its frames.
+struct FirstError : asmjit::ErrorHandler {
+  asmjit::Error err = asmjit::kErrorOk;
+  std::string msg;
+  void handleError(asmjit::Error e, const char* m, asmjit::BaseEmitter*) override {
+    if (err == asmjit::kErrorOk) {
+      err = e;
+      msg = m ? m : "";
+    }
+  }
+};
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+/// One operand of a pass: a row pointer, read and/or written.
+struct Stream {
+  x86::Gp base;
+  bool in = true, out = false;
+  float fill = 0.0f;  ///< value of the tail's lanes past n (inputs)
+  x86::Vec fill_v;    ///< a register to fill them with instead, when valid
+  Stream(const x86::Gp& b, bool i, bool o, float f = 0.0f) : base(b), in(i), out(o), fill(f) {}
+};
+
+class RowGen {
+ public:
+  RowGen(const RowKernelKey& k, x86::Compiler& cc)
+      : k_(k), cc_(cc), A_(cc, k.target), W_(A_.vbytes()), L_(W_ / 4), C_{A_, L_, Lane::b32, false} {}
+  void run();
+
+ private:
+  using Mems = std::array<x86::Mem, 4>;
+  const RowKernelKey k_;
+  x86::Compiler& cc_;
+  VecAsm A_;
+  const int W_, L_;  // vector bytes, floats per vector
+  Ctx C_;
+  x86::Gp n_, i_;
+
+  x86::Vec load(const x86::Mem& m) {
+    x86::Vec v = A_.newv(W_);
+    cc_.emit(A_.sse() ? Inst::kIdMovups : Inst::kIdVmovups, v, m);
+    return v;
+  }
+  void store(const x86::Mem& m, const x86::Vec& v) { cc_.emit(A_.sse() ? Inst::kIdMovups : Inst::kIdVmovups, m, v); }
+  x86::Vec splat(float f) { return A_.reg(A_.cf(f), A_.newv(W_)); }
+  /// acc = acc (op) v in place (a loop-carried register).
+  void acc_op(uint32_t sse_id, uint32_t avx_id, const x86::Vec& acc, const x86::Vec& v) {
+    if (A_.sse()) cc_.emit(asmjit::InstId(sse_id), acc, v);
+    else cc_.emit(asmjit::InstId(avx_id), acc, acc, v);
+  }
+  void acc_add(const x86::Vec& acc, const x86::Vec& v) { acc_op(Inst::kIdAddps, Inst::kIdVaddps, acc, v); }
+  void acc_max(const x86::Vec& acc, const x86::Vec& v) { acc_op(Inst::kIdMaxps, Inst::kIdVmaxps, acc, v); }
+  /// acc += v * v (one FMA where the target has it).
+  void acc_sq(const x86::Vec& acc, const x86::Vec& v) {
+    if (A_.has_fma()) cc_.emit(Inst::kIdVfmadd231ps, acc, v, v);
+    else acc_add(acc, A_.mul(Lane::b32, v, v));
+  }
+  std::vector<x86::Vec> accumulators(int u, float init) {
+    std::vector<x86::Vec> acc(u);
+    for (auto& a : acc) a = splat(init);
+    return acc;
+  }
+  /// Combines accumulators pairwise in a fixed order, then across lanes.
+  x86::Vec combine(std::vector<x86::Vec> acc, bool max) {
+    for (size_t w = 1; w < acc.size(); w *= 2)
+      for (size_t j = 0; j + w < acc.size(); j += 2 * w)
+        acc[j] = max ? A_.maxx(Lane::b32, acc[j], acc[j + w]) : A_.add(Lane::b32, acc[j], acc[j + w]);
+    return max ? A_.hmax32(acc[0]) : A_.hadd32(acc[0]);
+  }
+  void copy_dwords(const x86::Gp& dst, const x86::Gp& src, const x86::Gp& count);
+  /// Emits a pass over the row: body(u, mems) for vector u of an iteration,
+  /// mems[s] the memory operand of stream s at that vector.
+  template <class Body>
+  void pass(const std::vector<Stream>& s, int unroll, Body&& body);
+};
+
+void RowGen::copy_dwords(const x86::Gp& dst, const x86::Gp& src, const x86::Gp& count) {
+  x86::Gp j = cc_.newIntPtr(), t = cc_.newGpd();
+  Label loop = cc_.newLabel(), end = cc_.newLabel();
+  cc_.xor_(j, j);
+  cc_.bind(loop);
+  cc_.cmp(j, count);
+  cc_.jae(end);
+  cc_.mov(t, x86::dword_ptr(src, j, 2));
+  cc_.mov(x86::dword_ptr(dst, j, 2), t);
+  cc_.inc(j);
+  cc_.jmp(loop);
+  cc_.bind(end);
+}
+
+template <class Body>
+void RowGen::pass(const std::vector<Stream>& s, int unroll, Body&& body) {
+  auto at = [&](int u) {
+    Mems m;
+    for (size_t k = 0; k < s.size(); ++k) m[k] = x86::ptr(s[k].base, i_, 2, u * W_);
+    return m;
+  };
+  x86::Gp rem = cc_.newIntPtr();
+  Label L_multi = cc_.newLabel(), L_single = cc_.newLabel(), L_tail = cc_.newLabel(), L_done = cc_.newLabel();
+  cc_.xor_(i_, i_);
+  if (unroll > 1) {
+    cc_.bind(L_multi);
+    cc_.mov(rem, n_);
+    cc_.sub(rem, i_);
+    cc_.cmp(rem, unroll * L_);
+    cc_.jl(L_single);
+    for (int u = 0; u < unroll; ++u) body(u, at(u));
+    cc_.add(i_, unroll * L_);
+    cc_.jmp(L_multi);
+  }
+  cc_.bind(L_single);
+  cc_.mov(rem, n_);
+  cc_.sub(rem, i_);
+  cc_.cmp(rem, L_);
+  cc_.jl(L_tail);
+  body(0, at(0));
+  cc_.add(i_, L_);
+  cc_.jmp(L_single);
+
+  cc_.bind(L_tail);
+  cc_.test(rem, rem);
+  cc_.jz(L_done);
+  Mems m;
+  std::vector<x86::Gp> buf(s.size()), src(s.size());
+  for (size_t k = 0; k < s.size(); ++k) {
+    x86::Mem stack = cc_.newStack(64, 64);
+    buf[k] = cc_.newIntPtr();
+    src[k] = cc_.newIntPtr();
+    cc_.lea(buf[k], stack);
+    cc_.lea(src[k], x86::ptr(s[k].base, i_, 2));
+    if (s[k].in) {
+      store(x86::ptr(buf[k]), s[k].fill_v.isValid() ? s[k].fill_v : splat(s[k].fill));
+      copy_dwords(buf[k], src[k], rem);
+    }
+    m[k] = x86::ptr(buf[k]);
+  }
+  body(0, m);
+  for (size_t k = 0; k < s.size(); ++k)
+    if (s[k].out) copy_dwords(src[k], buf[k], rem);
+  cc_.bind(L_done);
+}
+
+void RowGen::run() {
+  asmjit::FuncNode* fn = cc_.addFunc(asmjit::FuncSignatureT<void, const RowArgs*>());
+  if (!A_.sse()) {
+    fn->frame().setAvxEnabled();
+    fn->frame().setAvxCleanup();
+  }
+  if (A_.evex()) fn->frame().setAvx512Enabled();
+  x86::Gp args = cc_.newIntPtr("args");
+  fn->setArg(0, args);
+  x86::Gp px = cc_.newIntPtr("x"), py = cc_.newIntPtr("y"), pw = cc_.newIntPtr("w"), pb = cc_.newIntPtr("b");
+  x86::Gp rows = cc_.newInt64("rows"), bytes = cc_.newIntPtr("row_bytes");
+  n_ = cc_.newInt64("n");
+  i_ = cc_.newIntPtr("i");
+  cc_.mov(px, x86::ptr(args, offsetof(RowArgs, x)));
+  cc_.mov(py, x86::ptr(args, offsetof(RowArgs, y)));
+  cc_.mov(pw, x86::ptr(args, offsetof(RowArgs, weight)));
+  cc_.mov(pb, x86::ptr(args, offsetof(RowArgs, bias)));
+  cc_.mov(rows, x86::ptr(args, offsetof(RowArgs, rows)));
+  cc_.mov(n_, x86::ptr(args, offsetof(RowArgs, n)));
+  cc_.mov(bytes, n_);
+  cc_.shl(bytes, 2);
+  // per-call constants: n and eps as vectors
+  x86::Vec nf, eps;
+  {
+    x86::Vec t = cc_.newXmm();
+    if (A_.sse()) {
+      cc_.emit(Inst::kIdXorps, t, t);
+      cc_.emit(Inst::kIdCvtsi2ss, t, n_);
+    } else {
+      cc_.emit(Inst::kIdVxorps, t, t, t);
+      cc_.emit(Inst::kIdVcvtsi2ss, t, t, n_);
+    }
+    nf = A_.splat32(t, W_);
+    x86::Vec e = cc_.newXmm();
+    cc_.emit(A_.sse() ? Inst::kIdMovss : Inst::kIdVmovss, e, x86::dword_ptr(args, offsetof(RowArgs, eps)));
+    eps = A_.splat32(e, W_);
+  }
+  // constants of the vector math: in registers on AVX-512 (32 of them),
+  // from the constant pool elsewhere (as the elementwise generator does)
+  A_.hoist_at = cc_.cursor();
+  A_.hoist_budget = A_.evex() ? 12 : 0;
+
+  Label L_row = cc_.newLabel(), L_end = cc_.newLabel();
+  cc_.bind(L_row);
+  cc_.test(rows, rows);
+  cc_.jle(L_end);
+
+  const Lane f = Lane::b32;
+  const Stream X{px, true, false, -kInf}, Y{py, false, true, 0.0f};
+  switch (k_.op) {
+    case RowOp::softmax:
+    case RowOp::log_softmax: {
+      const bool log = k_.op == RowOp::log_softmax;
+      // max(x): maxps does not propagate NaN, but a NaN element still makes
+      // the row NaN through exp(NaN) in the sum; +inf gives inf - inf = NaN,
+      // and a row of -inf gives -inf - -inf = NaN, as eager.
+      auto mx = accumulators(4, -kInf);
+      pass({X}, 4, [&](int u, const Mems& m) { acc_max(mx[u], load(m[0])); });
+      const x86::Vec mv = combine(mx, true);
+      auto sum = accumulators(2, 0.0f);
+      std::vector<Stream> s2 = {X};
+      if (!log) s2.push_back(Y);
+      pass(s2, 2, [&](int u, const Mems& m) {
+        const x86::Vec e = emit_math(C_, OpId::Exp, A_.sub(f, load(m[0]), mv));
+        if (!log) store(m[1], e);
+        acc_add(sum[u], e);
+      });
+      const x86::Vec sv = combine(sum, false);
+      if (log) {
+        const x86::Vec ls = emit_math(C_, OpId::Log, sv);
+        pass({X, Y}, 4, [&](int, const Mems& m) { store(m[1], A_.sub(f, A_.sub(f, load(m[0]), mv), ls)); });
+      } else {
+        const x86::Vec r = A_.div(f, splat(1.0f), sv);
+        const Stream YY{py, true, true, 0.0f};
+        pass({YY}, 4, [&](int, const Mems& m) { store(m[0], A_.mul(f, load(m[0]), r)); });
+      }
+      break;
+    }
+    case RowOp::layer_norm:
+    case RowOp::rms_norm: {
+      const bool rms = k_.op == RowOp::rms_norm;
+      const Stream X0{px, true, false, 0.0f};
+      // layer_norm: the corrected two-pass algorithm (Chan, Golub & LeVeque
+      // 1983). With d = x - mean0 (mean0 the float mean), mean = mean0 + c,
+      // c = sum(d) / n, and var = sum(d^2) / n - c^2: the float32 mean's
+      // rounding error (large when |mean| >> std) is taken out again.
+      x86::Vec mean0, c;
+      auto sq = accumulators(4, 0.0f);
+      if (rms) {
+        pass({X0}, 4, [&](int u, const Mems& m) { acc_sq(sq[u], load(m[0])); });
+      } else {
+        auto sum = accumulators(4, 0.0f);
+        pass({X0}, 4, [&](int u, const Mems& m) { acc_add(sum[u], load(m[0])); });
+        mean0 = A_.div(f, combine(sum, false), nf);
+        Stream XM = X0;
+        XM.fill_v = mean0;  // lanes past n add 0
+        auto sd = accumulators(4, 0.0f);
+        pass({XM}, 4, [&](int u, const Mems& m) {
+          const x86::Vec d = A_.sub(f, load(m[0]), mean0);
+          acc_add(sd[u], d);
+          acc_sq(sq[u], d);
+        });
+        c = A_.div(f, combine(sd, false), nf);
+      }
+      x86::Vec var = A_.div(f, combine(sq, false), nf);
+      if (!rms) var = A_.maxx(f, splat(0.0f), A_.sub(f, var, A_.mul(f, c, c)));  // >= 0, NaN kept
+      const x86::Vec rs = A_.div(f, splat(1.0f), A_.sqrt(f, A_.add(f, var, eps)));
+      std::vector<Stream> s3 = {X0, Y};
+      if (k_.has_weight) s3.push_back({pw, true, false, 0.0f});
+      if (k_.has_bias) s3.push_back({pb, true, false, 0.0f});
+      pass(s3, 4, [&](int, const Mems& m) {
+        x86::Vec t = load(m[0]);
+        if (!rms) t = A_.sub(f, A_.sub(f, t, mean0), c);
+        t = A_.mul(f, t, rs);
+        int next = 2;
+        if (k_.has_weight && k_.has_bias) {
+          const x86::Vec w = load(m[next]), b = load(m[next + 1]);
+          t = A_.madd(f, t, w, b, true);
+        } else if (k_.has_weight) {
+          t = A_.mul(f, t, load(m[next]));
+        } else if (k_.has_bias) {
+          t = A_.add(f, t, load(m[next]));
+        }
+        store(m[1], t);
+      });
+      break;
+    }
+  }
+  cc_.add(px, bytes);
+  cc_.add(py, bytes);
+  cc_.dec(rows);
+  cc_.jmp(L_row);
+  cc_.bind(L_end);
+  cc_.ret();
+  cc_.endFunc();
+}
+
+}  // namespace
+
+const char* row_op_name(RowOp op) {
+  switch (op) {
+    case RowOp::softmax: return "softmax";
+    case RowOp::log_softmax: return "log_softmax";
+    case RowOp::layer_norm: return "layer_norm";
+    case RowOp::rms_norm: return "rms_norm";
+  }
+  return "?";
+}
+
+std::optional<RowOp> row_op_of(OpId op) {
+  switch (op) {
+    case OpId::Softmax: return RowOp::softmax;
+    case OpId::LogSoftmax: return RowOp::log_softmax;
+    case OpId::LayerNorm: return RowOp::layer_norm;
+    case OpId::RmsNorm: return RowOp::rms_norm;
+    default: return std::nullopt;
+  }
+}
+
+RowKernel::RowKernel(RowKernelKey key, RowKernelFn fn, size_t code_size, std::string dis)
+    : key_(key), fn_(fn), size_(code_size), dis_(std::move(dis)) {}
+RowKernel::~RowKernel() { row_runtime().release(fn_); }
+
+std::string RowKernel::str() const {
+  std::ostringstream os;
+  os << "row kernel " << row_op_name(key_.op);
+  if (key_.has_weight || key_.has_bias)
+    os << "(" << (key_.has_weight ? "weight" : "") << (key_.has_weight && key_.has_bias ? ", " : "")
+       << (key_.has_bias ? "bias" : "") << ")";
+  os << " " << name(key_.dtype) << " [" << cpu_target_name(key_.target) << "]";
+  return os.str();
+}
+
+void RowKernel::run(const RowArgs& a) const {
+  if (a.rows <= 0 || a.n <= 0) return;
+  const RowKernelFn f = fn_;
+  cpu::parallel_ranges(a.rows, a.rows * a.n, [&](int64_t r0, int64_t r1) {
+    RowArgs part = a;
+    part.x += r0 * a.n;
+    part.y += r0 * a.n;
+    part.rows = r1 - r0;
+    f(&part);
+  });
+}
+
+bool can_generate_row(const RowKernelKey& key) {
+  return key.dtype == DType::float32 && key.target <= host_cpu_target() &&
+         !(key.op == RowOp::rms_norm && key.has_bias) &&
+         !((key.op == RowOp::softmax || key.op == RowOp::log_softmax) && (key.has_weight || key.has_bias));
+}
+
+std::unique_ptr<RowKernel> generate_row_kernel(const RowKernelKey& key, bool want_disassembly) {
+  if (!can_generate_row(key)) throw Error("codegen: no generated row kernel for this key");
+  asmjit::CodeHolder code;
+  code.init(row_runtime().environment());
+  FirstError eh;
+  code.setErrorHandler(&eh);
+  asmjit::StringLogger logger;
+  if (want_disassembly) code.setLogger(&logger);
+  x86::Compiler cc(&code);
+  try {
+    RowGen(key, cc).run();
+  } catch (const std::logic_error& e) {
+    throw Error(std::string("codegen: internal error: ") + e.what());
+  }
+  cc.finalize();
+  if (eh.err != asmjit::kErrorOk)
+    throw Error("codegen: asmjit error " + std::string(asmjit::DebugUtils::errorAsString(eh.err)) + ": " + eh.msg);
+  RowKernelFn fn = nullptr;
+  const asmjit::Error e = row_runtime().add(&fn, &code);
+  if (e != asmjit::kErrorOk || !fn)
+    throw Error("codegen: cannot add code: " + std::string(asmjit::DebugUtils::errorAsString(e)));
+  auto k = std::make_unique<RowKernel>(key, fn, code.codeSize(), want_disassembly ? std::string(logger.data()) : "");
+  return k;
+}
+
+const RowKernel* cached_row_kernel(RowOp op, bool has_weight, bool has_bias, DType dtype) {
+  const RowKernelKey key{op, has_weight, has_bias, dtype, detect_cpu_target()};
+  if (!can_generate_row(key)) return nullptr;
+  // one slot per (op, weight, bias, target) of float32; read without a lock
+  constexpr int kTargets = 3;
+  static std::array<std::atomic<const RowKernel*>, 4 * 2 * 2 * kTargets> slots{};
+  static std::mutex mu;
+  const size_t idx = ((size_t(op) * 2 + has_weight) * 2 + has_bias) * kTargets + size_t(key.target);
+  if (const RowKernel* k = slots[idx].load(std::memory_order_acquire)) return k;
+  std::lock_guard<std::mutex> lock(mu);
+  if (const RowKernel* k = slots[idx].load(std::memory_order_relaxed)) return k;
+  const RowKernel* k = generate_row_kernel(key).release();  // process lifetime
+  slots[idx].store(k, std::memory_order_release);
+  return k;
+}
+
+}  // namespace kiln::codegen

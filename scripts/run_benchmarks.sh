@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# README benchmark command: install what is missing, build kiln's Release
+# benchmarks, run bench_ops, bench_compile and bench_digits, and write
+# benchmarks/RESULTS.md: the machine, the date and the comparison tables
+# (kiln eager, kiln compiled and the peers measured in the same run: Eigen,
+# OpenBLAS, a plain C++ loop, the system C++ compiler, and LibTorch/TorchScript
+# when Debian's libtorch-dev is installed: `KILN_WITH_LIBTORCH=1 bash
+# scripts/install_deps.sh`). Takes a few minutes.
+#
+# Environment: KILN_BUILD_DIR (default build/release), KILN_JOBS (default: number
+# of cores), KILN_BENCH_MIN_TIME (seconds per benchmark, default 0.2).
+# Extra arguments go to every benchmark program (e.g. --benchmark_filter=digits).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+bash scripts/install_deps.sh
+bash scripts/fetch_digits.sh || echo "run_benchmarks: no digits data; bench_digits uses random inputs"
+
+build_dir="${KILN_BUILD_DIR:-build/release}"
+jobs="${KILN_JOBS:-$(nproc)}"
+programs=(bench_ops bench_compile bench_digits)
+cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DKILN_BUILD_BENCHMARKS=ON
+cmake --build "$build_dir" -j"$jobs" --target "${programs[@]}"
+
+cpu_flag() { grep -m1 '^flags' /proc/cpuinfo | grep -qw "$1" && echo "$1"; }
+torch=no
+[[ "$("$build_dir/benchmarks/bench_digits" --benchmark_list_tests | grep -c BM_torch)" != 0 ]] && torch=yes
+commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+[[ -n "$(git status --porcelain 2>/dev/null)" ]] && commit+=" + uncommitted changes"
+
+out=benchmarks/RESULTS.md
+tmp="$(mktemp)"
+trap 'rm -f "$tmp"' EXIT
+cat >"$tmp" <<EOF
+# kiln benchmark results
+
+Written by \`bash scripts/run_benchmarks.sh\` (do not edit by hand).
+
+- date: $(date -u '+%Y-%m-%d %H:%M UTC')
+- CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores available
+- flags: $(for f in avx2 fma avx512f avx512bw avx512vl; do cpu_flag $f; done | xargs)
+- load average at start: $(cut -d' ' -f1-3 /proc/loadavg) (other work on the machine makes figures noisy)
+- kiln commit: $commit
+- LibTorch peers: $torch; each benchmark ran for at least ${KILN_BENCH_MIN_TIME:-0.2} s
+
+Every row: kiln's figure (compiled where there is one, with kiln eager beside
+it), the fastest peer measured in the same run, and kiln's time over that
+peer's (< 1: kiln is faster). Times are wall-clock per call.
+EOF
+for p in "${programs[@]}"; do
+  echo "run_benchmarks: running $p"
+  "$build_dir/benchmarks/$p" --benchmark_min_time="${KILN_BENCH_MIN_TIME:-0.2}" --kiln_results="$tmp" "$@"
+done
+mv "$tmp" "$out"
+chmod 644 "$out"
+echo "run_benchmarks: wrote $out"

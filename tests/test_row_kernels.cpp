@@ -1,0 +1,316 @@
+// The generated row kernels (backends/cpu/jit/row_kernels.h): softmax,
+// log_softmax, layer_norm and rms_norm on float32 rows against a float64
+// reference, on every CPU target this machine runs (SSE2, AVX2, AVX-512),
+// with NaN/inf rows, n = 1, tails (n not a multiple of the vector width),
+// 0 rows and weight/bias present or absent; then eager == compiled bitwise
+// (default and strict sessions), independent of the thread count, and the
+// plan's row step.
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../backends/cpu/jit/row_kernels.h"
+#include "../jit/plan.h"
+#include "test_util.h"
+
+namespace {
+
+using namespace kiln;
+using namespace kiln::codegen;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kU = 0x1p-24;  // float32 unit roundoff
+
+std::vector<CpuTarget> targets() {
+  std::vector<CpuTarget> v;
+  for (CpuTarget t : {CpuTarget::sse2, CpuTarget::avx2, CpuTarget::avx512})
+    if (t <= detect_cpu_target()) v.push_back(t);
+  return v;
+}
+
+/// rows x n float32 values: normal(offset, scale), with row r % 8 == 1..4
+/// made special (a NaN; a +inf; all -inf; some -inf) when `specials`.
+std::vector<float> make_rows(int64_t rows, int64_t n, uint64_t seed, double scale, bool specials, double offset = 0) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> nd(offset, scale);
+  std::vector<float> v(static_cast<size_t>(rows * n));
+  for (auto& x : v) x = static_cast<float>(nd(rng));
+  if (!specials) return v;
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = v.data() + r * n;
+    const int64_t j = static_cast<int64_t>(rng() % static_cast<uint64_t>(n));
+    switch (r % 8) {
+      case 1: row[j] = static_cast<float>(kNaN); break;
+      case 2: row[j] = static_cast<float>(kInf); break;
+      case 3:
+        for (int64_t i = 0; i < n; ++i) row[i] = static_cast<float>(-kInf);
+        break;
+      case 4:
+        for (int64_t i = 0; i < n; i += 3) row[i] = static_cast<float>(-kInf);
+        break;
+      default: break;
+    }
+  }
+  return v;
+}
+
+/// Float64 reference of one row, with the tolerance of each element
+/// (the bounds documented in row_kernels.h).
+void reference(RowOp op, const float* x, int64_t n, const float* w, const float* b, double eps, double* want,
+               double* tol) {
+  if (op == RowOp::softmax || op == RowOp::log_softmax) {
+    double m = -kInf, s = 0;
+    for (int64_t i = 0; i < n; ++i) m = std::isnan(x[i]) || std::isnan(m) ? kNaN : std::max(m, double(x[i]));
+    for (int64_t i = 0; i < n; ++i) s += std::exp(x[i] - m);
+    const double ls = std::log(s), sum_err = (8 + 2 * std::log2(double(n))) * kU;
+    for (int64_t i = 0; i < n; ++i) {
+      const double d = std::isfinite(x[i] - m) ? std::fabs(x[i] - m) : 0.0;  // -inf elements: exact 0 / -inf
+      if (op == RowOp::softmax) {
+        want[i] = std::exp(x[i] - m) / s;
+        tol[i] = want[i] * ((d + 1) * 2 * kU + sum_err + 8 * kU) + 0x1p-148;
+      } else {
+        want[i] = x[i] - m - ls;
+        tol[i] = (d + std::fabs(ls) + 1) * 2 * kU + 4 * kU * std::fabs(want[i]);
+      }
+    }
+    return;
+  }
+  const bool rms = op == RowOp::rms_norm;
+  double mean = 0, var = 0;
+  if (!rms) {
+    for (int64_t i = 0; i < n; ++i) mean += x[i];
+    mean /= double(n);
+  }
+  for (int64_t i = 0; i < n; ++i) var += (x[i] - mean) * (x[i] - mean);
+  var /= double(n);
+  const double r = 1 / std::sqrt(var + eps);
+  for (int64_t i = 0; i < n; ++i) {
+    const double y = (x[i] - mean) * r;
+    want[i] = y * (w ? w[i] : 1.0) + (b ? b[i] : 0.0);
+    tol[i] = 2e-6 * (std::fabs(y) + 1) * std::fabs(w ? w[i] : 1.0) + 4 * kU * std::fabs(want[i]);
+  }
+}
+
+/// Runs `k` on rows x n values and checks every element against the reference.
+void check_kernel(const RowKernel& k, int64_t rows, int64_t n, uint64_t seed, double scale, bool specials,
+                  double offset = 0) {
+  const RowKernelKey& key = k.key();
+  const std::vector<float> x = make_rows(rows, n, seed, scale, specials, offset);
+  const std::vector<float> w = make_rows(1, n, seed + 1, 1.0, false), b = make_rows(1, n, seed + 2, 1.0, false);
+  std::vector<float> y(x.size(), 12345.0f);
+  RowArgs a;
+  a.x = x.data();
+  a.y = y.data();
+  a.weight = key.has_weight ? w.data() : nullptr;
+  a.bias = key.has_bias ? b.data() : nullptr;
+  a.rows = rows;
+  a.n = n;
+  a.eps = 1e-5f;
+  k.fn()(&a);  // the generated function itself, on every row
+  std::vector<double> want(static_cast<size_t>(n)), tol(static_cast<size_t>(n));
+  int bad = 0;
+  for (int64_t r = 0; r < rows && bad < 3; ++r) {
+    reference(key.op, x.data() + r * n, n, a.weight, a.bias, 1e-5, want.data(), tol.data());
+    for (int64_t i = 0; i < n && bad < 3; ++i) {
+      const double g = y[r * n + i];
+      const bool ok = std::isnan(want[i]) ? std::isnan(g)
+                      : std::isinf(want[i]) ? g == want[i]
+                                            : std::fabs(g - want[i]) <= tol[i];
+      if (!ok) {
+        ++bad;
+        FAIL_CHECK(k.str() << " rows " << rows << " n " << n << " scale " << scale << ": row " << r << " element "
+                           << i << " got " << g << " want " << want[i] << " tol " << tol[i]);
+      }
+    }
+  }
+}
+
+std::vector<RowKernelKey> keys(CpuTarget t) {
+  return {{RowOp::softmax, false, false, DType::float32, t},   {RowOp::log_softmax, false, false, DType::float32, t},
+          {RowOp::layer_norm, false, false, DType::float32, t}, {RowOp::layer_norm, true, false, DType::float32, t},
+          {RowOp::layer_norm, false, true, DType::float32, t},  {RowOp::layer_norm, true, true, DType::float32, t},
+          {RowOp::rms_norm, false, false, DType::float32, t},   {RowOp::rms_norm, true, false, DType::float32, t}};
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
+  const Tensor ca = a.contiguous(), cb = b.contiguous();
+  return std::memcmp(ca.data_ptr(), cb.data_ptr(), static_cast<size_t>(ca.numel()) * size_of(ca.dtype())) == 0;
+}
+
+/// The four ops through the public API (weight/bias as given).
+Tensor apply_row(RowOp op, const Tensor& x, const Tensor& w, const Tensor& b) {
+  switch (op) {
+    case RowOp::softmax: return softmax(x, -1);
+    case RowOp::log_softmax: return log_softmax(x, -1);
+    case RowOp::layer_norm: return layer_norm(x, w, b, 1e-5);
+    case RowOp::rms_norm: return rms_norm(x, w, 1e-5);
+  }
+  return {};
+}
+
+struct ThreadCount {
+  int saved = get_num_threads();
+  explicit ThreadCount(int n) { set_num_threads(n); }
+  ~ThreadCount() { set_num_threads(saved); }
+};
+
+}  // namespace
+
+TEST_SUITE("row kernels") {
+  TEST_CASE("generated row kernels against the float64 reference on every target") {
+    const std::vector<int64_t> widths = {1, 2, 3, 7, 15, 16, 17, 31, 33, 64, 65, 100, 257, 1024, 1031};
+    uint64_t seed = 1;
+    for (CpuTarget t : targets()) {
+      for (const RowKernelKey& key : keys(t)) {
+        REQUIRE(can_generate_row(key));
+        const auto k = generate_row_kernel(key);
+        CHECK(k->code_size() > 0);
+        for (int64_t n : widths) {
+          check_kernel(*k, 9, n, ++seed, 2.0, false);
+          check_kernel(*k, 9, n, ++seed, 2.0, true);
+          check_kernel(*k, 2, n, ++seed, 300.0, false);  // softmax: many exp underflows
+          check_kernel(*k, 2, n, ++seed, 1.0, false, 1000.0);  // norms: mean far from 0
+        }
+        check_kernel(*k, 0, 5, ++seed, 1.0, false);  // 0 rows: nothing read or written
+      }
+    }
+  }
+
+  TEST_CASE("special rows as the eager scalar kernel") {
+    const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+    for (CpuTarget t : targets()) {
+      const auto sm = generate_row_kernel({RowOp::softmax, false, false, DType::float32, t});
+      const auto lsm = generate_row_kernel({RowOp::log_softmax, false, false, DType::float32, t});
+      auto run = [](const RowKernel& k, std::vector<float> x) {
+        std::vector<float> y(x.size());
+        RowArgs a;
+        a.x = x.data();
+        a.y = y.data();
+        a.rows = 1;
+        a.n = static_cast<int64_t>(x.size());
+        k.fn()(&a);
+        return y;
+      };
+      INFO(cpu_target_name(t));
+      CHECK(run(*sm, {1000.f, 1000.f}) == std::vector<float>{0.5f, 0.5f});
+      CHECK(run(*sm, {-inf, 0.f}) == std::vector<float>{0.f, 1.f});
+      CHECK(run(*sm, {3.f}) == std::vector<float>{1.f});
+      CHECK(run(*lsm, {-inf, 0.f}) == std::vector<float>{-inf, 0.f});
+      for (const auto& x : {std::vector<float>{-inf, -inf, -inf}, std::vector<float>{1.f, inf, 2.f},
+                            std::vector<float>{1.f, 2.f, nan, 3.f, 4.f}, std::vector<float>{nan}}) {
+        for (float v : run(*sm, x)) CHECK(std::isnan(v));
+        for (float v : run(*lsm, x)) CHECK(std::isnan(v));
+      }
+    }
+  }
+
+  TEST_CASE("eager and compiled are bitwise equal and independent of the thread count") {
+    const std::vector<Shape> shapes = {{1}, {5, 1}, {3, 17}, {4, 64}, {2, 3, 100}, {0, 8}, {64, 1024}};
+    auto strict = std::make_shared<InferenceSession>(KernelOptions{.strict = true});
+    uint64_t seed = 77;
+    for (RowOp op : {RowOp::softmax, RowOp::log_softmax, RowOp::layer_norm, RowOp::rms_norm}) {
+      for (int wb = 0; wb < 4; ++wb) {
+        const bool has_w = (wb & 1) && op != RowOp::softmax && op != RowOp::log_softmax;
+        const bool has_b = (wb & 2) && op == RowOp::layer_norm;
+        if ((wb & 1) != has_w || ((wb & 2) != 0) != has_b) continue;
+        for (const Shape& s : shapes) {
+          const int64_t n = s.back();
+          const Tensor x = kt::random_tensor(s, DType::float32, ++seed, true);
+          const Tensor w = has_w ? kt::random_tensor({n}, DType::float32, ++seed) : Tensor();
+          const Tensor b = has_b ? kt::random_tensor({n}, DType::float32, ++seed) : Tensor();
+          const std::string what = std::string(row_op_name(op)) + " " + shape_str(s) + " w" + std::to_string(wb);
+          Tensor eager1, eager2;
+          {
+            ThreadCount one(1);
+            eager1 = apply_row(op, x, w, b);
+          }
+          {
+            ThreadCount two(2);
+            eager2 = apply_row(op, x, w, b);
+          }
+          CHECK_MESSAGE(same_bits(eager1, eager2), what);
+          // eager runs the cached kernel
+          if (const RowKernel* k = cached_row_kernel(op, has_w, has_b, DType::float32); k && x.numel() > 0) {
+            Tensor y = Tensor::empty(s, DType::float32);
+            RowArgs a;
+            a.x = x.data<float>();
+            a.y = y.data<float>();
+            a.weight = has_w ? w.data<float>() : nullptr;
+            a.bias = has_b ? b.data<float>() : nullptr;
+            a.n = n;
+            a.rows = x.numel() / n;
+            a.eps = 1e-5f;
+            k->fn()(&a);
+            CHECK_MESSAGE(same_bits(eager1, y), what);
+          }
+          for (const auto& session : {std::shared_ptr<InferenceSession>(), strict}) {
+            CompileOptions co;
+            co.session = session;
+            const TensorLayout l(DType::float32, s);
+            Tensor got;
+            if (has_w && has_b) {
+              auto run = compile([op](Tensor x, Tensor w, Tensor b) { return apply_row(op, x, w, b); }, co)(
+                  l, TensorLayout(DType::float32, {n}), TensorLayout(DType::float32, {n}));
+              got = run(x, w, b).leaves[0];
+            } else if (has_w || has_b) {
+              auto run = compile([op, has_w](Tensor x, Tensor v) { return has_w ? apply_row(op, x, v, {}) : apply_row(op, x, {}, v); },
+                                 co)(l, TensorLayout(DType::float32, {n}));
+              got = run(x, has_w ? w : b).leaves[0];
+            } else {
+              auto run = compile([op](Tensor x) { return apply_row(op, x, {}, {}); }, co)(l);
+              got = run(x).leaves[0];
+            }
+            CHECK_MESSAGE(same_bits(eager1, got), what << (session ? " strict" : ""));
+          }
+        }
+      }
+    }
+  }
+
+  TEST_CASE("the plan runs RowNorm nodes as row steps") {
+    auto g = std::make_shared<Graph>("rows", std::vector<TensorType>{TensorType(DType::float32, {6, 33}),
+                                                                      TensorType(DType::float32, {33})});
+    const auto in = g->inputs();
+    Attrs sa;
+    sa.axis = -1;
+    Attrs la;
+    la.scalar = 1e-5;
+    la.ints = {1, 0};
+    const GraphValue s = g->add_op(OpId::Softmax, std::vector<GraphValue>{in[0]}, sa);
+    const GraphValue l = g->add_op(OpId::LayerNorm, std::vector<GraphValue>{s, in[1]}, la);
+    Attrs a0;
+    a0.axis = 0;  // not the last axis: the eager kernel
+    const GraphValue s0 = g->add_op(OpId::Softmax, std::vector<GraphValue>{l}, a0);
+    g->output_values({l, s0});
+    const ExecutionPlan plan(g, KernelOptions{});
+    int rows = 0, ops = 0;
+    for (const PlanStep& st : plan.steps()) {
+      rows += st.kind == PlanStep::Kind::row;
+      ops += st.kind == PlanStep::Kind::op;
+    }
+    CHECK(rows == 2);
+    CHECK(ops == 1);
+    CHECK(plan.describe(false).find("row kernel layer_norm(weight) float32") != std::string::npos);
+    const Tensor x = kt::random_tensor({6, 33}, DType::float32, 5), w = kt::random_tensor({33}, DType::float32, 6);
+    std::vector<Tensor> out;
+    plan.run(std::vector<Tensor>{x, w}, {}, out);
+    REQUIRE(out.size() == 2);
+    const Tensor want = layer_norm(softmax(x, -1), w, Tensor(), 1e-5);
+    CHECK(same_bits(out[0], want));
+    CHECK(same_bits(out[1], softmax(want, 0)));
+  }
+
+  TEST_CASE("keys without a generated form") {
+    CHECK_FALSE(can_generate_row({RowOp::softmax, false, false, DType::float64, CpuTarget::sse2}));
+    CHECK_FALSE(can_generate_row({RowOp::rms_norm, true, true, DType::float32, CpuTarget::sse2}));
+    CHECK(cached_row_kernel(RowOp::softmax, false, false, DType::float64) == nullptr);
+    CHECK_THROWS_AS(generate_row_kernel({RowOp::softmax, false, false, DType::float16, CpuTarget::sse2}), kiln::Error);
+    CHECK(row_op_of(OpId::Add) == std::nullopt);
+    CHECK(row_op_of(OpId::RmsNorm) == RowOp::rms_norm);
+  }
+}
