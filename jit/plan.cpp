@@ -238,6 +238,30 @@ ExecutionPlan::ExecutionPlan(std::shared_ptr<const Graph> graph, const KernelOpt
   // runs); otherwise it opens a new group. Independent elementwise ops of one
   // shape therefore share a loop too, so each operand is read once.
   constexpr int kLookback = 16;
+  std::vector<int> total_uses(g.num_values(), 0);
+  for (const Node& n : g.nodes())
+    for (int32_t v : n.inputs) ++total_uses[v];
+  // A reduction that can run inside the group computing its input.
+  auto reduce_fusable = [&](const Node& r) {
+    if (!opt.fuse || r.kind != NodeKind::op || op_info(r.op).category != OpCategory::Reduce ||
+        !cpu::can_reduce_produced(r.op))
+      return false;
+    const int32_t v = r.inputs[0];
+    const Node& p = g.node(g.producer(v));
+    if (is_output[v] || total_uses[v] != 1 || !is_elementwise(p, opt.strict)) return false;
+    const Shape& shape = g.type(v).shape;
+    const int64_t nd = static_cast<int64_t>(shape.size());
+    std::vector<char> red(shape.size(), r.attrs.ints.empty());
+    for (int64_t a : r.attrs.ints) red[static_cast<size_t>(a < 0 ? a + nd : a)] = 1;
+    for (int64_t d = 1; d < nd; ++d)
+      if (red[d - 1] > red[d]) return false;  // reduced axes must be a suffix
+    return true;
+  };
+  // Values read only by such a reduction: one per group (each group runs one reduction).
+  std::vector<char> feeds_reduce(g.num_values(), 0);
+  for (const Node& n : g.nodes())
+    if (reduce_fusable(n)) feeds_reduce[n.inputs[0]] = 1;
+  std::vector<char> group_reduces;
   struct Item {
     int group = -1;     // index into groups, or -1
     int32_t node = -1;  // op node when group < 0
@@ -261,18 +285,21 @@ ExecutionPlan::ExecutionPlan(std::shared_ptr<const Graph> graph, const KernelOpt
     int target = -1;
     for (int k = static_cast<int>(items.size()) - 1; k >= lo && k >= static_cast<int>(items.size()) - kLookback; --k) {
       const int gi = items[k].group;
-      if (gi >= 0 && groups[gi].shape == shape && groups[gi].nodes.size() < 64) {
+      if (gi >= 0 && groups[gi].shape == shape && groups[gi].nodes.size() < 64 &&
+          !(feeds_reduce[out] && group_reduces[gi])) {
         target = k;
         break;
       }
     }
     if (target < 0) {
+      group_reduces.push_back(0);
       groups.push_back({shape, {}});
       items.push_back({static_cast<int>(groups.size() - 1), -1});
       target = static_cast<int>(items.size() - 1);
     }
     groups[items[target].group].nodes.push_back(static_cast<int32_t>(i));
     group_of[out] = items[target].group;
+    group_reduces[items[target].group] |= feeds_reduce[out];
     item_of[out] = target;
   }
   // Uses of each value outside its own group.
@@ -312,6 +339,7 @@ ExecutionPlan::ExecutionPlan(std::shared_ptr<const Graph> graph, const KernelOpt
       Group tail{groups[gi].shape, std::vector<int32_t>(nodes.begin() + nodes.size() / 2, nodes.end())};
       nodes.resize(nodes.size() / 2);
       groups.push_back(std::move(tail));
+      group_reduces.push_back(0);
       for (int32_t ni : groups.back().nodes) group_of[g.node(ni).outputs[0]] = static_cast<int>(groups.size() - 1);
       items.insert(items.begin() + static_cast<std::ptrdiff_t>(k) + 1, Item{static_cast<int>(groups.size() - 1), -1});
       split = true;
@@ -319,24 +347,11 @@ ExecutionPlan::ExecutionPlan(std::shared_ptr<const Graph> graph, const KernelOpt
   }
   // A reduction whose input is a group's value that nothing else reads, over
   // trailing axes, runs inside that group's step (the value is never stored).
-  std::vector<int> total_uses(g.num_values(), 0);
-  for (const Node& n : g.nodes())
-    for (int32_t v : n.inputs) ++total_uses[v];
   std::vector<int32_t> reduce_of_group(groups.size(), -1);
   for (Item& it : items) {
-    if (it.group >= 0 || !opt.fuse) continue;
-    const Node& r = g.node(it.node);
-    if (op_info(r.op).category != OpCategory::Reduce || !cpu::can_reduce_produced(r.op)) continue;
-    const int32_t v = r.inputs[0];
-    const int gi = group_of[v];
-    if (gi < 0 || is_output[v] || total_uses[v] != 1 || reduce_of_group[gi] >= 0) continue;
-    const Shape& shape = g.type(v).shape;
-    const int64_t nd = static_cast<int64_t>(shape.size());
-    std::vector<char> red(shape.size(), r.attrs.ints.empty());
-    for (int64_t a : r.attrs.ints) red[static_cast<size_t>(a < 0 ? a + nd : a)] = 1;
-    bool trailing = true;  // reduced axes form a suffix
-    for (int64_t d = 1; d < nd; ++d) trailing = trailing && (red[d - 1] <= red[d]);
-    if (!trailing) continue;
+    if (it.group >= 0 || it.node < 0 || !reduce_fusable(g.node(it.node))) continue;
+    const int gi = group_of[g.node(it.node).inputs[0]];
+    if (gi < 0 || reduce_of_group[gi] >= 0) continue;
     reduce_of_group[gi] = it.node;
     it.node = -1;  // runs inside the group's step
   }

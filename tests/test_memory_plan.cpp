@@ -88,3 +88,82 @@ TEST_SUITE("compile") {
     kt::check_all_close(run(xs).as<Tensor>(), kt::values(f(xs)), 1e-6, 1e-6, "split group");
   }
 }
+
+namespace {
+int fused_reductions(const codegen::ExecutionPlan& p) {
+  int n = 0;
+  for (const auto& s : p.steps()) n += s.kind == codegen::PlanStep::Kind::fused && s.reduce_operand >= 0;
+  return n;
+}
+}  // namespace
+
+TEST_SUITE("compile") {
+  TEST_CASE("fused reductions: trailing sum/mean/max/min/prod run in the group, bitwise eager") {
+    auto strict = std::make_shared<InferenceSession>(KernelOptions{.strict = true});
+    CompileOptions o;
+    o.session = strict;
+    // Several blocks of 8192 per row, rows split over threads.
+    for (Shape shape : {Shape{3, 20000}, Shape{70001}, Shape{5, 1}, Shape{4, 0}, Shape{2, 3, 4}}) {
+      auto f = [](Tensor a, Tensor b) {
+        Tensor p = a * b + 1.0f;
+        return std::make_tuple(sum(p, {-1}), mean(a - b, {-1}), max(a * 2.0f, {-1}), min(b - 1.0f, {-1}),
+                               prod(a * 0.5f + 1.0f, {-1}));
+      };
+      CAPTURE(shape);
+      bool empty = false;
+      for (int64_t d : shape) empty = empty || d == 0;
+      if (empty) continue;  // max/min of nothing is an error in eager too
+      CompiledCallable run = compile(f, o)(f32(shape), f32(shape));
+      CHECK(fused_reductions(plan_of(run)) == 5);
+      Tensor a = random::normal(shape, 21), b = random::normal(shape, 22);
+      auto got = run(a, b).as<std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor>>();
+      auto want = f(a, b);
+      CHECK(kt::values(std::get<0>(got)) == kt::values(std::get<0>(want)));
+      CHECK(kt::values(std::get<1>(got)) == kt::values(std::get<1>(want)));
+      CHECK(kt::values(std::get<2>(got)) == kt::values(std::get<2>(want)));
+      CHECK(kt::values(std::get<3>(got)) == kt::values(std::get<3>(want)));
+      CHECK(kt::values(std::get<4>(got)) == kt::values(std::get<4>(want)));
+    }
+  }
+
+  TEST_CASE("fused reductions: full reduction, keepdim, NaN, thread counts, capture and replay") {
+    auto f = [](Tensor a) { return std::make_tuple(sum(a * a), max(a + 0.0f, {1}, true)); };
+    Tensor a = random::normal({4, 9000}, 23);
+    a.data<float>()[5] = std::numeric_limits<float>::quiet_NaN();  // row 0's max is NaN
+    CompiledCallable run = compile(f)(f32({4, 9000}));
+    CHECK(fused_reductions(plan_of(run)) == 2);
+    auto [s1, m1] = run(a).as<std::tuple<Tensor, Tensor>>();
+    auto [s0, m0] = f(a);
+    CHECK(std::isnan(s1.item<float>()));
+    CHECK(m1.shape() == Shape{4, 1});
+    const std::vector<double> mv = kt::values(m1), mw = kt::values(m0);
+    CHECK(std::isnan(mv[0]));
+    for (size_t i = 1; i < mv.size(); ++i) CHECK(mv[i] == mw[i]);
+    const int threads = get_num_threads();
+    set_num_threads(1);
+    auto [s2, m2] = run(a).as<std::tuple<Tensor, Tensor>>();
+    set_num_threads(threads);
+    CHECK(std::memcmp(s2.data_ptr(), s1.data_ptr(), 4) == 0);
+    // capture/replay runs the same bound step
+    std::vector<Tensor> outs = run.engine_model().capture(7, std::vector<Tensor>{a});
+    a.data<float>()[5] = 1.0f;
+    run.engine_model().replay(7, std::vector<Tensor>{a});
+    auto [s3, m3] = run(a).as<std::tuple<Tensor, Tensor>>();
+    CHECK(std::memcmp(outs[0].data_ptr(), s3.data_ptr(), 4) == 0);
+    CHECK(kt::values(outs[1]) == kt::values(m3));
+  }
+
+  TEST_CASE("fused reductions: not fused when the value is also used, or the axes are not trailing") {
+    auto f = [](Tensor a) {
+      Tensor p = a * 3.0f;
+      return std::make_tuple(sum(p, {0}), p);
+    };
+    CompiledCallable run = compile(f)(f32({5, 7}));
+    CHECK(fused_reductions(plan_of(run)) == 0);
+    Tensor a = random::normal({5, 7}, 24);
+    auto [s, p] = run(a).as<std::tuple<Tensor, Tensor>>();
+    auto [s0, p0] = f(a);
+    CHECK(kt::values(s) == kt::values(s0));
+    CHECK(kt::values(p) == kt::values(p0));
+  }
+}
