@@ -22,7 +22,9 @@ namespace kiln::codegen {
 struct Instr {
   enum class Kind : uint8_t {
     load,   ///< register = operand `arg` at the current element (converted to `dtype`)
-    imm,    ///< register = the constant `imm` (a 0-d constant folded into the program)
+    imm,    ///< register = the constant `imm` (a 0-d constant folded into the program);
+            ///< with arg >= 0 it is read at run time from slot `arg` of the
+            ///< constant table instead (see ElementwiseProgram::table_slots)
     op,     ///< register = op(a[, b[, c]]): a Unary/Binary/Ternary op-table row (Cast uses attrs.dtype)
     store,  ///< operand `arg` at the current element = register `a` (converted to the operand dtype)
   };
@@ -30,7 +32,7 @@ struct Instr {
   OpId op{};           ///< kind == op
   DType dtype{};       ///< dtype of the value this instruction produces (as eager would: result_dtype)
   int32_t a = -1, b = -1, c = -1;  ///< operand registers
-  int32_t arg = -1;    ///< load/store operand index
+  int32_t arg = -1;    ///< load/store operand index; imm: constant-table slot, or -1
   double imm = 0.0;    ///< kind == imm, already in `dtype`'s value set
   Attrs attrs;         ///< kind == op (Cast: attrs.dtype)
 };
@@ -76,8 +78,18 @@ struct ElementwiseProgram {
   /// the outputs are too large to stay in the last-level cache.
   bool streaming_stores = false;
   /// Printed form for KILN_JIT_DUMP and cache keys.
+  /// Slots of the constant table (imms with arg >= 0). When nonzero, the
+  /// table's address is passed as pointer number operand_dtypes.size() (after
+  /// the operands; its stride is ignored), each slot 8 bytes holding the
+  /// value's bits in its dtype (table_bits). Programs that differ only in
+  /// such constants are the same code.
+  int table_slots = 0;
   std::string str() const;
 };
+
+/// The 8-byte table slot of constant `v` of dtype `d` (its bits in d,
+/// little-endian, zero-extended).
+uint64_t table_bits(double v, DType d);
 
 /// Shortest run (elements) written with streaming stores.
 inline constexpr int64_t kStreamMinElements = 4096;

@@ -1,6 +1,7 @@
 #include "plan.h"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <sstream>
 #include <unordered_map>
@@ -99,8 +100,13 @@ std::vector<int64_t> static_strides(const Shape& s, DType d, const Shape& shape)
 }
 
 // Returns false when the group cannot be generated (the caller falls back to op steps).
+// Generated kernels of one plan by program text: groups that differ only in
+// their constants (read from a table) share one kernel.
+using KernelCache = std::unordered_map<std::string, std::shared_ptr<ElementwiseKernel>>;
+
 bool build_fused_step(const Graph& g, const Group& grp, const std::vector<int>& uses_outside,
-                      const std::vector<char>& is_output, const KernelOptions& opt, CpuTarget target, PlanStep& step) {
+                      const std::vector<char>& is_output, const KernelOptions& opt, CpuTarget target, PlanStep& step,
+                      KernelCache& kernels) {
   std::unordered_map<int32_t, int32_t> reg;  // value id -> register
   std::vector<int32_t> in_vals, out_vals;
   std::vector<char> in_group(g.num_values(), 0);
@@ -120,10 +126,15 @@ bool build_fused_step(const Graph& g, const Group& grp, const std::vector<int>& 
     Instr ins;
     ins.dtype = g.type(v).dtype;
     const TensorType& t = g.type(v);
-    // A one-element constant becomes an immediate when its value survives a double.
-    if (prod.kind == NodeKind::constant && t.shape.empty() && t.dtype != DType::int64) {
+    // A one-element constant is read from the step's constant table (its
+    // exact bits), so the code does not depend on its value.
+    if (prod.kind == NodeKind::constant && t.shape.empty()) {
       ins.kind = Instr::Kind::imm;
-      ins.imm = prod.data.item<double>();
+      ins.imm = prod.data.item<double>();  // for dumps
+      ins.arg = p.table_slots++;
+      uint64_t bits = 0;
+      std::memcpy(&bits, prod.data.data_ptr(), size_of(t.dtype));
+      step.imm_table.push_back(bits);
     } else {
       ins.kind = Instr::Kind::load;
       ins.arg = static_cast<int32_t>(p.operand_dtypes.size());
@@ -157,7 +168,7 @@ bool build_fused_step(const Graph& g, const Group& grp, const std::vector<int>& 
     p.code.push_back(st);
   }
   const size_t nops = p.operand_dtypes.size();
-  if (nops > static_cast<size_t>(kMaxFusedOperands)) return false;
+  if (nops + (p.table_slots > 0) > static_cast<size_t>(kMaxFusedOperands)) return false;
   // Static loop structure: every operand is contiguous, broadcast to the group's shape.
   std::array<std::vector<int64_t>, kMaxFusedOperands> st;
   std::vector<int32_t> operands = out_vals;
@@ -173,7 +184,9 @@ bool build_fused_step(const Graph& g, const Group& grp, const std::vector<int>& 
   for (size_t k = 0; k < nops; ++k) p.operand_broadcast.push_back(!one_element && step.loop.stride[k].back() == 0);
   if (!can_generate(p, target)) return false;
   step.kind = PlanStep::Kind::fused;
-  step.kernel = generate_elementwise(p, target, opt.dump);
+  std::shared_ptr<ElementwiseKernel>& k = kernels[std::string(cpu_target_name(target)) + (opt.dump ? " dump\n" : "\n") + p.str()];
+  if (!k) k = generate_elementwise(p, target, opt.dump);
+  step.kernel = k;
   step.operands = operands;
   step.num_outputs = p.num_outputs;
   for (int32_t v : out_vals) step.out_layouts.push_back(g.type(v).layout());
@@ -317,17 +330,18 @@ ExecutionPlan::ExecutionPlan(std::shared_ptr<const Graph> graph, const KernelOpt
   // nodes are in topological order, so the first half can run first).
   auto operand_count = [&](int gi) {
     std::unordered_map<int32_t, char> ins;
-    int outs = 0;
+    int outs = 0, table = 0;
     for (int32_t ni : groups[gi].nodes) {
       const Node& n = g.node(ni);
       if (uses_outside[n.outputs[0]] > 0 || is_output[n.outputs[0]]) ++outs;
       for (int32_t v : n.inputs) {
         const Node& p = g.node(g.producer(v));
-        const bool imm = p.kind == NodeKind::constant && g.type(v).shape.empty() && g.type(v).dtype != DType::int64;
-        if (group_of[v] != gi && !imm) ins[v] = 1;
+        const bool imm = p.kind == NodeKind::constant && g.type(v).shape.empty();
+        if (imm) table = 1;
+        else if (group_of[v] != gi) ins[v] = 1;
       }
     }
-    return outs + static_cast<int>(ins.size());
+    return outs + static_cast<int>(ins.size()) + table;
   };
   for (bool split = true; split;) {
     split = false;
@@ -356,6 +370,7 @@ ExecutionPlan::ExecutionPlan(std::shared_ptr<const Graph> graph, const KernelOpt
     it.node = -1;  // runs inside the group's step
   }
   const CpuTarget target = detect_cpu_target();
+  KernelCache kernels;
   for (const Item& it : items) {
     if (it.group < 0 && it.node < 0) continue;
     if (it.group < 0) {
@@ -367,7 +382,7 @@ ExecutionPlan::ExecutionPlan(std::shared_ptr<const Graph> graph, const KernelOpt
     const Group& grp = groups[it.group];
     PlanStep s;
     const int32_t rn = reduce_of_group[it.group];
-    if (build_fused_step(g, grp, uses_outside, is_output, opt, target, s)) {
+    if (build_fused_step(g, grp, uses_outside, is_output, opt, target, s, kernels)) {
       if (rn >= 0) {
         const Node& r = g.node(rn);
         const int32_t v = r.inputs[0];

@@ -36,6 +36,7 @@ struct PlanStep {
   std::vector<TensorLayout> out_layouts;
   std::shared_ptr<ElementwiseKernel> kernel;
   std::vector<int32_t> group_nodes;  // node indices fused (for dumps)
+  std::vector<uint64_t> imm_table;   // the program's constant table (ElementwiseProgram::table_slots)
   std::string program;               // printed program (for dumps)
   // Loop structure, fixed at plan time (shapes are static): one per operand count.
   cpu::StridedLoop<kMaxFusedOperands> loop;
@@ -130,6 +131,7 @@ BoundStep ExecutionPlan::bind(size_t k, std::vector<Tensor>& vals, Dest&& dest) 
     b.base[j] = static_cast<char*>(vals[s.operands[j]].data_ptr());
   }
   for (size_t j = s.num_outputs; j < s.operands.size(); ++j) b.base[j] = input(s.operands[j]);
+  if (!s.imm_table.empty()) b.base[s.operands.size()] = reinterpret_cast<char*>(const_cast<uint64_t*>(s.imm_table.data()));
   if (s.reduce_operand >= 0) b.out = vals[s.reduce_output] = dest(s.reduce_output);
   return b;
 }

@@ -1,5 +1,7 @@
 // The compiled plan's fusion grouping, its liveness-planned arena and the
 // peak memory of a compiled call.
+#include <set>
+
 #include "test_util.h"
 #include "../jit/engine.h"
 #include "../jit/plan.h"
@@ -165,5 +167,44 @@ TEST_SUITE("compile") {
     auto [s0, p0] = f(a);
     CHECK(kt::values(s) == kt::values(s0));
     CHECK(kt::values(p) == kt::values(p0));
+  }
+}
+
+TEST_SUITE("compile") {
+  TEST_CASE("constant tables: groups that differ only in constants share one kernel") {
+    auto f = [](Tensor x, Tensor w) {
+      Tensor h = x;
+      for (int i = 0; i < 6; ++i) h = tanh(matmul(h, w) + static_cast<float>(i) * 0.25f);
+      return h;
+    };
+    CompiledCallable run = compile(f)(f32({4, 4}), f32({4, 4}));
+    std::set<const void*> kernels;
+    int fused = 0;
+    for (const auto& s : plan_of(run).steps())
+      if (s.kind == codegen::PlanStep::Kind::fused) {
+        ++fused;
+        kernels.insert(s.kernel.get());
+        CHECK(s.imm_table.size() == 1);
+      }
+    CHECK(fused == 6);
+    CHECK(kernels.size() == 1);
+    Tensor x = random::normal({4, 4}, 30), w = random::normal({4, 4}, 31) * 0.5f;
+    kt::check_all_close(run(x, w).as<Tensor>(), kt::values(f(x, w)), 1e-6, 1e-6, "shared kernel");
+  }
+
+  TEST_CASE("constant tables: int64 and float16 constants keep their exact values") {
+    const int64_t big = (int64_t{1} << 53) + 1;  // not representable in a double
+    auto f = [big](Tensor a, Tensor h) {
+      return std::make_tuple(a + Tensor::from_vector(std::vector<int64_t>{big}).reshape({}),
+                             h * full({}, 0.1, DType::float16));
+    };
+    Tensor a = Tensor::from_vector(std::vector<int64_t>{0, 1, -2}, {3});
+    Tensor h = full({3}, 3.0, DType::float16);
+    CompiledCallable run = compile(f)(a, h);
+    auto [r0, r1] = run(a, h).as<std::tuple<Tensor, Tensor>>();
+    auto [w0, w1] = f(a, h);
+    CHECK(r0.to_vector<int64_t>() == std::vector<int64_t>{big, big + 1, big - 2});
+    CHECK(r0.to_vector<int64_t>() == w0.to_vector<int64_t>());
+    CHECK(kt::values(r1) == kt::values(w1));
   }
 }

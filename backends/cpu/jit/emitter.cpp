@@ -132,7 +132,9 @@ std::string why_not(const ElementwiseProgram& p, CpuTarget t) {
       case Instr::Kind::load:
         if (in.arg < p.num_outputs || in.arg >= nops) return at + "load of a non-input operand";
         break;
-      case Instr::Kind::imm: break;
+      case Instr::Kind::imm:
+        if (in.arg >= p.table_slots) return at + "constant-table slot out of range";
+        break;
       case Instr::Kind::store:
         if (in.arg < 0 || in.arg >= p.num_outputs) return at + "store to a non-output operand";
         if (!value(in.a, i)) return at + "bad operand register";
@@ -202,6 +204,7 @@ class Gen {
   VecAsm A_;
   Ctx* c_ = nullptr;
   std::vector<x86::Gp> P_;        // operand pointers
+  x86::Gp table_;                 // constant table (program.table_slots > 0)
   x86::Gp i_, nt_;                // element index, streaming flag
   std::vector<x86::Vec> val_;
   std::vector<bool> done_, invariant_, fuse_;
@@ -268,6 +271,10 @@ void Gen::emit_value(size_t i) {
   x86::Vec v;
   switch (in.kind) {
     case Instr::Kind::imm: {
+      if (in.arg >= 0) {  // from the constant table: broadcast like a 1-element operand
+        v = load_splat(c, in.dtype, x86::ptr(table_, 8 * in.arg));
+        break;
+      }
       const int nb = c.bytes(kind_of(in.dtype));
       x86::Vec w = A_.newv(nb);
       switch (kind_of(in.dtype)) {
@@ -403,8 +410,12 @@ void Gen::run() {
   fn->setArg(2, n);
   P_.resize(nops);
   for (int k = 0; k < nops; ++k) {
-    P_[k] = cc_.newIntPtr("p%d", k);
+    P_[k] = cc_.newIntPtr();
     cc_.mov(P_[k], x86::ptr(ptrs, 8 * k));
+  }
+  if (p_.table_slots > 0) {
+    table_ = cc_.newIntPtr();
+    cc_.mov(table_, x86::ptr(ptrs, 8 * nops));
   }
   // constants of the vector math are loaded here, once, on AVX-512 (32
   // registers); with 16 registers, reloading from the constant pool is
