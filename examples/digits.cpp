@@ -159,11 +159,11 @@ int run(const Options& opt) {
   }
   kiln::CsvTable table = kiln::read_csv_dataset(opt.data, digits::kClasses);
   if (table.features.size(1) != digits::kInputs)
-    throw kiln::ValueError("digits: " + opt.data + " has " + std::to_string(table.features.size(1)) +
+    throw kiln::ValueError(opt.data + " has " + std::to_string(table.features.size(1)) +
                            " feature columns, expected " + std::to_string(digits::kInputs));
   digits::Split data = digits::split_dataset(table, kTestFraction, kSplitSeed);
   if (data.x_train.size(0) < kBatch)
-    throw kiln::ValueError("digits: " + opt.data + " has too few rows for one training batch of " +
+    throw kiln::ValueError(opt.data + " has too few rows for one training batch of " +
                            std::to_string(kBatch));
   kiln::Tensor y_onehot = digits::one_hot_targets(data.y_train);
   std::printf("digits: %lld examples (%lld train, %lld test), %d epochs of %lld steps (batch %lld), %d threads%s\n",

@@ -200,6 +200,12 @@ Model::Model(std::shared_ptr<const CompiledModel> artifact, const std::map<std::
 }
 
 std::vector<Tensor> Model::execute(std::span<const Tensor> inputs) const {
+  // No layout checks here (the fast path), but a wrong count would read past
+  // the span: one comparison keeps that an error.
+  const size_t want = artifact_->plan().graph().input_ids().size();
+  if (inputs.size() != want)
+    throw ValueError("execute: expected " + std::to_string(want) + " input tensors (graph order), got " +
+                     std::to_string(inputs.size()));
   std::vector<Tensor> out;
   artifact_->plan().run(inputs, bound_, out);
   return out;

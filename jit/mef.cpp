@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <istream>
 #include <iterator>
@@ -508,9 +509,17 @@ std::shared_ptr<const CompiledModel> read(std::istream& in, std::shared_ptr<Infe
 }
 
 std::shared_ptr<const CompiledModel> read(const std::string& path, std::shared_ptr<InferenceSession> session) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw ValueError("engine::read: '" + path + "' is a directory, expected a MEF file");
   std::ifstream f(path, std::ios::binary);
   if (!f) throw ValueError("engine::read: cannot open '" + path + "': " + std::strerror(errno));
-  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::string bytes;
+  try {
+    bytes.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  } catch (const std::ios_base::failure& e) {
+    throw ValueError("engine::read: '" + path + "': reading the file failed: " + e.what());
+  }
   if (f.bad()) throw ValueError("engine::read: '" + path + "': reading the file failed: " + std::strerror(errno));
   return read_bytes(bytes, path, std::move(session));
 }

@@ -131,6 +131,7 @@ Tensor filled(const Shape& shape, double value, DType dtype, Device device, cons
 Tensor ones(const Shape& shape, DType dtype, Device device) { return filled(shape, 1.0, dtype, device, "ones"); }
 
 Tensor full(const Shape& shape, Scalar value, DType dtype, Device device) {
+  check_scalar_fits(value, dtype, "full");
   return filled(shape, value.value, dtype, device, "full");
 }
 

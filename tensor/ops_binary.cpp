@@ -2,6 +2,7 @@
 // checks), weak scalars and the public functions and operators.
 #include <string>
 
+#include "num_str.h"
 #include "../backends/cpu/elementwise_kernels.h"
 #include "dispatch.h"
 #include "elementwise_util.h"
@@ -119,7 +120,26 @@ KILN_BINARY_FUNCTION(logical_or, LogicalOr)
 KILN_BINARY_FUNCTION(logical_xor, LogicalXor)
 #undef KILN_BINARY_FUNCTION
 
-Tensor scalar_tensor(Scalar s, DType like) { return detail::make_scalar(s.value, promote_with_scalar(like, s.kind)); }
+void check_scalar_fits(const Scalar& s, DType d, const char* who) {
+  if (s.kind != ScalarKind::integer || is_floating(d) || d == DType::bool_) return;
+  double lo = 0, hi = 0;
+  switch (d) {
+    case DType::int8: lo = -128, hi = 127; break;
+    case DType::uint8: lo = 0, hi = 255; break;
+    case DType::int32: lo = -2147483648.0, hi = 2147483647.0; break;
+    default: lo = -9223372036854775808.0, hi = 9223372036854775807.0; break;
+  }
+  if (s.value < lo || s.value > hi)
+    throw ValueError(std::string(who) + ": the integer scalar " + detail::num_str(s.value) + " is out of range for " +
+                     std::string(name(d)) + " (a tensor's integer dtype wins over a scalar, as in numpy 2, which raises here); " +
+                     "cast the tensor to a wider dtype first, e.g. x.to(DType::int64)");
+}
+
+Tensor scalar_tensor(Scalar s, DType like) {
+  const DType d = promote_with_scalar(like, s.kind);
+  check_scalar_fits(s, d, "scalar operand");
+  return detail::make_scalar(s.value, d);
+}
 
 #define KILN_SCALAR_FUNCTION(fn, id) \
   Tensor fn(const Tensor& a, Scalar b) { return with_scalar(OpId::id, a, b, false); }

@@ -87,12 +87,22 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi
   DType d = x.dtype();
   if (lo) d = promote_with_scalar(d, lo->kind);
   if (hi) d = promote_with_scalar(d, hi->kind);
-  Tensor lt = lo ? detail::make_scalar(lo->value, d) : detail::extreme_scalar(d, false);
-  Tensor ht = hi ? detail::make_scalar(hi->value, d) : detail::extreme_scalar(d, true);
+  // An integer bound outside d's range bounds nothing on that side (numpy 2's
+  // clip): it becomes d's extreme instead of a wrapped value.
+  auto bound = [&](const std::optional<Scalar>& b, bool upper) {
+    if (!b) return detail::extreme_scalar(d, upper);
+    if (b->kind == ScalarKind::integer && !is_floating(d) && d != DType::bool_) {
+      const Tensor lim = detail::extreme_scalar(d, b->value > 0);
+      if ((b->value > 0 && b->value > lim.item<double>()) || (b->value < 0 && b->value < lim.item<double>())) return lim;
+    }
+    return detail::make_scalar(b->value, d);
+  };
+  Tensor lt = bound(lo, false), ht = bound(hi, true);
   return apply3(OpId::Clamp, as_dtype(x, d), lt, ht);
 }
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, Scalar value) {
+  check_scalar_fits(value, x.dtype(), "masked_fill");
   if (broadcast_shapes(x.shape(), mask.shape(), "masked_fill") != x.shape())
     throw ShapeError("masked_fill: mask of shape " + shape_str(mask.shape()) + " does not broadcast to the input's shape " +
                      shape_str(x.shape()));

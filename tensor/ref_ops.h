@@ -14,9 +14,7 @@
 // <= 1.5 ulp),
 // rtol(float16) = 2e-3 and rtol(bfloat16) = 1.6e-2 (computed in float32,
 // then rounded once). Integer and bool results are exact. Where the relative
-// bound alone does not hold, ref_atol says so (gelu's erf form in float32,
-// whose 1 + erf(x / sqrt 2) cancels for negative x, as in PyTorch; and
-// gelu_tanh in float32 for x < -4, where results are below 1e-5), and
+// bound alone does not hold, ref_atol says so (no row at present), and
 // results below the smallest normal number (subnormals) are only accurate to
 // an absolute 2^-126 (float32) / 2^-1022 (float64).
 //

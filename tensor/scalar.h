@@ -22,4 +22,10 @@ struct Scalar {
                                      : ScalarKind::floating) {}
 };
 
+/// Throws ValueError, naming `who`, when an integer scalar does not fit
+/// integer dtype `d` (numpy 2 raises OverflowError for `uint8_array + 256`
+/// instead of wrapping; kiln raises for every op, comparisons included, rather
+/// than compare a wrapped value). No-op for float/bool dtypes or scalars.
+void check_scalar_fits(const Scalar& s, DType d, const char* who);
+
 }  // namespace kiln

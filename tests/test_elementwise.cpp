@@ -763,3 +763,43 @@ TEST_SUITE("elementwise") {
     CHECK(h1 == h2);
   }
 }
+
+TEST_SUITE("elementwise") {
+  TEST_CASE("gelu and gelu_tanh keep relative accuracy in the negative tail (eager)") {
+    // 1 + erf(x / sqrt 2) cancels for negative x in float32; eager must not.
+    std::vector<float> xs;
+    for (int i = -3000; i <= 3000; ++i) xs.push_back(static_cast<float>(i) * 0.01f);
+    kiln::Tensor x = kiln::Tensor::from_vector(xs, {static_cast<int64_t>(xs.size())});
+    for (kiln::OpId op : {kiln::OpId::Gelu, kiln::OpId::GeluTanh}) {
+      const std::vector<float> y = kiln::apply(op, x).to_vector<float>();
+      double worst = 0;
+      for (size_t i = 0; i < xs.size(); ++i) {
+        const double want = kiln::ref_unary(op, xs[i]);
+        if (std::fabs(want) < 1.2e-38) continue;  // subnormal results: absolute 2^-126 only
+        worst = std::max(worst, std::fabs(y[i] - want) / std::fabs(want));
+      }
+      INFO(kiln::op_name(op) << ": worst relative error " << worst);
+      CHECK(worst <= 2e-6);
+    }
+  }
+}
+
+TEST_SUITE("elementwise") {
+  TEST_CASE("an integer scalar out of the tensor's integer range is an error, never wrapped") {
+    using namespace kiln;
+    const Tensor u8 = full({2}, 5, DType::uint8);
+    CHECK_THROWS_WITH_AS(u8 == 256, doctest::Contains("integer scalar 256 is out of range for uint8"), ValueError);
+    CHECK_THROWS_AS(u8 > -1, ValueError);
+    // clamp: an out-of-range bound bounds nothing on its side (numpy 2's clip).
+    CHECK(clamp(u8, -1, 300).to_vector<int64_t>() == std::vector<int64_t>{5, 5});
+    CHECK(clamp(u8, -1, 3).to_vector<int64_t>() == std::vector<int64_t>{3, 3});
+    CHECK_THROWS_AS(full({1}, 3, DType::int8) * 1000, ValueError);
+    CHECK_THROWS_AS(Tensor::from_vector(std::vector<int32_t>{1}) + (int64_t{1} << 40), ValueError);
+    CHECK_THROWS_WITH_AS(full({1}, 300, DType::uint8), doctest::Contains("full"), ValueError);
+    // In range, and float scalars (which promote to float), work as before.
+    CHECK((u8 + 250).to_vector<int64_t>() == std::vector<int64_t>{255, 255});
+    CHECK((u8 == 5).to_vector<bool>() == std::vector<bool>{true, true});
+    CHECK((u8 * 0.5).dtype() == DType::float32);
+    CHECK((full({1}, 1, DType::int64) + (int64_t{1} << 40)).item<int64_t>() == (int64_t{1} << 40) + 1);
+  }
+}

@@ -7,6 +7,8 @@
 #include <sstream>
 #include <thread>
 
+#include "../io/npy.h"
+#include "../io/safetensors.h"
 #include "../jit/mef.h"
 #include "../jit/plan.h"
 #include "../trace/treedef_io.h"
@@ -453,5 +455,22 @@ TEST_SUITE("export") {
       });
     for (auto& t : ts) t.join();
     CHECK(bad == 0);
+  }
+}
+
+TEST_SUITE("export") {
+  TEST_CASE("reading a directory is a kiln::Error, not a stream exception") {
+    const std::string dir = std::filesystem::temp_directory_path().string();
+    CHECK_THROWS_WITH_AS(kiln::engine::read(dir), doctest::Contains("is a directory"), kiln::ValueError);
+    CHECK_THROWS_WITH_AS(kiln::read_npy(dir), doctest::Contains("is a directory"), kiln::Error);
+    CHECK_THROWS_WITH_AS(kiln::read_safetensors(dir), doctest::Contains("is a directory"), kiln::Error);
+  }
+
+  TEST_CASE("execute_raw and Model::execute check the input count") {
+    using namespace kiln;
+    CompiledCallable run = compile([](Tensor x, Tensor y) { return x + y; })(
+        TensorLayout(DType::float32, {2}), TensorLayout(DType::float32, {2}));
+    CHECK_THROWS_WITH_AS(run.execute_raw(std::vector<Tensor>{ones({2})}),
+                         doctest::Contains("expected 2 input tensors"), ValueError);
   }
 }

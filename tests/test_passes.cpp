@@ -4,6 +4,8 @@
 // tiny interpreter below that runs the graph before and after the pass with
 // the eager kernels on random inputs (NaN, inf, -0 included): results must
 // be identical (bit for bit, NaN payloads aside).
+#include <bit>
+#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -272,6 +274,54 @@ TEST_SUITE("passes") {
     std::unique_ptr<Graph> back = Graph::parse(text);
     CHECK(back->equals(g));
     CHECK(back->to_text() == text);
+  }
+
+  TEST_CASE("the text form round-trips every scalar attribute bit pattern, NaN payloads included") {
+    auto bits = [](double v) { return std::bit_cast<uint64_t>(v); };
+    const std::vector<uint64_t> patterns = {
+        0x7ff8000000000000ULL,  // the plain quiet NaN: printed "nan"
+        0xfff8000000000000ULL,  // -nan (what 0.0 / 0.0 gives on x86)
+        0x7ff8000000000001ULL,  // quiet NaN with a payload
+        0x7ff0000000000001ULL,  // signalling NaN
+        0xfff4000000abcdefULL,  // negative signalling NaN with a payload
+        0x7fffffffffffffffULL,  // all payload bits
+        0x7ff0000000000000ULL, 0xfff0000000000000ULL,  // +-inf
+        0x0000000000000000ULL, 0x8000000000000000ULL,  // +-0
+        0x0000000000000001ULL, 0x800fffffffffffffULL,  // subnormals
+        0x7fefffffffffffffULL, bits(0.1), bits(-1e-300), bits(1.0 / 3.0)};
+    for (uint64_t p : patterns) {
+      CAPTURE(p);
+      const double v = std::bit_cast<double>(p);
+      Graph g("g", {f32({2})});
+      Attrs a = ints({1, 1});
+      a.scalar = v;
+      g.output_values({op(OpId::Pad, {g.inputs()[0]}, a)});
+      const std::string text = g.to_text();
+      CAPTURE(text);
+      std::unique_ptr<Graph> back = Graph::parse(text);
+      CHECK(bits(back->node(back->num_nodes() - 1).attrs.scalar) == p);
+      CHECK(back->equals(g));
+      CHECK(back->to_text() == text);
+    }
+    // The plain NaN stays readable; other NaNs print their bits.
+    {
+      Graph g("g", {f32({2})});
+      Attrs a = ints({1, 1});
+      a.scalar = std::bit_cast<double>(uint64_t{0x7ff8000000000000ULL});
+      g.output_values({op(OpId::Pad, {g.inputs()[0]}, a)});
+      CHECK(g.to_text().find("scalar=nan}") != std::string::npos);
+      a.scalar = std::bit_cast<double>(uint64_t{0xfff8000000000001ULL});
+      Graph h("g", {f32({2})});
+      h.output_values({op(OpId::Pad, {h.inputs()[0]}, a)});
+      CHECK(h.to_text().find("scalar=nan:0xfff8000000000001}") != std::string::npos);
+    }
+    auto parse_error = [](const std::string& t) {
+      return error_of<ValueError>([&] { Graph::parse(t); });
+    };
+    CHECK(parse_error("graph @g(%0: float32[2] cpu) {\n  %1 = pad(%0) {ints=[1, 1], scalar=nan:0x7ff8} : float32[4] cpu\n"
+                      "  return %1\n}\n") == "Graph::parse: line 2: expected 16 hex digits after 'nan:0x'");
+    CHECK(parse_error("graph @g(%0: float32[2] cpu) {\n  %1 = pad(%0) {ints=[1, 1], scalar=nan:0x3ff0000000000000} : "
+                      "float32[4] cpu\n  return %1\n}\n") == "Graph::parse: line 2: 'nan:0x' bits that are not a NaN");
   }
 
   TEST_CASE("Graph::parse reports errors with the line number") {

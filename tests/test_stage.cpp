@@ -148,3 +148,12 @@ TEST_SUITE("stage") {
     CHECK(y.shape() == Shape{2, 8});
   }
 }
+
+TEST_SUITE("stage") {
+  TEST_CASE("a spec with a negative extent is an error naming the argument") {
+    using namespace kiln;
+    auto f = [](Tensor x, Tensor y) { return x + y; };
+    CHECK_THROWS_WITH_AS(stage(f)(TensorLayout(DType::float32, {3}), TensorLayout(DType::float32, {-1})),
+                         doctest::Contains("argument 1: shape [-1] has a negative extent"), ShapeError);
+  }
+}

@@ -318,3 +318,10 @@ TEST_SUITE("core") {
     CHECK_THROWS_WITH_AS(Device::parse("gpu"), doctest::Contains("'gpu'"), DeviceError);
   }
 }
+
+TEST_SUITE("core") {
+  TEST_CASE("set_num_threads rejects absurd counts") {
+    CHECK_THROWS_WITH_AS(kiln::set_num_threads(100000), doctest::Contains("n <= 1024"), kiln::ValueError);
+    CHECK_THROWS_AS(kiln::set_num_threads(0), kiln::ValueError);
+  }
+}

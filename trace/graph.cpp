@@ -1,5 +1,6 @@
 #include "graph.h"
 
+#include <bit>
 #include <cstring>
 #include <ostream>
 #include <sstream>
@@ -244,6 +245,16 @@ void Graph::verify() const {
     for (const auto& [k, g] : subgraphs_) g->verify();
 }
 
+namespace {
+// Attrs equality with the scalar compared bit by bit: a NaN attribute equals
+// itself (Attrs::operator== would say a graph with one differs from itself),
+// and -0.0 differs from 0.0.
+bool same_attrs_bits(const Attrs& a, const Attrs& b) {
+  return a.ints == b.ints && a.axis == b.axis && std::bit_cast<uint64_t>(a.scalar) == std::bit_cast<uint64_t>(b.scalar) &&
+         a.flag == b.flag && a.dtype == b.dtype;
+}
+}  // namespace
+
 bool Graph::equals(const Graph& o) const {
   if (name_ != o.name_ || types_ != o.types_ || inputs_ != o.inputs_ || outputs_ != o.outputs_ ||
       nodes_.size() != o.nodes_.size() || subgraphs_.size() != o.subgraphs_.size())
@@ -253,7 +264,7 @@ bool Graph::equals(const Graph& o) const {
     if (a.kind != b.kind || a.inputs != b.inputs || a.outputs != b.outputs || a.name != b.name ||
         a.prefix != b.prefix || a.placeholder != b.placeholder)
       return false;
-    if (a.kind == NodeKind::op && (a.op != b.op || !(a.attrs == b.attrs))) return false;
+    if (a.kind == NodeKind::op && (a.op != b.op || !same_attrs_bits(a.attrs, b.attrs))) return false;
     if (a.kind == NodeKind::constant) {
       size_t nb = static_cast<size_t>(a.data.numel()) * a.data.itemsize();
       if (a.data.dtype() != b.data.dtype() || a.data.shape() != b.data.shape() ||
@@ -269,33 +280,73 @@ bool Graph::equals(const Graph& o) const {
 }
 
 void Graph::rebuild(std::vector<Node> nodes, std::vector<int32_t> outputs) {
-  std::vector<int32_t> remap(types_.size(), -1);
-  std::vector<TensorType> types;
+  renumber(nodes, nullptr, std::move(outputs));
+}
+
+void Graph::remove_nodes(const std::vector<char>& removed, std::vector<int32_t> outputs) {
+  if (removed.size() != nodes_.size()) throw ValueError("Graph::remove_nodes: one flag per node is needed");
+  renumber(nodes_, &removed, std::move(outputs));
+}
+
+void Graph::renumber(std::vector<Node>& nodes, const std::vector<char>* removed, std::vector<int32_t> outputs) {
+  // One walk drops the removed nodes (moving the others down), renumbers the
+  // operands and records, per surviving value, its old id. The types are
+  // then moved, not copied (a copy allocates a shape per value; freeing the
+  // old ones costs as much again): in place when the old ids of the
+  // survivors increase (always, for graphs built by add_* and edited by the
+  // passes), else into a new array.
+  const size_t nv = types_.size();
+  std::vector<int32_t> remap(nv, -1);
+  std::vector<int32_t> old_id;  // per new value
+  old_id.reserve(nv);
   std::vector<int32_t> producer;
+  producer.reserve(nv);
   std::vector<int32_t> new_inputs;
+  std::vector<size_t> weight_nodes;
+  bool increasing = true;
+  size_t out = 0;  // the next kept node's index
   for (size_t i = 0; i < nodes.size(); ++i) {
-    Node& n = nodes[i];
+    if (removed && (*removed)[i]) continue;
+    if (out != i) nodes[out] = std::move(nodes[i]);
+    Node& n = nodes[out];
     for (int32_t& v : n.inputs) {
       if (remap.at(v) < 0) throw ValueError("Graph::rebuild: node uses a value defined later or removed");
       v = remap[v];
     }
     for (int32_t& v : n.outputs) {
-      types.push_back(types_.at(v));
-      producer.push_back(static_cast<int32_t>(i));
-      remap[v] = static_cast<int32_t>(types.size() - 1);
+      (void)types_.at(v);  // range check, as before
+      if (!old_id.empty() && v <= old_id.back()) increasing = false;
+      old_id.push_back(v);
+      producer.push_back(static_cast<int32_t>(out));
+      remap[v] = static_cast<int32_t>(old_id.size() - 1);
       v = remap[v];
     }
     if (n.kind == NodeKind::input) new_inputs.push_back(n.outputs[0]);
+    else if (n.kind == NodeKind::weight) weight_nodes.push_back(out);
+    ++out;
   }
   for (int32_t& v : outputs) {
     if (remap.at(v) < 0) throw ValueError("Graph::rebuild: an output was removed");
     v = remap[v];
   }
+  nodes.resize(out);  // frees the removed nodes
+  const size_t kept = old_id.size();
+  if (increasing) {
+    // old_id[k] >= k and strictly increasing: slot old_id[k] is read before
+    // any later write can reach it.
+    for (size_t k = 0; k < kept; ++k)
+      if (static_cast<size_t>(old_id[k]) != k) types_[k] = std::move(types_[static_cast<size_t>(old_id[k])]);
+    types_.resize(kept);
+  } else {
+    // A value defined twice (not a valid graph) is copied, as before.
+    std::vector<TensorType> types;
+    types.reserve(kept);
+    for (int32_t v : old_id) types.push_back(types_[static_cast<size_t>(v)]);
+    types_ = std::move(types);
+  }
   weights_.clear();
-  for (const auto& n : nodes)
-    if (n.kind == NodeKind::weight) weights_[n.name] = n.outputs[0];
-  nodes_ = std::move(nodes);
-  types_ = std::move(types);
+  for (size_t i : weight_nodes) weights_[nodes[i].name] = nodes[i].outputs[0];
+  if (&nodes != &nodes_) nodes_ = std::move(nodes);
   producer_ = std::move(producer);
   inputs_ = std::move(new_inputs);
   outputs_ = std::move(outputs);

@@ -9,9 +9,11 @@
 //   }
 // Subgraph definitions are printed before the root graph. Constants are
 // the raw little-endian bytes in hex, so the round trip is exact.
+#include <bit>
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <sstream>
@@ -22,8 +24,21 @@ namespace kiln {
 
 namespace {
 
+// The quiet NaN std::nan("") and NAN give, printed as plain "nan".
+constexpr uint64_t kPlainNanBits = 0x7ff8000000000000ULL;
+
+// Exact for every bit pattern: a finite value in %.17g (which strtod reads
+// back to the same double, -0 included), "inf"/"-inf", "nan" for the plain
+// quiet NaN, and any other NaN (sign, signalling bit, payload) as its 64 bits
+// in hex: "nan:0x7ff8000000000001".
 std::string fmt_double(double v) {
-  if (std::isnan(v)) return "nan";
+  if (std::isnan(v)) {
+    const uint64_t bits = std::bit_cast<uint64_t>(v);
+    if (bits == kPlainNanBits) return "nan";
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "nan:0x%016llx", static_cast<unsigned long long>(bits));
+    return buf;
+  }
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
   char buf[40];
   std::snprintf(buf, sizeof buf, "%.17g", v);
@@ -153,6 +168,16 @@ struct GraphParser {
   }
   double number() {
     skip_ws();
+    if (s.substr(pos, 6) == "nan:0x") {  // a NaN's exact bits (see fmt_double)
+      pos += 6;
+      uint64_t bits = 0;
+      auto r = std::from_chars(s.data() + pos, s.data() + s.size(), bits, 16);
+      if (r.ec != std::errc() || r.ptr - (s.data() + pos) != 16) fail("expected 16 hex digits after 'nan:0x'");
+      pos = static_cast<size_t>(r.ptr - s.data());
+      const double v = std::bit_cast<double>(bits);
+      if (!std::isnan(v)) fail("'nan:0x' bits that are not a NaN");
+      return v;
+    }
     size_t b = pos;
     while (pos < s.size() && (std::isalnum(static_cast<unsigned char>(s[pos])) || s[pos] == '.' || s[pos] == '-' ||
                               s[pos] == '+'))

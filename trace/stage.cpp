@@ -34,6 +34,16 @@ TraceSession::TraceSession(const std::string& name, const std::vector<TensorLayo
 
 TraceSession::~TraceSession() = default;
 
+void check_specs(const std::vector<TensorLayout>& layouts, const TreeDef& tree) {
+  for (size_t i = 0; i < layouts.size(); ++i)
+    for (int64_t d : layouts[i].shape)
+      if (d < 0) {
+        const std::vector<std::string> paths = tree.leaf_paths();
+        throw ShapeError("stage: argument " + (i < paths.size() ? paths[i] : std::to_string(i)) + ": shape " +
+                         shape_str(layouts[i].shape) + " has a negative extent");
+      }
+}
+
 namespace {
 // First path whose leaf is static (not a tensor), or "" when none.
 bool find_static(const TreeDef& d, const std::string& path, std::string& where, std::string& what) {

@@ -56,6 +56,9 @@ template <class C, class R, class... A> struct fn_traits<R (C::*)(A...) const> :
 template <class C, class R, class... A> struct fn_traits<R (C::*)(A...)> : fn_traits<R (*)(A...)> {};
 
 /// The non-template part of a trace: owns the graph and the context.
+/// Throws ShapeError naming the argument path when a spec has a negative extent.
+void check_specs(const std::vector<TensorLayout>& layouts, const TreeDef& tree);
+
 class TraceSession {
  public:
   TraceSession(const std::string& name, const std::vector<TensorLayout>& in_layouts, bool allow_subgraphs);
@@ -92,6 +95,7 @@ class Stager {
                   "kiln::stage: give exactly one spec per parameter of the function");
     std::tuple<Specs...> spec_tuple(specs...);
     auto [layouts, in_tree] = tree_flatten_layouts(spec_tuple);
+    detail::check_specs(layouts, in_tree);
     detail::TraceSession session(opts_.name, layouts, opts_.allow_subgraphs);
     detail::LeafSource src{session.inputs().data(), session.inputs().size(), 0};
     Args args = detail::rebuild_node<Args>(spec_tuple, src);

@@ -31,3 +31,7 @@ run_step("configuring the consumer" ${CMAKE_COMMAND} -S "${KILN_CONSUMER_SRC}" -
          "-DCMAKE_EXE_LINKER_FLAGS=${KILN_SAN_FLAGS}")
 run_step("building the consumer" ${CMAKE_COMMAND} --build "${build}")
 run_step("running the consumer" "${build}/kiln_consumer")
+# The installed `kiln` tool starts from its prefix (no LD_LIBRARY_PATH).
+if(EXISTS "${prefix}/bin/kiln")
+  run_step("running the installed kiln tool" "${prefix}/bin/kiln" --help)
+endif()

@@ -58,10 +58,13 @@ class IdentityCache {
 // `which` is a constant of identity elements and `other` keeps the result type.
 bool is_identity_operand(detail::Rewriter& rw, IdentityCache& cache, int32_t which, int32_t other, int32_t result,
                          Identity want) {
-  const Graph& g = rw.graph();
-  if (!(g.type(other) == g.type(result))) return false;  // checked first: cheap, and no promotion/broadcast lost
+  // The producer's kind first: a node just read, while comparing the types
+  // reads two shapes off the heap. Then the types (no promotion or broadcast
+  // lost), then the elements (cached per constant).
   const Node& p = rw.producer(which);
-  return p.kind == NodeKind::constant && cache.all(p, which, want);
+  if (p.kind != NodeKind::constant) return false;
+  const Graph& g = rw.graph();
+  return g.type(other) == g.type(result) && cache.all(p, which, want);
 }
 
 bool is_op(const Node& n, OpId op) { return n.kind == NodeKind::op && n.op == op; }

@@ -3,6 +3,7 @@
 // same node. Every rewrite is re-checked with infer_layout: a node whose
 // normalised attributes would give another type is left as it was.
 #include <algorithm>
+#include <utility>
 
 #include "passes.h"
 #include "rewriter.h"
@@ -62,9 +63,10 @@ bool canonical_attrs(const Graph& g, const Node& n, Attrs& a) {
 bool detail::run_canonicalize_shapes(Graph& g) {
   bool changed = false;
   std::vector<TensorLayout> in;
+  Attrs a;  // scratch: copy-assigning reuses its axis list, so no allocation per node
   for (Node& n : g.mutable_nodes()) {
     if (n.kind != NodeKind::op || n.inputs.empty()) continue;
-    Attrs a = n.attrs;
+    a = n.attrs;
     if (!canonical_attrs(g, n, a) || same_attrs(a, n.attrs)) continue;
     in.clear();
     for (int32_t v : n.inputs) in.push_back(g.type(v).layout());
@@ -73,7 +75,7 @@ bool detail::run_canonicalize_shapes(Graph& g) {
     } catch (const Error&) {
       continue;
     }
-    n.attrs = std::move(a);
+    std::swap(n.attrs, a);
     changed = true;
   }
   return changed;

@@ -24,7 +24,7 @@ bool detail::run_dead_code_elimination(Graph& g) {
   }
   if (removed == 0) return false;
   std::vector<int32_t> outs = g.output_ids();
-  g.rebuild(detail::compact_nodes(g, dead), std::move(outs));
+  g.remove_nodes(dead, std::move(outs));
   return true;
 }
 

@@ -2,7 +2,7 @@
 // inputs (count, order, types) and its outputs (count, order, types; an
 // output may come to name another, equal value), leaves a graph that passes
 // Graph::verify(), and runs in time near-linear in the node count (hash
-// maps, one walk in topological order, at most one Graph::rebuild).
+// maps, one walk in topological order, at most one Graph::remove_nodes).
 // Passes other than optimize() touch only the graph given, not its subgraphs.
 //
 // Semantics are preserved exactly: a rewritten graph computes results

@@ -27,22 +27,8 @@ bool Rewriter::commit() {
   if (!any_removed_) return changed_;
   std::vector<int32_t> outs = g_.output_ids();
   for (int32_t& v : outs) v = subst_[static_cast<size_t>(v)];
-  g_.rebuild(compact_nodes(g_, removed_), std::move(outs));
+  g_.remove_nodes(removed_, std::move(outs));
   return true;
-}
-
-std::vector<Node> compact_nodes(Graph& g, const std::vector<char>& removed) {
-  // In place: no second node array (tens of MB for 100,000 nodes). The graph
-  // holds no nodes until the caller's Graph::rebuild puts these back.
-  std::vector<Node>& nodes = g.mutable_nodes();
-  size_t out = 0;
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    if (removed[i]) continue;
-    if (out != i) nodes[out] = std::move(nodes[i]);
-    ++out;
-  }
-  nodes.resize(out);
-  return std::move(nodes);
 }
 
 size_t hash_attrs(const Attrs& a) {

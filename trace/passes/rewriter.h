@@ -1,6 +1,6 @@
 // kiln (internal): what the graph passes share: a rewriter that substitutes
 // values and removes nodes in one walk and commits with a single
-// Graph::rebuild, attribute hashing, and the passes' "did anything change"
+// Graph::remove_nodes, attribute hashing, and the passes' "did anything change"
 // forms used by optimize().
 #pragma once
 #include <cstddef>
@@ -16,7 +16,7 @@ namespace kiln::detail {
 /// removed values), then edits node i in place or calls `replace`. Every
 /// intermediate state is a valid graph with some dead nodes, so an exception
 /// mid-pass leaves a usable graph. `commit` drops removed nodes (one
-/// rebuild) and renames the graph outputs.
+/// Graph::remove_nodes) and renames the graph outputs.
 class Rewriter {
  public:
   explicit Rewriter(Graph& g);
@@ -40,10 +40,6 @@ class Rewriter {
   std::vector<char> removed_;   // per node
   bool any_removed_ = false, changed_ = false;
 };
-
-/// Moves the graph's nodes not marked in `removed` (per node) to the front,
-/// in order, and hands them out for Graph::rebuild, which puts them back.
-std::vector<Node> compact_nodes(Graph& g, const std::vector<char>& removed);
 
 /// Hash and equality of attributes; the scalar is compared bit by bit (pad
 /// with -0.0 differs from pad with 0.0; a NaN equals the same NaN).
