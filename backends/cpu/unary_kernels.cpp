@@ -65,13 +65,14 @@ KILN_EIGEN_UNARY(Sigmoid, float, 1.0f / (1.0f + (-x).exp()), x < -87.0f)
 KILN_EIGEN_UNARY(Sigmoid, double, 1.0 / (1.0 + (-x).exp()), x < -708.0)
 KILN_EIGEN_UNARY(Silu, float, x / (1.0f + (-x).exp()), x < -87.0f)
 KILN_EIGEN_UNARY(Silu, double, x / (1.0 + (-x).exp()), x < -708.0)
-KILN_EIGEN_UNARY(Gelu, float, 0.5f * x * (1.0f + (x * 0.70710678118654752440f).erf()), x < -6.0f)
+// gelu: 1 + erf(x / sqrt 2) cancels for negative x (22 ulp at -2, 3x off at
+// -5.5), so x < -1 takes the scalar erfc form in double (fn::Gelu).
+KILN_EIGEN_UNARY(Gelu, float, 0.5f * x * (1.0f + (x * 0.70710678118654752440f).erf()), x < -1.0f)
 // gelu_tanh as x sigmoid(2u) (see fn::GeluTanh). Rounding u in float costs
-// about |2u| ulp for negative x, where the result is already small (absolute
-// error <= 1e-13, see ref_atol); below -9 (results < 1e-30, and -inf, which
-// needs the limit) the scalar form, evaluated in double, takes over.
+// about |2u| ulp for negative x, so below -3 (and -inf, which needs the
+// limit) the scalar form, evaluated in double, takes over.
 KILN_EIGEN_UNARY(GeluTanh, float, x / (1.0f + (-1.59576912160573071176f * (x + 0.044715f * x * x * x)).exp()),
-                 x < -9.0f)
+                 x < -3.0f)
 // GCC does not vectorise floor/ceil without -fno-trapping-math; Eigen uses
 // vrndscale directly (exact, keeps -0 and NaN). (Eigen 3.4 has no trunc.)
 KILN_EIGEN_UNARY(Floor, float, x.floor(), false)
