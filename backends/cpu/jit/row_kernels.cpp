@@ -6,7 +6,8 @@
 // and each pass is a loop of U vectors per iteration (U accumulators, so
 // that reductions are not bound by the add latency), then a loop of single
 // vectors, then a tail of n mod L elements that is copied into stack
-// buffers prefilled with a neutral value (-inf for max and exp, 0 for sums),
+// buffers prefilled with a neutral value (-inf for max and exp, 0 for sums,
+// the row's first mean for the deviations of layer_norm),
 // computed as one full vector, and copied back. Loop-carried accumulators
 // are updated in place; everything else is VecAsm's SSA values.
 #include "row_kernels.h"
