@@ -116,7 +116,21 @@ class RowGen {
   void pass(const std::vector<Stream>& s, int unroll, Body&& body);
 };
 
+// A tail is < one vector. AVX-512: one masked move (masked-off dwords are
+// neither read nor faulted on); short rows (n = 10) are all tail, and a
+// dword loop made them cost more than their arithmetic.
 void RowGen::copy_dwords(const x86::Gp& dst, const x86::Gp& src, const x86::Gp& count) {
+  if (A_.evex()) {
+    x86::Gp m = cc_.newGpq();
+    x86::KReg k = cc_.newKq();
+    x86::Vec v = cc_.newZmm();
+    cc_.mov(m, -1);
+    cc_.bzhi(m, m, count.r64());
+    cc_.kmovq(k, m);
+    cc_.k(k).z().vmovdqu32(v, x86::ptr(src));
+    cc_.k(k).vmovdqu32(x86::ptr(dst), v);
+    return;
+  }
   x86::Gp j = cc_.newIntPtr(), t = cc_.newGpd();
   Label loop = cc_.newLabel(), end = cc_.newLabel();
   cc_.xor_(j, j);
