@@ -1,6 +1,8 @@
 // kiln: the umbrella header. Light by design (no Eigen, asmjit or CUDA
 // headers), so it parses fast in Cling/clang-repl. Eigen interop is in
-// <kiln/eigen.h>.
+// <kiln/eigen.h>. Not included here: the MEF format internals
+// (<kiln/jit/mef.h>, encoders and test helpers; engine::read in jit/engine.h
+// is the public loader) and the code generator's headers.
 #pragma once
 #include "tensor/allocator.h"
 #include "tensor/creation.h"
@@ -19,6 +21,9 @@
 #include "nn/layers.h"
 #include "nn/module.h"
 #include "jit/compiled_callable.h"
+#include "jit/engine.h"
 #include "jit/inference_session.h"
 #include "jit/jit_function.h"
 #include "io/csv.h"
+#include "io/npy.h"
+#include "io/safetensors.h"

@@ -113,11 +113,16 @@ int main(int argc, char** argv) {
   using kb::compare;
   compare({"eager add, 1-element float32 (dispatch)", "BM_kiln_add_1elem", {"BM_torch_add_1elem"},
            "<= 1 us and no slower than at::add"});
-  for (const char* op : {"add", "mul", "neg", "exp", "tanh", "sqrt"})
-    compare({std::string(op) + " 16M float32, 2 threads (vs copy-loop time; ratio<=1.25 = >=0.8x bandwidth)",
+  // The copy loop moves 8 bytes per element; binary ops move 12: its time is
+  // scaled to the op's bytes, so the ratio is copy-loop bandwidth / kiln's.
+  for (const char* op : {"add", "mul", "neg", "exp", "tanh", "sqrt"}) {
+    const bool binary = std::string(op) == "add" || std::string(op) == "mul";
+    compare({std::string(op) + " 16M float32, 2 threads (bandwidth vs the copy loop's)",
              std::string("BM_kiln_") + op + "_16M/2/real_time",
              {"BM_copy_loop/2/real_time", std::string("BM_torch_") + op + "_16M/2/real_time"},
-             ">= 0.8x copy-loop bandwidth (compare GB/s above)"});
+             ">= 0.8x copy-loop bandwidth (ratio <= 1.25)", {}, false,
+             {{"BM_copy_loop/2/real_time", binary ? 1.5 : 1.0}}});
+  }
   for (int n : {256, 512, 1024})
     for (int t : {1, 2}) {
       std::string s = "/" + std::to_string(n) + "/" + std::to_string(t) + "/real_time";

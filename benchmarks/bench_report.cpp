@@ -101,9 +101,11 @@ int run_main(int argc, char** argv, const char* title) {
     for (const auto& p : c.peers) {
       auto it = rep.ns.find(p);
       if (it == rep.ns.end()) continue;
-      peers += p + " " + fmt_time(it->second) + "; ";
-      if (best_name.empty() || it->second < best) {
-        best = it->second;
+      auto sc = c.peer_scale.find(p);
+      const double t = it->second * (sc == c.peer_scale.end() ? 1.0 : sc->second);
+      peers += p + " " + fmt_time(it->second) + (sc == c.peer_scale.end() ? "" : " (x" + std::to_string(sc->second).substr(0, 4) + " bytes: " + fmt_time(t) + ")") + "; ";
+      if (best_name.empty() || t < best) {
+        best = t;
         best_name = p;
       }
     }

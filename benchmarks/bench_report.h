@@ -4,6 +4,7 @@
 #pragma once
 #include <benchmark/benchmark.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,9 @@ struct Comparison {
   std::string budget;  // the target, in words (printed beside the ratio)
   std::string eager = {};
   bool compiled = false;
+  /// Per peer: its time is multiplied by this before comparing (a copy loop
+  /// moving fewer bytes per element than the op, scaled to the op's bytes).
+  std::map<std::string, double> peer_scale = {};
 };
 
 /// Registers a comparison to report after the run.
