@@ -224,14 +224,16 @@ class Gen {
   x86::Vec operand(int32_t r, DType to) { return convert(*c_, get(r), p_.code[r].dtype, to); }
   void emit_value(size_t i);
   void emit_store(size_t i);
-  void copy_bytes(const x86::Gp& dst, const x86::Gp& src, const x86::Gp& nbytes);
+  void copy_bytes(const x86::Gp& dst, const x86::Gp& src, const x86::Gp& nbytes, bool into_buffer);
 };
 
 // Tails are short (< one vector, so < 64 bytes). AVX-512: one masked byte
-// move (masked-off bytes are neither read nor faulted on). Otherwise 8-byte
-// moves, then single bytes; a byte loop alone made a 10-element tail cost
-// more than the whole body.
-void Gen::copy_bytes(const x86::Gp& dst, const x86::Gp& src, const x86::Gp& nbytes) {
+// move (masked-off bytes are neither read nor faulted on) whose buffer side
+// is a full 64-byte access, so the body's loads from the buffer are
+// forwarded from a plain store (a masked store there stalls them).
+// Otherwise 8-byte moves, then single bytes; a byte loop alone made a
+// 10-element tail cost more than the whole body.
+void Gen::copy_bytes(const x86::Gp& dst, const x86::Gp& src, const x86::Gp& nbytes, bool into_buffer) {
   if (A_.evex()) {
     x86::Gp m = cc_.newGpq();
     x86::KReg k = cc_.newKq();
@@ -239,8 +241,13 @@ void Gen::copy_bytes(const x86::Gp& dst, const x86::Gp& src, const x86::Gp& nbyt
     cc_.mov(m, -1);
     cc_.bzhi(m, m, nbytes.r64());
     cc_.kmovq(k, m);
-    cc_.k(k).z().vmovdqu8(v, x86::ptr(src));
-    cc_.k(k).vmovdqu8(x86::ptr(dst), v);
+    if (into_buffer) {
+      cc_.k(k).z().vmovdqu8(v, x86::ptr(src));
+      cc_.vmovdqu8(x86::ptr(dst), v);
+    } else {
+      cc_.vmovdqu8(v, x86::ptr(src));
+      cc_.k(k).vmovdqu8(x86::ptr(dst), v);
+    }
     return;
   }
   x86::Gp j = cc_.newIntPtr(), end8 = cc_.newIntPtr(), q = cc_.newGpq(), t = cc_.newGpd();
@@ -472,7 +479,7 @@ void Gen::run() {
       } else {
         cc_.mov(nb, rem);
         cc_.imul(nb, nb, isz(k));
-        copy_bytes(b, src, nb);
+        copy_bytes(b, src, nb, true);
       }
       cc_.mov(P_[k], b);
     }
@@ -503,7 +510,7 @@ void Gen::run() {
       if (!stored[k]) continue;
       cc_.mov(nb, rem);
       cc_.imul(nb, nb, isz(k));
-      copy_bytes(orig[k], P_[k], nb);
+      copy_bytes(orig[k], P_[k], nb, false);
     }
   }
   cc_.bind(L_done);
