@@ -2,6 +2,14 @@
 // key of ARCHITECTURE.md: per tensor argument its dtype, shape, device and
 // stride class; the argument tree structure; and the static (non-tensor)
 // arguments, whose values are part of the tree.
+//
+// Scalars: a C++ number passed for a parameter declared `Tensor` is a runtime
+// argument: it becomes a 0-d tensor (float32 for a floating value, int64 for
+// an integer, bool for a bool), so a new value reuses the compiled code. A
+// parameter declared as a C++ number (`double`, `int`, ...) declares the
+// argument static: its value is traced into the code and is part of the key.
+// (A runtime 0-d tensor takes part in type promotion like any 0-d tensor, as
+// numpy 2's NEP 50 treats 0-d arrays: float16 x * float32 s gives float32.)
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -10,6 +18,8 @@
 #include <mutex>
 #include <string>
 #include <tuple>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "compiled_callable.h"
@@ -75,6 +85,38 @@ class JitFunction {
   /// Compiles for these arguments' layouts on a miss, then runs.
   template <class... Args>
   CallResult operator()(const Args&... args) const {
+    using Params = typename detail::fn_traits<F>::args;
+    if constexpr (std::tuple_size_v<Params> == sizeof...(Args))
+      return call_args(std::index_sequence_for<Args...>{}, args...);
+    else
+      return call_converted(args...);  // compile() reports the arity mismatch
+  }
+  JitStats stats() const { return cache_->stats(); }
+  void clear() { cache_->clear(); }
+  std::string last_miss_explanation() const { return cache_->last_miss_explanation(); }
+
+ private:
+  // A number for a Tensor parameter becomes a runtime 0-d tensor input.
+  template <class P, class A>
+  static auto runtime_scalar(const A& a) {
+    if constexpr (std::is_same_v<P, Tensor> && std::is_arithmetic_v<A>) {
+      const DType d = std::is_same_v<A, bool> ? DType::bool_ : std::is_integral_v<A> ? DType::int64 : DType::float32;
+      return full({}, Scalar(a), d);
+    } else {
+      return std::cref(a);
+    }
+  }
+  template <size_t... I, class... Args>
+  CallResult call_args(std::index_sequence<I...>, const Args&... args) const {
+    using Params = typename detail::fn_traits<F>::args;
+    return call_converted(unwrap(runtime_scalar<std::tuple_element_t<I, Params>>(args))...);
+  }
+  template <class T>
+  static const T& unwrap(const std::reference_wrapper<const T>& r) { return r.get(); }
+  static const Tensor& unwrap(const Tensor& t) { return t; }
+
+  template <class... Args>
+  CallResult call_converted(const Args&... args) const {
     auto [leaves, tree] = tree_flatten(std::forward_as_tuple(args...));
     std::vector<TensorLayout> layouts;
     layouts.reserve(leaves.size());
@@ -88,11 +130,7 @@ class JitFunction {
     });
     return fn->call_flat(leaves, tree);
   }
-  JitStats stats() const { return cache_->stats(); }
-  void clear() { cache_->clear(); }
-  std::string last_miss_explanation() const { return cache_->last_miss_explanation(); }
 
- private:
   F fn_;
   std::shared_ptr<detail::JitCache> cache_;
 };

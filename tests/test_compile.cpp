@@ -142,6 +142,23 @@ TEST_SUITE("compile") {
     CHECK_THROWS_WITH_AS(js(ones({4})), doctest::Contains("arg 0: shape [4] vs cached [3]"), ValueError);
   }
 
+  TEST_CASE("jit: a number for a Tensor parameter is a runtime argument; a number parameter is static") {
+    auto jr = jit([](Tensor x, Tensor s) { return x * s + 1.0f; });
+    Tensor x = Tensor::from_vector(std::vector<float>{1, 2, 3});
+    CHECK(vecf(jr(x, 0.5)) == std::vector<float>{1.5f, 2.0f, 2.5f});
+    CHECK(vecf(jr(x, 2.0)) == std::vector<float>{3, 5, 7});
+    CHECK(vecf(jr(x, 3)) == std::vector<float>{4, 7, 10});  // an int: an int64 0-d tensor; float32 * int64 -> float32
+    CHECK(jr.stats().compiles == 2);  // one for the floating scalar, one for the integer
+    CHECK(jr.stats().hits == 1);
+    // The same value passed as a 0-d tensor hits the same entry.
+    CHECK(vecf(jr(x, full({}, 0.25, DType::float32))) == std::vector<float>{1.25f, 1.5f, 1.75f});
+    CHECK(jr.stats().compiles == 2);
+    auto js = jit([](Tensor x, double s) { return x * static_cast<float>(s); });
+    js(x, 0.5);
+    js(x, 2.0);
+    CHECK(js.stats().compiles == 2);  // declared static: the value is part of the key
+  }
+
   TEST_CASE("many threads may call one callable and one jit function") {
     auto f = [](Tensor x) { return tanh(x) * 2.0f + 1.0f; };
     CompiledCallable run = compile(f)(f32({64}));
