@@ -33,9 +33,6 @@ namespace {
 constexpr double kSmallGemm = 64.0 * 64.0 * 64.0;
 // Rows per Eigen work item.
 constexpr int64_t kRowChunk = 128;
-// Single GEMMs of this many multiply-adds run as row chunks in parallel.
-constexpr double kSplitGemmMin = 1 << 18, kSplitGemmMax = 1 << 22;
-constexpr int64_t kSplitRows = 32;
 
 // Multiply-adds of a batch of GEMMs, saturated (only decides threading).
 int64_t gemm_work(int64_t batch, int64_t m, int64_t n, int64_t k) {
@@ -172,24 +169,6 @@ void gemm_float(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
 #ifdef KILN_HAVE_OPENBLAS
   const bool fits_int = M <= INT_MAX && N <= INT_MAX && K <= INT_MAX;
   const double mnk = double(M) * double(N) * double(K);
-  if (fits_int && B.n == 1 && mnk >= kSplitGemmMin && mnk <= kSplitGemmMax && M >= 2 * kSplitRows) {
-    // OpenBLAS runs GEMMs this small on one thread (its small-matrix
-    // kernels): split the rows in fixed chunks (not per thread, so results
-    // never depend on the thread count) and run the chunks in parallel.
-    const int64_t chunks = (M + kSplitRows - 1) / kSplitRows;
-    parallel_ranges(chunks, static_cast<int64_t>(mnk), [&](int64_t c0, int64_t c1) {
-      Odometer<3> od(B.dims.data(), static_cast<int>(B.dims.size()));
-      for (int64_t c = c0; c < c1; ++c) {
-        Gemm<T> g = problem(od);
-        const int64_t r0 = c * kSplitRows;
-        g.m = std::min(kSplitRows, M - r0);
-        g.a += r0 * (ga.trans ? 1 : ga.ld);
-        g.c += r0 * g.ldc;
-        blas_gemm(g);
-      }
-    });
-    return;
-  }
   if (fits_int && (B.n == 1 || mnk > kSmallGemm)) {
     // One call per matrix; OpenBLAS threads inside each call.
     Odometer<3> od(B.dims.data(), static_cast<int>(B.dims.size()));
