@@ -193,7 +193,10 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 /// (x - mean) / sqrt(var + eps) * weight + bias, biased variance. weight and
 /// bias are optional (undefined Tensor), of shape [x.shape[-1]] (ShapeError
 /// otherwise); the result dtype is the promotion of all inputs, float32 for
-/// integer/bool. Statistics accumulate in float64. A 0-d x is a ShapeError.
+/// integer/bool. float32 rows run a generated kernel whose statistics are
+/// float32, two-pass with the Chan-Golub-LeVeque correction (error about
+/// 1.1 * 2^-23 * (|y| + 1), also for rows whose mean is far from 0); other
+/// dtypes accumulate in float64. A 0-d x is a ShapeError.
 Tensor layer_norm(const Tensor& x, const Tensor& weight = {}, const Tensor& bias = {}, double eps = 1e-5);
 /// RMS normalisation over the last axis (Zhang & Sennrich 2019):
 /// x / sqrt(mean(x^2) + eps) * weight (same rules as layer_norm).
