@@ -86,21 +86,45 @@ KILN_EIGEN_UNARY(Ceil, double, x.ceil(), false)
 constexpr int64_t kEigenBlock = 2048;
 
 /// y[0, m) = F(x[0, m)) for unit-stride arrays of the compute type.
+/// Elements per evaluation unit: a multiple of every packet size Eigen uses.
+constexpr int64_t kPacketPad = 16;
+
 template <class F, class C, class O>
 void unary_block(const C* __restrict x, O* __restrict y, int64_t m) {
   if constexpr (EigenUnary<F, C>::enabled) {
     using E = EigenUnary<F, C>;
     using W = typename E::Wide;
     using Arr = Eigen::Array<W, Eigen::Dynamic, 1>;
-    for (int64_t i0 = 0; i0 < m; i0 += kEigenBlock) {
-      const int64_t k = std::min(kEigenBlock, m - i0);
+    // Eigen evaluates packets, and a misaligned head or a remainder with its
+    // scalar functions, which differ from the packet ones by an ulp: results
+    // would then depend on a value's position in its run, i.e. on strides.
+    // So Eigen only ever sees aligned outputs of whole packets: remainders
+    // (and misaligned outputs) go through a padded, aligned unit.
+    auto packets = [](const C* xs, O* ys, int64_t n) {  // n % kPacketPad == 0
       if constexpr (std::is_same_v<W, C>) {
-        Eigen::Map<Arr>(y + i0, k) = E::apply(Eigen::Map<const Arr>(x + i0, k));
+        Eigen::Map<Arr>(ys, n) = E::apply(Eigen::Map<const Arr>(xs, n));
       } else {
         alignas(64) W wx[kEigenBlock], wy[kEigenBlock];
-        for (int64_t i = 0; i < k; ++i) wx[i] = W(x[i0 + i]);
-        Eigen::Map<Arr>(wy, k) = E::apply(Eigen::Map<const Arr>(wx, k));
-        for (int64_t i = 0; i < k; ++i) y[i0 + i] = C(wy[i]);
+        for (int64_t i = 0; i < n; ++i) wx[i] = W(xs[i]);
+        Eigen::Map<Arr>(wy, n) = E::apply(Eigen::Map<const Arr>(wx, n));
+        for (int64_t i = 0; i < n; ++i) ys[i] = C(wy[i]);
+      }
+    };
+    for (int64_t i0 = 0; i0 < m; i0 += kEigenBlock) {
+      const int64_t k = std::min(kEigenBlock, m - i0);
+      int64_t done = 0;
+      if (reinterpret_cast<uintptr_t>(y + i0) % 64 == 0) {
+        done = k / kPacketPad * kPacketPad;
+        if (done) packets(x + i0, y + i0, done);
+      }
+      while (done < k) {
+        const int64_t r = std::min(kPacketPad, k - done);
+        alignas(64) C px[kPacketPad];
+        alignas(64) O py[kPacketPad];
+        for (int64_t j = 0; j < kPacketPad; ++j) px[j] = x[i0 + done + std::min(j, r - 1)];
+        packets(px, py, kPacketPad);
+        for (int64_t j = 0; j < r; ++j) y[i0 + done + j] = py[j];
+        done += r;
       }
       int slow = 0;
       for (int64_t i = i0; i < i0 + k; ++i) slow |= E::slow(x[i]);
