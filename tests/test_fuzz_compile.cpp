@@ -159,6 +159,16 @@ double tolerance(DType d) {
   }
 }
 
+// About one unit in the last place of dtype d (relative).
+double ulp_of(DType d) {
+  switch (d) {
+    case DType::float16: return 0x1p-10;
+    case DType::bfloat16: return 0x1p-7;
+    case DType::float64: return 0x1p-52;
+    default: return 0x1p-23;
+  }
+}
+
 int graphs_to_run() {
   const char* e = std::getenv("KILN_FUZZ_GRAPHS");
   return e ? std::max(1, std::atoi(e)) : 1000;
@@ -175,6 +185,7 @@ void fuzz(bool strict) {
   auto session = std::make_shared<InferenceSession>(KernelOptions{.strict = strict});
   const int n = graphs_to_run();
   int failures = 0;
+  int64_t compared = 0, skipped = 0;
   for (int g = 0; g < n && failures < 5; ++g) {
     const uint64_t seed = first_seed() + static_cast<uint64_t>(g);
     FuzzCase c = make_case(seed);
@@ -185,11 +196,19 @@ void fuzz(bool strict) {
     CompiledCallable run = compile(fn, co)(c.inputs);
     std::vector<Tensor> got = run(c.inputs).as<std::vector<Tensor>>();
     // float64 reference: the same program on float64 copies of the inputs.
-    std::vector<Tensor> ref;
+    std::vector<Tensor> ref, ref_nudged;
     if (is_floating(c.dtype)) {
-      std::vector<Tensor> x64;
-      for (auto& t : c.inputs) x64.push_back(t.to(DType::float64));
+      std::vector<Tensor> x64, x64n;
+      for (auto& t : c.inputs) {
+        x64.push_back(t.to(DType::float64));
+        // The inputs moved by about one ulp of the case's dtype: where the
+        // float64 results move by more than the tolerance, the element is
+        // ill-conditioned (cos(exp(x^2)) at x = 5) and any two correct
+        // roundings may disagree, so it is not compared.
+        x64n.push_back(x64.back() * (1.0 + ulp_of(c.dtype)));
+      }
       ref = run_case(c, x64);
+      ref_nudged = run_case(c, x64n);
     }
     REQUIRE(got.size() == eager.size());
     for (size_t k = 0; k < got.size(); ++k) {
@@ -198,7 +217,18 @@ void fuzz(bool strict) {
       REQUIRE(got[k].shape() == eager[k].shape());
       REQUIRE(got[k].dtype() == eager[k].dtype());
       auto gv = kt::values(got[k]), ev = kt::values(eager[k]);
+      std::vector<char> ill(gv.size(), 0);
+      if (!ref.empty()) {
+        const auto rv = kt::values(ref[k]), nv = kt::values(ref_nudged[k]);
+        for (size_t i = 0; i < gv.size(); ++i)
+          ill[i] = !kt::close(nv[i], rv[i], tolerance(c.dtype) / 4, tolerance(c.dtype) / 4);
+      }
       for (size_t i = 0; i < gv.size(); ++i) {
+        if (!strict && ill[i]) {
+          ++skipped;
+          continue;
+        }
+        ++compared;
         bool ok = strict ? (std::memcmp(&gv[i], &ev[i], sizeof(double)) == 0 || (std::isnan(gv[i]) && std::isnan(ev[i])))
                          : kt::close(gv[i], ev[i], tolerance(c.dtype), tolerance(c.dtype));
         if (!ok) {
@@ -212,11 +242,15 @@ void fuzz(bool strict) {
         // Both must be near the float64 reference (loose: chains amplify rounding).
         auto rv = kt::values(ref[k]);
         int far = 0;
-        for (size_t i = 0; i < gv.size(); ++i) far += !kt::close(gv[i], rv[i], 1e-2, 1e-3) && !kt::close(ev[i], rv[i], 1e-2, 1e-3);
+        for (size_t i = 0; i < gv.size(); ++i)
+          far += !ill[i] && !kt::close(gv[i], rv[i], 1e-2, 1e-3) && !kt::close(ev[i], rv[i], 1e-2, 1e-3);
         CHECK_MESSAGE(far == 0, "seed " << seed << ": compiled and eager both far from the float64 reference");
       }
     }
   }
+  MESSAGE(compared << " elements compared, " << skipped << " ill-conditioned ones skipped");
+  // The conditioning filter must stay an exception, not hide the comparison.
+  CHECK(skipped * 50 <= compared);
   CHECK(failures == 0);
 }
 
