@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "assemble.h"
 #include "codegen.h"
 
 namespace kiln::codegen {
@@ -160,27 +161,10 @@ std::string why_not(const ElementwiseProgram& p, CpuTarget t) {
 
 bool is64(DType d) { return d == DType::float64 || d == DType::int64; }
 
-/// Records asmjit's first error instead of throwing through its frames.
-struct RecordingHandler : asmjit::ErrorHandler {
-  asmjit::Error err = asmjit::kErrorOk;
-  std::string msg;
-  void handleError(asmjit::Error e, const char* m, asmjit::BaseEmitter*) override {
-    if (err == asmjit::kErrorOk) {
-      err = e;
-      msg = m ? m : "";
-    }
-  }
-};
-
-asmjit::JitRuntime& runtime() {
-  static auto* rt = new asmjit::JitRuntime();  // never destroyed: kernels may outlive statics
-  return *rt;
-}
-
 class JitKernel final : public ElementwiseKernel {
  public:
   JitKernel(InnerLoopFn f, size_t n, std::string dis) : f_(f), size_(n), dis_(std::move(dis)) {}
-  ~JitKernel() override { runtime().release(f_); }
+  ~JitKernel() override { jit_runtime().release(f_); }
   InnerLoopFn fn() const override { return f_; }
   size_t code_size() const override { return size_; }
   const std::string& disassembly() const override { return dis_; }
@@ -533,27 +517,8 @@ std::unique_ptr<ElementwiseKernel> generate_elementwise(const ElementwiseProgram
                                                         bool want_disassembly) {
   const std::string why = why_not(p, t);
   if (!why.empty()) throw Error("codegen: cannot generate this program: " + why);
-  asmjit::CodeHolder code;
-  code.init(runtime().environment());
-  RecordingHandler eh;
-  code.setErrorHandler(&eh);
-  asmjit::StringLogger logger;
-  if (want_disassembly) code.setLogger(&logger);
-  x86::Compiler cc(&code);
-  try {
-    Gen g(p, t, cc);
-    g.run();
-  } catch (const std::logic_error& e) {
-    throw Error(std::string("codegen: internal error: ") + e.what());
-  }
-  cc.finalize();
-  if (eh.err != asmjit::kErrorOk)
-    throw Error("codegen: asmjit error " + std::string(asmjit::DebugUtils::errorAsString(eh.err)) + ": " + eh.msg);
-  InnerLoopFn fn = nullptr;
-  asmjit::Error e = runtime().add(&fn, &code);
-  if (e != asmjit::kErrorOk || !fn)
-    throw Error("codegen: cannot add code: " + std::string(asmjit::DebugUtils::errorAsString(e)));
-  return std::make_unique<JitKernel>(fn, code.codeSize(), want_disassembly ? std::string(logger.data()) : "");
+  Assembled a = assemble(want_disassembly, [&](x86::Compiler& cc) { Gen(p, t, cc).run(); });
+  return std::make_unique<JitKernel>(reinterpret_cast<InnerLoopFn>(a.fn), a.code_size, std::move(a.disassembly));
 }
 
 }  // namespace kiln::codegen

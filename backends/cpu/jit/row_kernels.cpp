@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "../parallel_ranges.h"
+#include "assemble.h"
 #include "codegen.h"
 
 namespace kiln::codegen {
@@ -35,22 +36,6 @@ using namespace cg;
 using asmjit::Label;
 namespace Inst = asmjit::x86::Inst;
 
-asmjit::JitRuntime& row_runtime() {
-  static auto* rt = new asmjit::JitRuntime();  // never destroyed: cached kernels outlive statics
-  return *rt;
-}
-
-/// Records asmjit's first error instead of throwing through its frames.
-struct FirstError : asmjit::ErrorHandler {
-  asmjit::Error err = asmjit::kErrorOk;
-  std::string msg;
-  void handleError(asmjit::Error e, const char* m, asmjit::BaseEmitter*) override {
-    if (err == asmjit::kErrorOk) {
-      err = e;
-      msg = m ? m : "";
-    }
-  }
-};
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
@@ -371,7 +356,7 @@ std::optional<RowOp> row_op_of(OpId op) {
 
 RowKernel::RowKernel(RowKernelKey key, RowKernelFn fn, size_t code_size, std::string dis)
     : key_(key), fn_(fn), size_(code_size), dis_(std::move(dis)) {}
-RowKernel::~RowKernel() { row_runtime().release(fn_); }
+RowKernel::~RowKernel() { jit_runtime().release(fn_); }
 
 std::string RowKernel::str() const {
   std::ostringstream os;
@@ -403,27 +388,8 @@ bool can_generate_row(const RowKernelKey& key) {
 
 std::unique_ptr<RowKernel> generate_row_kernel(const RowKernelKey& key, bool want_disassembly) {
   if (!can_generate_row(key)) throw Error("codegen: no generated row kernel for this key");
-  asmjit::CodeHolder code;
-  code.init(row_runtime().environment());
-  FirstError eh;
-  code.setErrorHandler(&eh);
-  asmjit::StringLogger logger;
-  if (want_disassembly) code.setLogger(&logger);
-  x86::Compiler cc(&code);
-  try {
-    RowGen(key, cc).run();
-  } catch (const std::logic_error& e) {
-    throw Error(std::string("codegen: internal error: ") + e.what());
-  }
-  cc.finalize();
-  if (eh.err != asmjit::kErrorOk)
-    throw Error("codegen: asmjit error " + std::string(asmjit::DebugUtils::errorAsString(eh.err)) + ": " + eh.msg);
-  RowKernelFn fn = nullptr;
-  const asmjit::Error e = row_runtime().add(&fn, &code);
-  if (e != asmjit::kErrorOk || !fn)
-    throw Error("codegen: cannot add code: " + std::string(asmjit::DebugUtils::errorAsString(e)));
-  auto k = std::make_unique<RowKernel>(key, fn, code.codeSize(), want_disassembly ? std::string(logger.data()) : "");
-  return k;
+  Assembled a = assemble(want_disassembly, [&](x86::Compiler& cc) { RowGen(key, cc).run(); });
+  return std::make_unique<RowKernel>(key, reinterpret_cast<RowKernelFn>(a.fn), a.code_size, std::move(a.disassembly));
 }
 
 const RowKernel* cached_row_kernel(RowOp op, bool has_weight, bool has_bias, DType dtype) {
