@@ -28,13 +28,6 @@
 #endif
 
 namespace kb {
-__attribute__((weak)) void set_torch_threads(int) {}
-void set_threads(int n) {
-  kiln::set_num_threads(n);
-  omp_set_num_threads(n);
-  Eigen::setNbThreads(n);
-  set_torch_threads(n);
-}
 namespace digits_bench {
 __attribute__((weak)) std::vector<std::pair<std::string, std::vector<float>>> torch_runs(int) { return {}; }
 

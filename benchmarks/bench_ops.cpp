@@ -11,17 +11,6 @@
 #include "bench_peers.h"
 #include "bench_report.h"
 
-namespace kb {
-__attribute__((weak)) void set_torch_threads(int) {}
-void set_threads(int n) {
-  kiln::set_num_threads(n);
-  omp_set_num_threads(n);
-  openblas_set_num_threads(n);
-  Eigen::setNbThreads(n);
-  set_torch_threads(n);
-}
-}  // namespace kb
-
 namespace {
 constexpr int64_t kBig = 16 << 20;  // 16M elements
 
