@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <memory>
 
+#include "../jit/program_builder.h"
 #include "../backends/cpu/strided_loop.h"
 #include "../jit/elementwise_program.h"
 
@@ -45,54 +46,14 @@ Arrays& arrays() {
   return A;
 }
 
-struct Builder {
-  ElementwiseProgram p;
-  int push(Instr in) {
-    p.code.push_back(in);
-    return int(p.code.size()) - 1;
-  }
-  int load(int arg) {
-    Instr in;
-    in.kind = Instr::Kind::load;
-    in.arg = arg;
-    in.dtype = F;
-    return push(in);
-  }
-  int imm(double v) {
-    Instr in;
-    in.kind = Instr::Kind::imm;
-    in.imm = v;
-    in.dtype = F;
-    return push(in);
-  }
-  int op(OpId o, int a, int b = -1) {
-    Instr in;
-    in.kind = Instr::Kind::op;
-    in.op = o;
-    in.dtype = F;
-    in.a = a;
-    in.b = b;
-    return push(in);
-  }
-  void store(int arg, int r) {
-    Instr in;
-    in.kind = Instr::Kind::store;
-    in.arg = arg;
-    in.a = r;
-    push(in);
-  }
-};
 
 ElementwiseProgram chain_program(bool streaming) {
-  Builder b;
-  b.p.operand_dtypes = {F, F, F, F};
-  b.p.operand_broadcast = {false, false, false, false};
-  b.p.num_outputs = 1;
+  ProgramBuilder b({F, F, F, F}, 1);
   b.p.streaming_stores = streaming;
-  const int x = b.load(1), y = b.load(2), z = b.load(3);
-  const int t = b.op(OpId::Tanh, b.op(OpId::Add, b.op(OpId::Mul, x, y), z));
-  const int half = b.imm(0.5);
-  b.store(0, b.op(OpId::Add, b.op(OpId::Mul, t, half), b.op(OpId::Exp, b.op(OpId::Neg, x))));
+  const int x = b.load(1, F), y = b.load(2, F), z = b.load(3, F);
+  const int t = b.op(OpId::Tanh, F, b.op(OpId::Add, F, b.op(OpId::Mul, F, x, y), z));
+  const int half = b.imm(0.5, F);
+  b.store(0, b.op(OpId::Add, F, b.op(OpId::Mul, F, t, half), b.op(OpId::Exp, F, b.op(OpId::Neg, F, x))));
   return b.p;
 }
 
@@ -164,11 +125,8 @@ void BM_op_generated(benchmark::State& st) {
     st.SkipWithError("target not supported here");
     return;
   }
-  Builder b;
-  b.p.operand_dtypes = {F, F};
-  b.p.operand_broadcast = {false, false};
-  b.p.num_outputs = 1;
-  b.store(0, b.op(op, b.load(1)));
+  ProgramBuilder b({F, F}, 1);
+  b.store(0, b.op(op, F, b.load(1, F)));
   auto k = generate_elementwise(b.p, t);
   std::vector<float> x(kSmall), y(kSmall);
   for (int64_t i = 0; i < kSmall; ++i) x[i] = 3.0f * std::sin(float(i) * 1e-3f);
@@ -213,16 +171,13 @@ void op_args(benchmark::internal::Benchmark* b, bool targets) {
 
 /// Code generation of a 20-op elementwise program (cold: a new program each time).
 void BM_generate_20_ops(benchmark::State& st) {
-  Builder b;
-  b.p.operand_dtypes = {F, F, F};
-  b.p.operand_broadcast = {false, false, false};
-  b.p.num_outputs = 1;
-  int x = b.load(1), y = b.load(2);
+  ProgramBuilder b({F, F, F}, 1);
+  int x = b.load(1, F), y = b.load(2, F);
   const OpId ops[] = {OpId::Mul, OpId::Add, OpId::Tanh, OpId::Sub, OpId::Exp, OpId::Maximum, OpId::Sigmoid,
                       OpId::Mul, OpId::Abs, OpId::Add, OpId::Sqrt, OpId::Minimum, OpId::Neg, OpId::Div,
                       OpId::Relu, OpId::Add, OpId::Log1p, OpId::Mul, OpId::Erf, OpId::Sub};
   for (OpId op : ops) {
-    const int r = op_info(op).arity == 2 ? b.op(op, x, y) : b.op(op, x);
+    const int r = op_info(op).arity == 2 ? b.op(op, F, x, y) : b.op(op, F, x);
     y = x;
     x = r;
   }

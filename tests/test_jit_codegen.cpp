@@ -18,6 +18,7 @@
 
 #include "../backends/cpu/jit/vmath_model.h"
 #include "../jit/elementwise_program.h"
+#include "../jit/program_builder.h"
 #include "../tensor/ref_ops.h"
 #include "test_util.h"
 
@@ -34,51 +35,7 @@ std::vector<CpuTarget> targets() {
   return v;
 }
 
-/// Builds programs instruction by instruction.
-struct Prog {
-  ElementwiseProgram p;
-  Prog(std::vector<DType> operands, int num_outputs, std::vector<bool> bcast = {}) {
-    p.operand_dtypes = std::move(operands);
-    p.num_outputs = num_outputs;
-    p.operand_broadcast = bcast.empty() ? std::vector<bool>(p.operand_dtypes.size(), false) : bcast;
-  }
-  int push(Instr in) {
-    p.code.push_back(in);
-    return int(p.code.size()) - 1;
-  }
-  int load(int arg, DType d) {
-    Instr in;
-    in.kind = Instr::Kind::load;
-    in.arg = arg;
-    in.dtype = d;
-    return push(in);
-  }
-  int imm(double v, DType d) {
-    Instr in;
-    in.kind = Instr::Kind::imm;
-    in.imm = v;
-    in.dtype = d;
-    return push(in);
-  }
-  int op(OpId o, DType d, int a, int b = -1, int c = -1, Attrs at = {}) {
-    Instr in;
-    in.kind = Instr::Kind::op;
-    in.op = o;
-    in.dtype = d;
-    in.a = a;
-    in.b = b;
-    in.c = c;
-    in.attrs = at;
-    return push(in);
-  }
-  void store(int arg, int r) {
-    Instr in;
-    in.kind = Instr::Kind::store;
-    in.arg = arg;
-    in.a = r;
-    push(in);
-  }
-};
+using Prog = ProgramBuilder;
 
 /// Calls the kernel once on a run of n elements.
 void run(const ElementwiseKernel& k, const ElementwiseProgram& p, std::vector<void*> ptrs, int64_t n) {
