@@ -195,6 +195,20 @@ bool build_fused_step(const Graph& g, const Group& grp, const std::vector<int>& 
   return true;
 }
 
+// Elements per output of a reduction of `shape` over attrs.ints (empty: all
+// axes) when the reduced axes are trailing ones, else -1.
+int64_t trailing_extent(const Shape& shape, const Attrs& attrs) {
+  const int64_t nd = static_cast<int64_t>(shape.size());
+  std::vector<char> red(shape.size(), attrs.ints.empty());
+  for (int64_t a : attrs.ints) red[static_cast<size_t>(a < 0 ? a + nd : a)] = 1;
+  int64_t n = 1;
+  for (int64_t d = 0; d < nd; ++d) {
+    if (d > 0 && red[d - 1] > red[d]) return -1;  // a kept axis after a reduced one
+    if (red[d]) n *= shape[d];
+  }
+  return n;
+}
+
 PlanStep op_step(const Node& n) {
   PlanStep s;
   s.kind = PlanStep::Kind::op;
@@ -262,13 +276,7 @@ ExecutionPlan::ExecutionPlan(std::shared_ptr<const Graph> graph, const KernelOpt
     const int32_t v = r.inputs[0];
     const Node& p = g.node(g.producer(v));
     if (is_output[v] || total_uses[v] != 1 || !is_elementwise(p, opt.strict)) return false;
-    const Shape& shape = g.type(v).shape;
-    const int64_t nd = static_cast<int64_t>(shape.size());
-    std::vector<char> red(shape.size(), r.attrs.ints.empty());
-    for (int64_t a : r.attrs.ints) red[static_cast<size_t>(a < 0 ? a + nd : a)] = 1;
-    for (int64_t d = 1; d < nd; ++d)
-      if (red[d - 1] > red[d]) return false;  // reduced axes must be a suffix
-    return true;
+    return trailing_extent(g.type(v).shape, r.attrs) >= 0;
   };
   // Values read only by such a reduction: one per group (each group runs one reduction).
   std::vector<char> feeds_reduce(g.num_values(), 0);
@@ -386,21 +394,12 @@ ExecutionPlan::ExecutionPlan(std::shared_ptr<const Graph> graph, const KernelOpt
       if (rn >= 0) {
         const Node& r = g.node(rn);
         const int32_t v = r.inputs[0];
-        const Shape& shape = g.type(v).shape;
-        int64_t nred = 1, numel = g.type(v).layout().numel();
-        const int64_t nd = static_cast<int64_t>(shape.size());
-        for (int64_t d = nd - 1; d >= 0; --d) {
-          const bool red = r.attrs.ints.empty() ||
-                           std::any_of(r.attrs.ints.begin(), r.attrs.ints.end(), [&](int64_t a) { return (a < 0 ? a + nd : a) == d; });
-          if (!red) break;
-          nred *= shape[d];
-        }
+        const int64_t nred = trailing_extent(g.type(v).shape, r.attrs), numel = g.type(v).layout().numel();
         s.reduce_operand = static_cast<int>(std::find(s.operands.begin(), s.operands.begin() + s.num_outputs, v) - s.operands.begin());
         s.reduce_op = r.op;
         s.reduce_output = r.outputs[0];
         s.reduce_nred = nred;
         s.reduce_nout = nred == 0 ? g.type(r.outputs[0]).layout().numel() : numel / nred;
-        s.reduce_node = rn;
       }
       steps_.push_back(std::move(s));
     } else {

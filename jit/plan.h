@@ -51,7 +51,6 @@ struct PlanStep {
   OpId reduce_op{};
   int32_t reduce_output = -1;
   int64_t reduce_nout = 0, reduce_nred = 0;
-  int32_t reduce_node = -1;  // for dumps
 };
 
 /// A non-op step bound to buffers: its operand pointers and output tensor,
