@@ -245,9 +245,46 @@ bool build_row_step(const Graph& g, const Node& n, const KernelOptions& opt, Pla
   return true;
 }
 
+// A 2-d float32/float64 matmul node as one bound BLAS call: each operand is
+// a value (contiguous at run time: bind() makes it so) or a transposing
+// permute of one, folded into the call's transpose flag. Returns false when
+// the node keeps its op step (batched, other dtypes, empty, odd layouts).
+bool build_gemm_step(const Graph& g, const Node& n, PlanStep& s) {
+  if (n.op != OpId::Matmul) return false;
+  const TensorType& out = g.type(n.outputs[0]);
+  if ((out.dtype != DType::float32 && out.dtype != DType::float64) || out.shape.size() != 2 ||
+      out.layout().numel() == 0)
+    return false;
+  int32_t base[2];
+  int64_t rs[2], cs[2];
+  for (int j = 0; j < 2; ++j) {
+    int32_t v = n.inputs[j];
+    const TensorType& t = g.type(v);
+    if (t.dtype != out.dtype || t.shape.size() != 2) return false;
+    const Node& p = g.node(g.producer(v));
+    const bool transposed = p.kind == NodeKind::op && p.op == OpId::Permute && p.attrs.ints.size() == 2 &&
+                            p.attrs.ints[0] == 1 && p.attrs.ints[1] == 0;
+    if (transposed) v = p.inputs[0];
+    base[j] = v;
+    // element strides of the operand as the matmul sees it
+    const int64_t ld = g.type(v).shape[1];
+    rs[j] = transposed ? 1 : ld;
+    cs[j] = transposed ? ld : 1;
+  }
+  const int64_t m = out.shape[0], nn = out.shape[1], k = g.type(n.inputs[0]).shape[1];
+  const cpu::GemmPlan gp = cpu::plan_gemm(out.dtype == DType::float64, m, nn, k, rs[0], cs[0], rs[1], cs[1]);
+  if (!gp.ok) return false;
+  s = op_step(n);
+  s.kind = PlanStep::Kind::gemm;
+  s.inputs = {base[0], base[1]};
+  s.gemm = gp.call;
+  return true;
+}
+
 }  // namespace
 
-ExecutionPlan::ExecutionPlan(std::shared_ptr<const Graph> graph, const KernelOptions& opt) : graph_(std::move(graph)) {
+ExecutionPlan::ExecutionPlan(std::shared_ptr<const Graph> graph, const KernelOptions& opt)
+    : graph_(std::move(graph)) {
   const Graph& g = *graph_;
   for (const Node& n : g.nodes())
     if (n.kind == NodeKind::call) throw ValueError("ExecutionPlan: inline calls first (graph '" + g.name() + "')");
@@ -377,12 +414,30 @@ ExecutionPlan::ExecutionPlan(std::shared_ptr<const Graph> graph, const KernelOpt
     reduce_of_group[gi] = it.node;
     it.node = -1;  // runs inside the group's step
   }
+  // Matmuls bound to BLAS calls; a permute whose every use is folded into
+  // one of them is not run at all.
+  std::vector<PlanStep> gemm_of(g.num_nodes());
+  std::vector<char> is_gemm(g.num_nodes(), 0);
+  std::vector<int> folded_uses(g.num_values(), 0);
+  for (const Item& it : items) {
+    if (it.group >= 0 || it.node < 0 || !opt.fuse || !build_gemm_step(g, g.node(it.node), gemm_of[it.node])) continue;
+    is_gemm[it.node] = 1;
+    const Node& n = g.node(it.node);
+    for (int j = 0; j < 2; ++j)
+      if (gemm_of[it.node].inputs[j] != n.inputs[j]) ++folded_uses[n.inputs[j]];
+  }
   const CpuTarget target = detect_cpu_target();
   KernelCache kernels;
   for (const Item& it : items) {
     if (it.group < 0 && it.node < 0) continue;
     if (it.group < 0) {
       const Node& n = g.node(it.node);
+      if (is_gemm[it.node]) {
+        steps_.push_back(std::move(gemm_of[it.node]));
+        continue;
+      }
+      const int32_t out = n.outputs[0];
+      if (folded_uses[out] > 0 && folded_uses[out] == total_uses[out] && !is_output[out]) continue;
       PlanStep rs;
       steps_.push_back(opt.fuse && build_row_step(g, n, opt, rs) ? std::move(rs) : op_step(n));
       continue;
@@ -523,6 +578,10 @@ void run_range(const PlanStep& s, const std::array<char*, kMaxFusedOperands>& ba
 
 void ExecutionPlan::execute(const BoundStep& b) {
   const PlanStep& s = *b.step;
+  if (s.kind == PlanStep::Kind::gemm) {
+    cpu::gemm(s.gemm, b.base[1], b.base[2], b.base[0]);
+    return;
+  }
   if (s.kind == PlanStep::Kind::row) {
     const RowKernelKey& key = s.row_kernel->key();
     auto in = [&](int j) { return reinterpret_cast<const float*>(b.base[j]); };
@@ -559,12 +618,26 @@ void ExecutionPlan::run(std::span<const Tensor> inputs, std::span<const Tensor> 
   // One scratch buffer per call (calls may run concurrently) for every
   // intermediate; graph outputs get their own memory.
   const Buffer arena = arena_bytes_ ? Buffer::allocate(arena_bytes_) : Buffer();
-  auto destination = [&](int32_t v) {
-    const TensorType& t = g.type(v);
-    if (arena_offset_[v] < 0) return Tensor::empty(t.shape, t.dtype, t.device);
-    return Tensor(arena, t.dtype, t.shape, contiguous_strides(t.shape),
-                  arena_offset_[v] / static_cast<int64_t>(size_of(t.dtype)));
-  };
+  Bound bound;
+  if (bind_all(bound, vals, arena)) {
+    run_bound(bound);
+  } else {
+    run_stepwise(vals, arena);
+  }
+  outputs.resize(g.output_ids().size());
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    int32_t v = g.output_ids()[k];
+    const Node& prod = g.node(g.producer(v));
+    // Never hand out the plan's own constant storage.
+    outputs[k] = prod.kind == NodeKind::constant ? vals[v].clone() : vals[v];
+  }
+}
+
+// Binds and runs one step at a time (a step's input is then a computed
+// value that bind() may copy to make contiguous); values outside the arena
+// are dropped after their last use.
+void ExecutionPlan::run_stepwise(std::vector<Tensor>& vals, const Buffer& arena) const {
+  auto destination = [&](int32_t v) { return this->destination(v, arena); };
   std::vector<Tensor> args;
   for (size_t k = 0; k < steps_.size(); ++k) {
     const PlanStep& s = steps_[k];
@@ -586,13 +659,6 @@ void ExecutionPlan::run(std::span<const Tensor> inputs, std::span<const Tensor> 
     }
     for (int32_t v : release_after_[k]) vals[v] = Tensor();  // memory outside the arena goes back early
   }
-  outputs.resize(g.output_ids().size());
-  for (size_t k = 0; k < outputs.size(); ++k) {
-    int32_t v = g.output_ids()[k];
-    const Node& prod = g.node(g.producer(v));
-    // Never hand out the plan's own constant storage.
-    outputs[k] = prod.kind == NodeKind::constant ? vals[v].clone() : vals[v];
-  }
 }
 
 size_t ExecutionPlan::code_bytes() const {
@@ -610,6 +676,12 @@ std::string ExecutionPlan::describe(bool with_disassembly) const {
     os << "step " << k++ << ": ";
     if (s.kind == PlanStep::Kind::op) {
       os << op_name(s.op) << " (eager kernel)\n";
+      continue;
+    }
+    if (s.kind == PlanStep::Kind::gemm) {
+      const cpu::GemmCall& c = s.gemm;
+      os << "matmul: " << (c.f64 ? "d" : "s") << "gemm " << (c.ta ? "T" : "N") << (c.tb ? "T" : "N") << " m=" << c.m
+         << " n=" << c.n << " k=" << c.k << " (" << cpu::gemm_backend() << ")\n";
       continue;
     }
     if (s.kind == PlanStep::Kind::row) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "../backends/cpu/matmul.h"
 #include "../backends/cpu/strided_loop.h"
 #include "../trace/graph.h"
 #include "elementwise_program.h"
@@ -22,8 +23,10 @@ class RowKernel;  // backends/cpu/jit/row_kernels.h
 
 struct PlanStep {
   /// op: the eager kernel; fused: a generated elementwise group; row: a
-  /// RowNorm op on float32 rows running its generated row kernel.
-  enum class Kind : uint8_t { op, fused, row };
+  /// RowNorm op on float32 rows running its generated row kernel; gemm: a
+  /// 2-d float matmul bound to one BLAS call (inputs are the operands'
+  /// contiguous bases: a transposing permute is folded into the call).
+  enum class Kind : uint8_t { op, fused, row, gemm };
   Kind kind = Kind::op;
   // op step (and row step: op, attrs, inputs, output)
   OpId op{};
@@ -43,6 +46,8 @@ struct PlanStep {
   // row step: the kernel (shared with eager's cache), rows of row_n elements
   std::shared_ptr<const RowKernel> row_kernel;
   int64_t rows = 0, row_n = 0;
+  // gemm step: the call (inputs = {A's base, B's base}, output = C)
+  cpu::GemmCall gemm;
   // fused step with a trailing reduction: output operand `reduce_operand`
   // (a value only the reduction reads) is never stored; it is reduced by
   // `reduce_op` over the last reduce_nred elements of each of reduce_nout
@@ -57,7 +62,7 @@ struct PlanStep {
 /// ready to run (ExecutionPlan::run and capture/replay share it).
 struct BoundStep {
   const PlanStep* step = nullptr;
-  std::array<char*, kMaxFusedOperands> base{};  // fused: operand pointers; row: x, weight, bias at 1..3
+  std::array<char*, kMaxFusedOperands> base{};  // fused: operand pointers; row: x, weight, bias at 1..3; gemm: C, A, B
   Tensor out;                                   // row or reduction result
 };
 
@@ -106,6 +111,19 @@ class ExecutionPlan {
   size_t arena_bytes_ = 0;
 
   void plan_memory(const std::vector<char>& is_output);
+  // A call with every step bound up front (jit/plan_bind.cpp): no
+  // allocation or dispatch between steps. false when a step's input is a
+  // view that bind() would have to copy (run() then goes step by step).
+  struct Bound {
+    std::vector<BoundStep> steps;                          // per step; op steps: out = the planned tensor
+    std::vector<Tensor> args;                              // op steps' arguments, flattened
+    std::vector<std::pair<uint32_t, uint32_t>> arg_range;  // per op step: first and count in args
+  };
+  bool bind_all(Bound& b, std::vector<Tensor>& vals, const Buffer& arena) const;
+  void run_bound(const Bound& b) const;
+  void run_stepwise(std::vector<Tensor>& vals, const Buffer& arena) const;
+  // Where value v is written: its arena slot, or (outputs) a new tensor.
+  Tensor destination(int32_t v, const Buffer& arena) const;
 };
 
 template <class Dest>
@@ -118,7 +136,7 @@ BoundStep ExecutionPlan::bind(size_t k, std::vector<Tensor>& vals, Dest&& dest) 
     if (!t.is_contiguous()) t = t.contiguous();  // eager views (e.g. transpose) feeding generated code
     return static_cast<char*>(t.data_ptr());
   };
-  if (s.kind == PlanStep::Kind::row) {
+  if (s.kind == PlanStep::Kind::row || s.kind == PlanStep::Kind::gemm) {
     for (size_t j = 0; j < s.inputs.size() && j + 1 < b.base.size(); ++j) b.base[j + 1] = input(s.inputs[j]);
     b.out = vals[s.output] = dest(s.output);
     b.base[0] = static_cast<char*>(b.out.data_ptr());

@@ -24,7 +24,9 @@ constexpr bool kSanitized = false;
 constexpr bool kSanitized = false;
 #endif
 
-constexpr size_t kLargeBlock = size_t{256} << 10;  // below this, malloc's own bins do well
+// From here on malloc would map the block (its threshold starts at 128 KiB)
+// or trim its heap when it is freed, so the next call page-faults it back in.
+constexpr size_t kLargeBlock = size_t{64} << 10;
 constexpr size_t kHugeBlock = size_t{4} << 20;     // from here on: 2 MiB aligned, THP advised
 constexpr size_t kHugePage = size_t{2} << 20;
 

@@ -240,6 +240,48 @@ const char* gemm_backend() {
 #endif
 }
 
+namespace {
+template <class T>
+void gemm_t(const GemmCall& g, const T* a, const T* b, T* c) {
+  const Gemm<T> p{a, GemmArg{true, g.ta, g.lda}, b, GemmArg{true, g.tb, g.ldb}, c, g.m, g.n, g.k, g.ldc};
+  if (g.m == 0 || g.n == 0) return;
+  if (g.k == 0) {  // a sum of nothing
+    for (int64_t r = 0; r < g.m; ++r) std::fill(c + r * g.ldc, c + r * g.ldc + g.n, T(0));
+    return;
+  }
+#ifdef KILN_HAVE_OPENBLAS
+  if (g.m <= INT_MAX && g.n <= INT_MAX && g.k <= INT_MAX && g.ldc <= INT_MAX) {
+    blas_gemm(p);
+    return;
+  }
+#endif
+  // eager's Eigen path: items of kRowChunk rows, split among threads
+  const int64_t chunks = (g.m + kRowChunk - 1) / kRowChunk;
+  parallel_ranges(chunks, gemm_work(1, g.m, g.n, g.k) / 8, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      Gemm<T> q = p;
+      q.m = std::min(kRowChunk, g.m - i * kRowChunk);
+      q.a += i * kRowChunk * (g.ta ? 1 : g.lda);
+      q.c += i * kRowChunk * g.ldc;
+      eigen_gemm(q);
+    }
+  });
+}
+}  // namespace
+
+GemmPlan plan_gemm(bool f64, int64_t m, int64_t n, int64_t k, int64_t a_rs, int64_t a_cs, int64_t b_rs, int64_t b_cs) {
+  const GemmArg ga = gemm_arg(m, k, a_rs, a_cs), gb = gemm_arg(k, n, b_rs, b_cs);
+  if (!ga.ok || !gb.ok || ga.ld > INT_MAX || gb.ld > INT_MAX) return {};
+  return {true, GemmCall{f64, ga.trans, gb.trans, m, n, k, ga.ld, gb.ld, n}};
+}
+
+void gemm(const GemmCall& g, const void* a, const void* b, void* c) {
+  if (g.f64)
+    gemm_t(g, static_cast<const double*>(a), static_cast<const double*>(b), static_cast<double*>(c));
+  else
+    gemm_t(g, static_cast<const float*>(a), static_cast<const float*>(b), static_cast<float*>(c));
+}
+
 void matmul(const Tensor& a, const Tensor& b, const Tensor& out) {
   const int64_t nd = out.ndim();
   if (out.numel() == 0) return;

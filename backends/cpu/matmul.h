@@ -16,4 +16,28 @@ void matmul(const Tensor& a, const Tensor& b, const Tensor& out);
 /// "OpenBLAS" or "Eigen".
 const char* gemm_backend();
 
+/// One 2-d float32/float64 GEMM fixed ahead of time (a compiled plan's
+/// matmul step): C (m x n, row-major, leading dimension ldc) = op(A) op(B),
+/// where op(A) is m x k: A stored row-major m x k (ta = false) or k x m
+/// (ta = true, a transposed view) with leading dimension lda; likewise B.
+struct GemmCall {
+  bool f64 = false;
+  bool ta = false, tb = false;
+  int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0, ldc = 0;
+};
+
+/// The GemmCall for C (m x n) = A (m x k, element strides a_rs, a_cs) times
+/// B (k x n, strides b_rs, b_cs) as matmul() would issue it, or ok = false
+/// when a stride pattern needs a copy first (matmul() copies such operands).
+struct GemmPlan {
+  bool ok = false;
+  GemmCall call;
+};
+GemmPlan plan_gemm(bool f64, int64_t m, int64_t n, int64_t k, int64_t a_rs, int64_t a_cs, int64_t b_rs, int64_t b_cs);
+
+/// Runs the GEMM `g` on A at a, B at b (element type float, or double when
+/// g.f64), writing C at c, with the kernel matmul() runs for the same 2-d
+/// problem (so a compiled matmul step is bitwise eager's).
+void gemm(const GemmCall& g, const void* a, const void* b, void* c);
+
 }  // namespace kiln::cpu

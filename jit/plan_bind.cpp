@@ -1,0 +1,73 @@
+// ExecutionPlan's whole-call binding: every step is bound to its buffers
+// before the first one runs (shapes are static and every intermediate has a
+// planned arena slot), so running the steps is a walk over ready-made
+// argument lists with no allocation or dispatch in between.
+#include "../backends/cpu/copy.h"
+#include "plan.h"
+
+namespace kiln::codegen {
+
+namespace {
+bool is_view(const PlanStep& s) { return s.kind == PlanStep::Kind::op && op_info(s.op).category == OpCategory::View; }
+}  // namespace
+
+Tensor ExecutionPlan::destination(int32_t v, const Buffer& arena) const {
+  const TensorType& t = graph_->type(v);
+  if (arena_offset_[v] < 0) return Tensor::empty(t.shape, t.dtype, t.device);
+  return Tensor(arena, t.dtype, t.shape, contiguous_strides(t.shape),
+                arena_offset_[v] / static_cast<int64_t>(size_of(t.dtype)));
+}
+
+bool ExecutionPlan::bind_all(Bound& b, std::vector<Tensor>& vals, const Buffer& arena) const {
+  const size_t S = steps_.size();
+  b.steps.resize(S);
+  b.arg_range.assign(S, {0, 0});
+  auto dest = [&](int32_t v) { return destination(v, arena); };
+  for (size_t k = 0; k < S; ++k) {
+    const PlanStep& s = steps_[k];
+    if (s.kind != PlanStep::Kind::op) {
+      for (int32_t v : step_reads(s))
+        if (!vals[v].is_contiguous()) return false;  // bind() would copy data not computed yet
+      b.steps[k] = bind(k, vals, dest);
+      continue;
+    }
+    b.steps[k].step = &s;
+    const uint32_t first = static_cast<uint32_t>(b.args.size());
+    for (int32_t v : s.inputs) b.args.push_back(vals[v]);
+    if (is_view(s)) {
+      // A view reads no data: make it now. It must share its input's memory
+      // (a reshape of a strided input would copy data not computed yet).
+      Tensor r = detail::eager_execute(s.op, std::span<const Tensor>(b.args.data() + first, s.inputs.size()), s.attrs);
+      if (r.buffer() != vals[s.inputs[0]].buffer()) return false;
+      vals[s.output] = std::move(r);
+      b.args.resize(first);
+      continue;
+    }
+    b.arg_range[k] = {first, static_cast<uint32_t>(s.inputs.size())};
+    b.steps[k].out = vals[s.output] = dest(s.output);
+  }
+  return true;
+}
+
+void ExecutionPlan::run_bound(const Bound& b) const {
+  for (size_t k = 0; k < steps_.size(); ++k) {
+    const BoundStep& bs = b.steps[k];
+    const PlanStep& s = *bs.step;
+    if (s.kind != PlanStep::Kind::op) {
+      execute(bs);
+      continue;
+    }
+    if (is_view(s)) continue;
+    const auto [first, count] = b.arg_range[k];
+    Tensor r;
+    {
+      detail::ScopedOutput into(bs.out);
+      r = detail::eager_execute(s.op, std::span<const Tensor>(b.args.data() + first, count), s.attrs);
+    }
+    // A kernel that did not write into the planned tensor (an alias of an
+    // input, say): copy its result there, where later steps read it.
+    if (r.data_ptr() != bs.out.data_ptr() || r.strides() != bs.out.strides()) cpu::copy_into(r, bs.out);
+  }
+}
+
+}  // namespace kiln::codegen

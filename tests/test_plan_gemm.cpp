@@ -1,0 +1,169 @@
+// Compiled plans: 2-d float matmuls as bound BLAS calls (gemm steps) with
+// transposes folded into them, and whole-call binding (every step bound
+// before the first runs) with its step-by-step fallback.
+#include <cstring>
+
+#include "test_util.h"
+#include "../jit/engine.h"
+#include "../jit/plan.h"
+
+namespace {
+using namespace kiln;
+using codegen::PlanStep;
+const codegen::ExecutionPlan& plan_of(const CompiledCallable& c) { return c.engine_model().artifact().plan(); }
+int count(const codegen::ExecutionPlan& p, PlanStep::Kind kind, OpId op = OpId::Matmul) {
+  int n = 0;
+  for (const auto& s : p.steps()) n += s.kind == kind && (kind != PlanStep::Kind::op || s.op == op);
+  return n;
+}
+// Bitwise equality (NaN payloads included) of two tensors of one dtype.
+bool same_bits(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
+  Tensor x = a.contiguous(), y = b.contiguous();
+  return std::memcmp(x.data_ptr(), y.data_ptr(), static_cast<size_t>(x.numel()) * x.itemsize()) == 0;
+}
+CompileOptions with(KernelOptions k) {
+  CompileOptions o;
+  o.session = std::make_shared<InferenceSession>(k);
+  return o;
+}
+}  // namespace
+
+TEST_SUITE("compile") {
+  TEST_CASE("gemm steps: the four transpose combinations are one BLAS call each, bitwise eager") {
+    // a: [m, k] and at: [k, m]; b: [k, n] and bt: [n, k].
+    auto f = [](Tensor a, Tensor at, Tensor b, Tensor bt) {
+      return std::make_tuple(matmul(a, b), matmul(transpose(at), b), matmul(a, transpose(bt)),
+                             matmul(transpose(at), transpose(bt)));
+    };
+    struct Case {
+      int64_t m, n, k;
+    };
+    for (DType dt : {DType::float32, DType::float64})
+      for (Case c : {Case{64, 128, 64}, Case{1, 7, 3}, Case{5, 1, 9}, Case{3, 4, 1}, Case{33, 17, 129}})
+        for (bool strict : {false, true}) {
+          CAPTURE(dt);
+          CAPTURE(c.m);
+          CAPTURE(c.n);
+          CAPTURE(c.k);
+          CAPTURE(strict);
+          auto L = [&](Shape s) { return TensorLayout(dt, std::move(s)); };
+          CompiledCallable run = compile(f, with({.strict = strict}))(L({c.m, c.k}), L({c.k, c.m}), L({c.k, c.n}), L({c.n, c.k}));
+          const auto& p = plan_of(run);
+          REQUIRE(count(p, PlanStep::Kind::gemm) == 4);
+          CHECK(count(p, PlanStep::Kind::op, OpId::Permute) == 0);  // folded into the calls
+          int combo = 0;
+          for (const auto& s : p.steps())
+            if (s.kind == PlanStep::Kind::gemm) {
+              CHECK(s.gemm.f64 == (dt == DType::float64));
+              CHECK(s.gemm.m == c.m);
+              CHECK(s.gemm.n == c.n);
+              CHECK(s.gemm.k == c.k);
+              combo |= 1 << (int(s.gemm.ta) * 2 + int(s.gemm.tb));
+            }
+          // 1-row or 1-column operands may be read either way; full shapes use all four.
+          if (c.m > 1 && c.n > 1 && c.k > 1) CHECK(combo == 0xF);
+          Tensor a = random::normal({c.m, c.k}, 1).to(dt), at = random::normal({c.k, c.m}, 2).to(dt);
+          Tensor b = random::normal({c.k, c.n}, 3).to(dt), bt = random::normal({c.n, c.k}, 4).to(dt);
+          auto got = run(a, at, b, bt).as<std::tuple<Tensor, Tensor, Tensor, Tensor>>();
+          auto want = f(a, at, b, bt);
+          CHECK(same_bits(std::get<0>(got), std::get<0>(want)));
+          CHECK(same_bits(std::get<1>(got), std::get<1>(want)));
+          CHECK(same_bits(std::get<2>(got), std::get<2>(want)));
+          CHECK(same_bits(std::get<3>(got), std::get<3>(want)));
+          // against a float64 reference: C[0][0] = sum_k a[0][k] b[k][0]
+          std::vector<double> av = kt::values(a), bv = kt::values(b);
+          double ref = 0;
+          for (int64_t i = 0; i < c.k; ++i) ref += av[i * 1] * bv[i * c.n];
+          CHECK(kt::values(std::get<0>(got))[0] == doctest::Approx(ref).epsilon(1e-5));
+        }
+  }
+
+  TEST_CASE("gemm steps: matmul of an intermediate, NaN/inf propagate, outputs are fresh memory") {
+    auto f = [](Tensor x, Tensor w) {
+      Tensor h = tanh(matmul(x, w));
+      return std::make_tuple(matmul(transpose(h), h), h);
+    };
+    CompiledCallable run = compile(f)(TensorLayout(DType::float32, {8, 4}), TensorLayout(DType::float32, {4, 6}));
+    CHECK(count(plan_of(run), PlanStep::Kind::gemm) == 2);
+    Tensor x = random::normal({8, 4}, 5), w = random::normal({4, 6}, 6);
+    auto [g1, h1] = run(x, w).as<std::tuple<Tensor, Tensor>>();
+    auto [g2, h2] = f(x, w);
+    kt::check_all_close(g1, kt::values(g2), 1e-5, 1e-5, "h^T h");
+    // a NaN in row 0 of x reaches row 0 of h and every element of h^T h's row... through the sum
+    std::vector<float> xv = x.to_vector<float>();
+    xv[0] = std::numeric_limits<float>::quiet_NaN();
+    xv[1] = std::numeric_limits<float>::infinity();
+    Tensor xn = Tensor::from_vector(xv, {8, 4});
+    auto [g3, h3] = run(xn, w).as<std::tuple<Tensor, Tensor>>();
+    for (double v : kt::values(g3)) CHECK(std::isnan(v));
+    // two calls return different buffers (no output aliases the plan's arena or a previous call)
+    auto [g4, h4] = run(x, w).as<std::tuple<Tensor, Tensor>>();
+    CHECK(g4.data_ptr() != g1.data_ptr());
+    CHECK(same_bits(g4, g1));
+  }
+
+  TEST_CASE("gemm steps: a transpose that is also read elsewhere stays a step") {
+    // permute(a) feeds the matmul and an elementwise op: the elementwise
+    // kernel reads a strided view, so that call runs step by step.
+    auto f = [](Tensor a, Tensor b) {
+      Tensor t = transpose(a);
+      return std::make_tuple(matmul(t, b), t * 2.0f);
+    };
+    CompiledCallable run = compile(f)(TensorLayout(DType::float32, {5, 3}), TensorLayout(DType::float32, {5, 4}));
+    CHECK(count(plan_of(run), PlanStep::Kind::gemm) == 1);
+    CHECK(count(plan_of(run), PlanStep::Kind::op, OpId::Permute) == 1);
+    Tensor a = random::normal({5, 3}, 7), b = random::normal({5, 4}, 8);
+    auto [m1, t1] = run(a, b).as<std::tuple<Tensor, Tensor>>();
+    auto [m2, t2] = f(a, b);
+    CHECK(same_bits(m1, m2));
+    CHECK(same_bits(t1, t2.contiguous()));
+  }
+
+  TEST_CASE("gemm steps: strided views, empty and K = 0 products, other dtypes keep their eager kernel") {
+    // A column slice of an input is strided: the matmul reads a copy made
+    // when that step runs (bind cannot see the data yet).
+    auto sliced = [](Tensor a, Tensor b) { return matmul(slice(a, 1, 0, std::nullopt, 2), b); };
+    CompiledCallable r1 = compile(sliced)(TensorLayout(DType::float32, {4, 6}), TensorLayout(DType::float32, {3, 2}));
+    Tensor a = random::normal({4, 6}, 9), b = random::normal({3, 2}, 10);
+    CHECK(same_bits(r1(a, b).as<Tensor>(), sliced(a, b)));
+
+    auto mm = [](Tensor a, Tensor b) { return matmul(a, b); };
+    // K = 0: a sum of nothing is 0; an empty result has no step to run
+    CompiledCallable r2 = compile(mm)(TensorLayout(DType::float32, {3, 0}), TensorLayout(DType::float32, {0, 4}));
+    Tensor z = r2(Tensor::empty({3, 0}, DType::float32), Tensor::empty({0, 4}, DType::float32)).as<Tensor>();
+    CHECK(z.shape() == Shape{3, 4});
+    for (double v : kt::values(z)) CHECK(v == 0.0);
+    CompiledCallable r3 = compile(mm)(TensorLayout(DType::float32, {0, 3}), TensorLayout(DType::float32, {3, 4}));
+    CHECK(r3(Tensor::empty({0, 3}, DType::float32), random::normal({3, 4}, 11)).as<Tensor>().shape() == Shape{0, 4});
+    // batched and integer matmuls stay op steps
+    CompiledCallable r4 = compile(mm)(TensorLayout(DType::float32, {2, 3, 4}), TensorLayout(DType::float32, {4, 5}));
+    CHECK(count(plan_of(r4), PlanStep::Kind::gemm) == 0);
+    Tensor x3 = random::normal({2, 3, 4}, 12), w3 = random::normal({4, 5}, 13);
+    CHECK(same_bits(r4(x3, w3).as<Tensor>(), mm(x3, w3)));
+    CompiledCallable r5 = compile(mm)(TensorLayout(DType::int32, {3, 4}), TensorLayout(DType::int32, {4, 2}));
+    CHECK(count(plan_of(r5), PlanStep::Kind::gemm) == 0);
+    Tensor i1 = kt::random_tensor({3, 4}, DType::int32, 14), i2 = kt::random_tensor({4, 2}, DType::int32, 15);
+    CHECK(same_bits(r5(i1, i2).as<Tensor>(), mm(i1, i2)));
+    // without fusion every op keeps its eager kernel
+    CompiledCallable r6 = compile(mm, with({.fuse = false}))(TensorLayout(DType::float32, {3, 4}), TensorLayout(DType::float32, {4, 2}));
+    CHECK(count(plan_of(r6), PlanStep::Kind::gemm) == 0);
+  }
+
+  TEST_CASE("gemm steps: capture and replay run the bound calls") {
+    auto f = [](Tensor x, Tensor w) { return matmul(transpose(x), matmul(x, w)); };
+    CompiledCallable run = compile(f)(TensorLayout(DType::float32, {6, 3}), TensorLayout(DType::float32, {3, 2}));
+    Tensor x = random::normal({6, 3}, 16), w = random::normal({3, 2}, 17);
+    const engine::Model& m = run.engine_model();
+    std::vector<Tensor> ins = {x, w};
+    std::vector<Tensor> outs = m.capture(1, ins);
+    Tensor want = f(x, w);
+    CHECK(same_bits(outs.at(0), want));
+    // new values in the captured input buffers
+    Tensor x2 = random::normal({6, 3}, 18);
+    std::memcpy(x.data_ptr(), x2.data_ptr(), 6 * 3 * sizeof(float));
+    m.replay(1, ins);
+    CHECK(same_bits(m.captured_outputs(1).at(0), f(x2, w)));
+    m.release(1);
+  }
+}
