@@ -63,7 +63,7 @@ struct PlanStep {
 struct BoundStep {
   const PlanStep* step = nullptr;
   std::array<char*, kMaxFusedOperands> base{};  // fused: operand pointers; row: x, weight, bias at 1..3; gemm: C, A, B
-  Tensor out;                                   // row or reduction result
+  Tensor out;  // a fused step's reduction result; an op step's planned output (ExecutionPlan::run)
 };
 
 /// Values a step reads, and values it writes (a fused step with a reduction
@@ -90,6 +90,11 @@ class ExecutionPlan {
   /// in vals. Run it with execute().
   template <class Dest>
   BoundStep bind(size_t k, std::vector<Tensor>& vals, Dest&& dest) const;
+  /// bind() with the operand pointers given: in(v) and out(v) return the
+  /// memory of value v (char*), out_tensor(v) a tensor for a reduction's
+  /// result.
+  template <class In, class Out, class OutTensor>
+  BoundStep bind_to(size_t k, In&& in, Out&& out, OutTensor&& out_tensor) const;
   /// Runs a bound step (no checks, no allocation).
   static void execute(const BoundStep& b);
 
@@ -126,31 +131,34 @@ class ExecutionPlan {
   Tensor destination(int32_t v, const Buffer& arena) const;
 };
 
-template <class Dest>
-BoundStep ExecutionPlan::bind(size_t k, std::vector<Tensor>& vals, Dest&& dest) const {
+template <class In, class Out, class OutTensor>
+BoundStep ExecutionPlan::bind_to(size_t k, In&& in, Out&& out, OutTensor&& out_tensor) const {
   const PlanStep& s = steps_[k];
   BoundStep b;
   b.step = &s;
-  auto input = [&](int32_t v) {
+  if (s.kind == PlanStep::Kind::row || s.kind == PlanStep::Kind::gemm) {
+    for (size_t j = 0; j < s.inputs.size() && j + 1 < b.base.size(); ++j) b.base[j + 1] = in(s.inputs[j]);
+    b.base[0] = out(s.output);
+    return b;
+  }
+  for (int j = 0; j < s.num_outputs; ++j)
+    if (j != s.reduce_operand) b.base[j] = out(s.operands[j]);
+  for (size_t j = s.num_outputs; j < s.operands.size(); ++j) b.base[j] = in(s.operands[j]);
+  if (!s.imm_table.empty()) b.base[s.operands.size()] = reinterpret_cast<char*>(const_cast<uint64_t*>(s.imm_table.data()));
+  if (s.reduce_operand >= 0) b.out = out_tensor(s.reduce_output);
+  return b;
+}
+
+template <class Dest>
+BoundStep ExecutionPlan::bind(size_t k, std::vector<Tensor>& vals, Dest&& dest) const {
+  auto in = [&](int32_t v) {
     Tensor& t = vals[v];
     if (!t.is_contiguous()) t = t.contiguous();  // eager views (e.g. transpose) feeding generated code
     return static_cast<char*>(t.data_ptr());
   };
-  if (s.kind == PlanStep::Kind::row || s.kind == PlanStep::Kind::gemm) {
-    for (size_t j = 0; j < s.inputs.size() && j + 1 < b.base.size(); ++j) b.base[j + 1] = input(s.inputs[j]);
-    b.out = vals[s.output] = dest(s.output);
-    b.base[0] = static_cast<char*>(b.out.data_ptr());
-    return b;
-  }
-  for (int j = 0; j < s.num_outputs; ++j) {
-    if (j == s.reduce_operand) continue;
-    vals[s.operands[j]] = dest(s.operands[j]);
-    b.base[j] = static_cast<char*>(vals[s.operands[j]].data_ptr());
-  }
-  for (size_t j = s.num_outputs; j < s.operands.size(); ++j) b.base[j] = input(s.operands[j]);
-  if (!s.imm_table.empty()) b.base[s.operands.size()] = reinterpret_cast<char*>(const_cast<uint64_t*>(s.imm_table.data()));
-  if (s.reduce_operand >= 0) b.out = vals[s.reduce_output] = dest(s.reduce_output);
-  return b;
+  auto out_tensor = [&](int32_t v) -> const Tensor& { return vals[v] = dest(v); };
+  auto out = [&](int32_t v) { return static_cast<char*>(out_tensor(v).data_ptr()); };
+  return bind_to(k, in, out, out_tensor);
 }
 
 /// Inlines every call node of `root` (recursively), resolving placeholder

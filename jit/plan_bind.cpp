@@ -22,18 +22,33 @@ bool ExecutionPlan::bind_all(Bound& b, std::vector<Tensor>& vals, const Buffer& 
   const size_t S = steps_.size();
   b.steps.resize(S);
   b.arg_range.assign(S, {0, 0});
-  auto dest = [&](int32_t v) { return destination(v, arena); };
+  char* const arena_data = arena_bytes_ ? static_cast<char*>(arena.data()) : nullptr;
+  bool strided = false;
+  // Generated code and BLAS calls need only addresses: an intermediate in
+  // the arena gets a Tensor only when an eager op reads it.
+  auto value = [&](int32_t v) -> const Tensor& {
+    if (!vals[v].defined()) vals[v] = destination(v, arena);
+    return vals[v];
+  };
+  auto in = [&](int32_t v) -> char* {
+    if (arena_offset_[v] >= 0) return arena_data + arena_offset_[v];
+    if (!vals[v].is_contiguous()) strided = true;  // bind() would copy data not computed yet
+    return static_cast<char*>(vals[v].data_ptr());
+  };
+  auto out = [&](int32_t v) -> char* {
+    if (arena_offset_[v] >= 0) return arena_data + arena_offset_[v];
+    return static_cast<char*>(value(v).data_ptr());
+  };
   for (size_t k = 0; k < S; ++k) {
     const PlanStep& s = steps_[k];
     if (s.kind != PlanStep::Kind::op) {
-      for (int32_t v : step_reads(s))
-        if (!vals[v].is_contiguous()) return false;  // bind() would copy data not computed yet
-      b.steps[k] = bind(k, vals, dest);
+      b.steps[k] = bind_to(k, in, out, value);
+      if (strided) return false;
       continue;
     }
     b.steps[k].step = &s;
     const uint32_t first = static_cast<uint32_t>(b.args.size());
-    for (int32_t v : s.inputs) b.args.push_back(vals[v]);
+    for (int32_t v : s.inputs) b.args.push_back(value(v));
     if (is_view(s)) {
       // A view reads no data: make it now. It must share its input's memory
       // (a reshape of a strided input would copy data not computed yet).
@@ -44,7 +59,7 @@ bool ExecutionPlan::bind_all(Bound& b, std::vector<Tensor>& vals, const Buffer& 
       continue;
     }
     b.arg_range[k] = {first, static_cast<uint32_t>(s.inputs.size())};
-    b.steps[k].out = vals[s.output] = dest(s.output);
+    b.steps[k].out = value(s.output);
   }
   return true;
 }
