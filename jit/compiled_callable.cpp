@@ -144,21 +144,18 @@ CallResult CompiledCallable::call_flat(const std::vector<Tensor>& leaves, const 
     throw ValueError("compiled call: tree structure mismatch: expected " + staged_.in_tree.str() + ", got " +
                      tree.str());
   }
-  const auto paths = tree.leaf_paths();
-  std::vector<Tensor> inputs(leaves.size());
+  // leaf paths (strings) only for an error message
+  auto path = [&](size_t i) { return arg_path(tree.leaf_paths(), i); };
   for (size_t i = 0; i < leaves.size(); ++i) {
     const Tensor& t = leaves[i];
-    if (!t.defined()) throw ValueError("argument " + arg_path(paths, i) + ": an undefined tensor");
-    const TensorLayout got = t.layout();
+    if (!t.defined()) throw ValueError("argument " + path(i) + ": an undefined tensor");
     const TensorLayout& w = want[i];
-    if (got.dtype != w.dtype || got.shape != w.shape || !(got.device == w.device) ||
-        got.stride_class != w.stride_class)
-      throw ValueError("argument " + arg_path(paths, i) + ": expected " + layout_str(w) + ", got " + layout_str(got));
-    inputs[i] = t;  // as given: op steps see eager's layouts; fused steps make their operands contiguous
+    if (t.dtype() != w.dtype || t.shape() != w.shape || !(t.device() == w.device) || t.stride_class() != w.stride_class)
+      throw ValueError("argument " + path(i) + ": expected " + layout_str(w) + ", got " + layout_str(t.layout()));
   }
   check_captured();
   CallResult r;
-  r.leaves = model_->execute(inputs);
+  r.leaves = model_->execute(leaves);  // as given: op steps see eager's layouts; fused steps make operands contiguous
   r.tree = staged_.out_tree;
   return r;
 }

@@ -249,7 +249,7 @@ bool build_row_step(const Graph& g, const Node& n, const KernelOptions& opt, Pla
 // a value (contiguous at run time: bind() makes it so) or a transposing
 // permute of one, folded into the call's transpose flag. Returns false when
 // the node keeps its op step (batched, other dtypes, empty, odd layouts).
-bool build_gemm_step(const Graph& g, const Node& n, PlanStep& s) {
+bool build_gemm_step(const Graph& g, const Node& n, const KernelOptions& opt, PlanStep& s) {
   if (n.op != OpId::Matmul) return false;
   const TensorType& out = g.type(n.outputs[0]);
   if ((out.dtype != DType::float32 && out.dtype != DType::float64) || out.shape.size() != 2 ||
@@ -278,7 +278,34 @@ bool build_gemm_step(const Graph& g, const Node& n, PlanStep& s) {
   s.kind = PlanStep::Kind::gemm;
   s.inputs = {base[0], base[1]};
   s.gemm = gp.call;
+  s.gemm.pack_b = !opt.strict && cpu::gemm_pack_b_pays(s.gemm);  // bits of the BLAS's other kernel
   return true;
+}
+
+// add(matmul(a, b), bias) with a bias row [n] or [1, n] (or the operands
+// swapped) where the product has no other use and the sum feeds no
+// elementwise op (that add would be a loop of its own over short rows): the
+// add runs inside the GEMM call (GemmCall::bias). Returns {the product
+// value, the bias value}, or {-1, -1}.
+std::pair<int32_t, int32_t> gemm_bias_of(const Graph& g, const Node& add, const std::vector<PlanStep>& gemm_of,
+                     const std::vector<char>& is_gemm, const std::vector<int>& total_uses,
+                     const std::vector<char>& is_output, const std::vector<char>& feeds_elementwise) {
+  if (add.kind != NodeKind::op || add.op != OpId::Add || feeds_elementwise[add.outputs[0]]) return {-1, -1};
+  const TensorType& out = g.type(add.outputs[0]);
+  for (int j = 0; j < 2; ++j) {
+    const int32_t p = add.inputs[j], b = add.inputs[1 - j];
+    const int32_t mm = g.producer(p);
+    if (!is_gemm[mm] || total_uses[p] != 1 || is_output[p] || !(g.type(p) == out)) continue;
+    // the bias must exist when the GEMM runs: computed before the matmul node
+    const Node& bp = g.node(g.producer(b));
+    if (bp.kind == NodeKind::op && g.producer(b) > mm) continue;
+    const Shape& bs = g.type(b).shape;
+    const int64_t n = out.shape[1];
+    if (g.type(b).dtype == out.dtype && ((bs.size() == 1 && bs[0] == n) || (bs.size() == 2 && bs[0] == 1 && bs[1] == n)) &&
+        gemm_of[mm].gemm.ldc == n)
+      return {p, b};
+  }
+  return {-1, -1};
 }
 
 }  // namespace
@@ -294,6 +321,32 @@ ExecutionPlan::ExecutionPlan(std::shared_ptr<const Graph> graph, const KernelOpt
     }
   std::vector<char> is_output(g.num_values(), 0);
   for (int32_t v : g.output_ids()) is_output[v] = 1;
+  std::vector<int> total_uses(g.num_values(), 0);
+  std::vector<char> feeds_elementwise(g.num_values(), 0);
+  for (const Node& n : g.nodes())
+    for (int32_t v : n.inputs) {
+      ++total_uses[v];
+      feeds_elementwise[v] |= is_elementwise(n, opt.strict);
+    }
+  // Matmuls bound to BLAS calls, and adds of a bias row run inside them
+  // (not in strict mode: the call's bits are the BLAS's, see GemmCall).
+  std::vector<PlanStep> gemm_of(g.num_nodes());
+  std::vector<char> is_gemm(g.num_nodes(), 0);
+  std::vector<int32_t> in_gemm(g.num_nodes(), -1);  // add node run inside a gemm step -> the product value
+  if (opt.fuse) {
+    for (size_t i = 0; i < g.num_nodes(); ++i)
+      if (g.node(i).kind == NodeKind::op) is_gemm[i] = build_gemm_step(g, g.node(i), opt, gemm_of[i]);
+    for (size_t i = 0; i < g.num_nodes() && !opt.strict; ++i) {
+      const Node& n = g.node(i);
+      const auto [product, b] = gemm_bias_of(g, n, gemm_of, is_gemm, total_uses, is_output, feeds_elementwise);
+      if (product < 0) continue;
+      in_gemm[i] = product;
+      PlanStep& st = gemm_of[g.producer(product)];
+      st.output = n.outputs[0];
+      st.inputs.push_back(b);
+      st.gemm.bias = true;
+    }
+  }
 
   // Grouping in topological order. Items are the steps to be, in execution
   // order: a fused group or one op node. An elementwise node joins the latest
@@ -302,9 +355,6 @@ ExecutionPlan::ExecutionPlan(std::shared_ptr<const Graph> graph, const KernelOpt
   // runs); otherwise it opens a new group. Independent elementwise ops of one
   // shape therefore share a loop too, so each operand is read once.
   constexpr int kLookback = 16;
-  std::vector<int> total_uses(g.num_values(), 0);
-  for (const Node& n : g.nodes())
-    for (int32_t v : n.inputs) ++total_uses[v];
   // A reduction that can run inside the group computing its input.
   auto reduce_fusable = [&](const Node& r) {
     if (!opt.fuse || r.kind != NodeKind::op || op_info(r.op).category != OpCategory::Reduce ||
@@ -312,7 +362,7 @@ ExecutionPlan::ExecutionPlan(std::shared_ptr<const Graph> graph, const KernelOpt
       return false;
     const int32_t v = r.inputs[0];
     const Node& p = g.node(g.producer(v));
-    if (is_output[v] || total_uses[v] != 1 || !is_elementwise(p, opt.strict)) return false;
+    if (is_output[v] || total_uses[v] != 1 || !is_elementwise(p, opt.strict) || in_gemm[g.producer(v)] >= 0) return false;
     return trailing_extent(g.type(v).shape, r.attrs) >= 0;
   };
   // Values read only by such a reduction: one per group (each group runs one reduction).
@@ -332,6 +382,10 @@ ExecutionPlan::ExecutionPlan(std::shared_ptr<const Graph> graph, const KernelOpt
     const Node& n = g.node(i);
     if (n.kind != NodeKind::op) continue;
     const int32_t out = n.outputs[0];
+    if (in_gemm[i] >= 0) {  // computed by its matmul's step
+      item_of[out] = item_of[in_gemm[i]];
+      continue;
+    }
     if (!(opt.fuse && is_elementwise(n, opt.strict))) {
       items.push_back({-1, static_cast<int32_t>(i)});
       item_of[out] = static_cast<int>(items.size() - 1);
@@ -414,14 +468,10 @@ ExecutionPlan::ExecutionPlan(std::shared_ptr<const Graph> graph, const KernelOpt
     reduce_of_group[gi] = it.node;
     it.node = -1;  // runs inside the group's step
   }
-  // Matmuls bound to BLAS calls; a permute whose every use is folded into
-  // one of them is not run at all.
-  std::vector<PlanStep> gemm_of(g.num_nodes());
-  std::vector<char> is_gemm(g.num_nodes(), 0);
+  // A permute whose every use is folded into a gemm step is not run at all.
   std::vector<int> folded_uses(g.num_values(), 0);
   for (const Item& it : items) {
-    if (it.group >= 0 || it.node < 0 || !opt.fuse || !build_gemm_step(g, g.node(it.node), gemm_of[it.node])) continue;
-    is_gemm[it.node] = 1;
+    if (it.group >= 0 || it.node < 0 || !is_gemm[it.node]) continue;
     const Node& n = g.node(it.node);
     for (int j = 0; j < 2; ++j)
       if (gemm_of[it.node].inputs[j] != n.inputs[j]) ++folded_uses[n.inputs[j]];
@@ -579,7 +629,7 @@ void run_range(const PlanStep& s, const std::array<char*, kMaxFusedOperands>& ba
 void ExecutionPlan::execute(const BoundStep& b) {
   const PlanStep& s = *b.step;
   if (s.kind == PlanStep::Kind::gemm) {
-    cpu::gemm(s.gemm, b.base[1], b.base[2], b.base[0]);
+    cpu::gemm(s.gemm, b.base[1], b.base[2], b.base[0], b.base[3]);
     return;
   }
   if (s.kind == PlanStep::Kind::row) {
@@ -681,7 +731,8 @@ std::string ExecutionPlan::describe(bool with_disassembly) const {
     if (s.kind == PlanStep::Kind::gemm) {
       const cpu::GemmCall& c = s.gemm;
       os << "matmul: " << (c.f64 ? "d" : "s") << "gemm " << (c.ta ? "T" : "N") << (c.tb ? "T" : "N") << " m=" << c.m
-         << " n=" << c.n << " k=" << c.k << " (" << cpu::gemm_backend() << ")\n";
+         << " n=" << c.n << " k=" << c.k << (c.bias ? " + bias row" : "") << (c.pack_b ? ", B packed" : "") << " ("
+         << cpu::gemm_backend() << ")\n";
       continue;
     }
     if (s.kind == PlanStep::Kind::row) {

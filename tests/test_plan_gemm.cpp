@@ -6,6 +6,7 @@
 #include "test_util.h"
 #include "../jit/engine.h"
 #include "../jit/plan.h"
+#include "../backends/cpu/matmul.h"
 
 namespace {
 using namespace kiln;
@@ -165,5 +166,116 @@ TEST_SUITE("compile") {
     m.replay(1, ins);
     CHECK(same_bits(m.captured_outputs(1).at(0), f(x2, w)));
     m.release(1);
+  }
+
+  TEST_CASE("gemm steps: a bias row added to a product runs inside the call (not in strict mode)") {
+    auto gemm_of = [](const codegen::ExecutionPlan& p) -> const PlanStep* {
+      for (const auto& s : p.steps())
+        if (s.kind == PlanStep::Kind::gemm) return &s;
+      return nullptr;
+    };
+    for (DType dt : {DType::float32, DType::float64}) {
+      CAPTURE(dt);
+      auto L = [&](Shape s) { return TensorLayout(dt, std::move(s)); };
+      Tensor x = random::normal({9, 5}, 20).to(dt), w = random::normal({5, 7}, 21).to(dt), b = random::normal({7}, 22).to(dt);
+      // the sum feeds a row op only: the add joins the call; either operand order, [n] or [1, n]
+      auto f1 = [](Tensor x, Tensor w, Tensor b) { return log_softmax(matmul(x, w) + b, -1); };
+      auto f2 = [](Tensor x, Tensor w, Tensor b) {
+        Tensor row = reshape(b, {1, 7});  // before the matmul: the call reads it
+        Tensor m = matmul(x, w);
+        return softmax(row + m, -1);
+      };
+      for (bool strict : {false, true}) {
+        CAPTURE(strict);
+        CompiledCallable r1 = compile(f1, with({.strict = strict}))(L({9, 5}), L({5, 7}), L({7}));
+        CompiledCallable r2 = compile(f2, with({.strict = strict}))(L({9, 5}), L({5, 7}), L({7}));
+        for (const CompiledCallable* r : {&r1, &r2}) {
+          const PlanStep* s = gemm_of(plan_of(*r));
+          REQUIRE(s != nullptr);
+          CHECK(s->gemm.bias == !strict);
+          CHECK(count(plan_of(*r), PlanStep::Kind::fused) == (strict ? 1 : 0));
+        }
+        Tensor got1 = r1(x, w, b).as<Tensor>(), got2 = r2(x, w, b).as<Tensor>();
+        if (strict) {
+          CHECK(same_bits(got1, f1(x, w, b)));
+          CHECK(same_bits(got2, f2(x, w, b)));
+        }
+        // float64 reference of the logits: sum_k x[i][k] w[k][j] + b[j]
+        std::vector<double> xv = kt::values(x), wv = kt::values(w), bv = kt::values(b), want(9 * 7);
+        for (int i = 0; i < 9; ++i)
+          for (int j = 0; j < 7; ++j) {
+            double z = bv[j];
+            for (int k = 0; k < 5; ++k) z += xv[i * 5 + k] * wv[k * 7 + j];
+            want[i * 7 + j] = z;
+          }
+        for (int i = 0; i < 9; ++i) {  // log_softmax by rows
+          double m = -1e300, se = 0;
+          for (int j = 0; j < 7; ++j) m = std::max(m, want[i * 7 + j]);
+          for (int j = 0; j < 7; ++j) se += std::exp(want[i * 7 + j] - m);
+          for (int j = 0; j < 7; ++j) want[i * 7 + j] -= m + std::log(se);
+        }
+        kt::check_all_close(got1, want, 1e-5, 1e-5, "log_softmax(x w + b)");
+        kt::check_all_close(got2, kt::values(f2(x, w, b)), 1e-5, 1e-6, "softmax(b + x w)");
+      }
+    }
+    // kept separate: the sum feeds an elementwise op (the add fuses there),
+    // the product has another use, the bias is computed after the matmul
+    auto g1 = [](Tensor x, Tensor w, Tensor b) { return tanh(matmul(x, w) + b); };
+    auto g2 = [](Tensor x, Tensor w, Tensor b) {
+      Tensor m = matmul(x, w);
+      return std::make_tuple(softmax(m + b, -1), m);
+    };
+    auto g3 = [](Tensor x, Tensor w, Tensor b) {
+      Tensor m = matmul(x, w);
+      Tensor r = relu(b) * 2.0f;
+      return softmax(m + r, -1);
+    };
+    auto L = [](Shape s) { return TensorLayout(DType::float32, std::move(s)); };
+    Tensor x = random::normal({4, 3}, 23), w = random::normal({3, 6}, 24), b = random::normal({6}, 25);
+    CompiledCallable c1 = compile(g1)(L({4, 3}), L({3, 6}), L({6}));
+    CompiledCallable c2 = compile(g2)(L({4, 3}), L({3, 6}), L({6}));
+    CompiledCallable c3 = compile(g3)(L({4, 3}), L({3, 6}), L({6}));
+    CHECK_FALSE(gemm_of(plan_of(c1))->gemm.bias);
+    CHECK_FALSE(gemm_of(plan_of(c2))->gemm.bias);
+    CHECK_FALSE(gemm_of(plan_of(c3))->gemm.bias);
+    kt::check_all_close(c1(x, w, b).as<Tensor>(), kt::values(g1(x, w, b)), 1e-5, 1e-6, "tanh(x w + b)");
+    auto [s2, m2] = c2(x, w, b).as<std::tuple<Tensor, Tensor>>();
+    CHECK(same_bits(m2, matmul(x, w)));
+    kt::check_all_close(c3(x, w, b).as<Tensor>(), kt::values(g3(x, w, b)), 1e-5, 1e-6, "softmax(x w + 2 relu(b))");
+    // NaN and inf in the bias reach the result
+    std::vector<float> bv = b.to_vector<float>();
+    bv[1] = std::numeric_limits<float>::quiet_NaN();
+    bv[2] = std::numeric_limits<float>::infinity();
+    auto f = [](Tensor x, Tensor w, Tensor b) { return log_softmax(matmul(x, w) + b, -1); };
+    CompiledCallable cf = compile(f)(L({4, 3}), L({3, 6}), L({6}));
+    CHECK(gemm_of(plan_of(cf))->gemm.bias);
+    for (double v : kt::values(cf(x, w, Tensor::from_vector(bv, {6})).as<Tensor>())) CHECK(std::isnan(v));
+  }
+
+  TEST_CASE("gemm steps: a transposed B with a small k is packed first (not in strict mode)") {
+    // A B^T with k = 10: the shape of a backward pass's dz W^T
+    auto f = [](Tensor a, Tensor bt) { return matmul(a, transpose(bt)); };
+    for (DType dt : {DType::float32, DType::float64})
+      for (bool strict : {false, true}) {
+        CAPTURE(dt);
+        CAPTURE(strict);
+        auto L = [&](Shape s) { return TensorLayout(dt, std::move(s)); };
+        CompiledCallable run = compile(f, with({.strict = strict}))(L({64, 10}), L({128, 10}));
+        const PlanStep* s = nullptr;
+        for (const auto& st : plan_of(run).steps())
+          if (st.kind == PlanStep::Kind::gemm) s = &st;
+        REQUIRE(s != nullptr);
+        CHECK(s->gemm.tb);
+        CHECK(s->gemm.pack_b == (!strict && std::string(cpu::gemm_backend()) == "OpenBLAS"));
+        Tensor a = random::normal({64, 10}, 26).to(dt), bt = random::normal({128, 10}, 27).to(dt);
+        Tensor got = run(a, bt).as<Tensor>(), want = f(a, bt);
+        if (strict) CHECK(same_bits(got, want));
+        kt::check_all_close(got, kt::values(want), 1e-6, 1e-6, "a bt^T");
+        // float64 reference of one element
+        std::vector<double> av = kt::values(a), bv = kt::values(bt);
+        double ref = 0;
+        for (int k = 0; k < 10; ++k) ref += av[3 * 10 + k] * bv[5 * 10 + k];
+        CHECK(kt::values(got)[3 * 128 + 5] == doctest::Approx(ref).epsilon(1e-5));
+      }
   }
 }

@@ -120,38 +120,39 @@ struct Gemm {
 };
 
 template <class T, bool TA, bool TB>
-void eigen_gemm_t(const Gemm<T>& g) {
+void eigen_gemm_t(const Gemm<T>& g, bool accumulate) {
   using RM = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   using CM = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
   using Stride = Eigen::OuterStride<>;
   Eigen::Map<const std::conditional_t<TA, CM, RM>, 0, Stride> A(g.a, g.m, g.k, Stride(g.ga.ld));
   Eigen::Map<const std::conditional_t<TB, CM, RM>, 0, Stride> B(g.b, g.k, g.n, Stride(g.gb.ld));
   Eigen::Map<RM, 0, Stride> C(g.c, g.m, g.n, Stride(g.ldc));
-  C.noalias() = A * B;
+  if (accumulate) C.noalias() += A * B;
+  else C.noalias() = A * B;
 }
 
 template <class T>
-void eigen_gemm(const Gemm<T>& g) {
+void eigen_gemm(const Gemm<T>& g, bool accumulate = false) {
   if (g.ga.trans) {
-    if (g.gb.trans) eigen_gemm_t<T, true, true>(g);
-    else eigen_gemm_t<T, true, false>(g);
+    if (g.gb.trans) eigen_gemm_t<T, true, true>(g, accumulate);
+    else eigen_gemm_t<T, true, false>(g, accumulate);
   } else {
-    if (g.gb.trans) eigen_gemm_t<T, false, true>(g);
-    else eigen_gemm_t<T, false, false>(g);
+    if (g.gb.trans) eigen_gemm_t<T, false, true>(g, accumulate);
+    else eigen_gemm_t<T, false, false>(g, accumulate);
   }
 }
 
 #ifdef KILN_HAVE_OPENBLAS
 template <class T>
-void blas_gemm(const Gemm<T>& g) {
+void blas_gemm(const Gemm<T>& g, T beta = T(0)) {
   const auto ta = g.ga.trans ? CblasTrans : CblasNoTrans;
   const auto tb = g.gb.trans ? CblasTrans : CblasNoTrans;
   const int m = static_cast<int>(g.m), n = static_cast<int>(g.n), k = static_cast<int>(g.k);
   const int lda = static_cast<int>(g.ga.ld), ldb = static_cast<int>(g.gb.ld), ldc = static_cast<int>(g.ldc);
   if constexpr (std::is_same_v<T, float>)
-    cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, g.a, lda, g.b, ldb, 0.0f, g.c, ldc);
+    cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, g.a, lda, g.b, ldb, beta, g.c, ldc);
   else
-    cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, 1.0, g.a, lda, g.b, ldb, 0.0, g.c, ldc);
+    cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, 1.0, g.a, lda, g.b, ldb, beta, g.c, ldc);
 }
 #endif
 
@@ -242,16 +243,27 @@ const char* gemm_backend() {
 
 namespace {
 template <class T>
-void gemm_t(const GemmCall& g, const T* a, const T* b, T* c) {
-  const Gemm<T> p{a, GemmArg{true, g.ta, g.lda}, b, GemmArg{true, g.tb, g.ldb}, c, g.m, g.n, g.k, g.ldc};
+void gemm_t(const GemmCall& g, const T* a, const T* b, T* c, const T* bias) {
   if (g.m == 0 || g.n == 0) return;
-  if (g.k == 0) {  // a sum of nothing
+  if (g.bias)
+    for (int64_t r = 0; r < g.m; ++r) std::copy(bias, bias + g.n, c + r * g.ldc);
+  else if (g.k == 0)  // a sum of nothing
     for (int64_t r = 0; r < g.m; ++r) std::fill(c + r * g.ldc, c + r * g.ldc + g.n, T(0));
-    return;
+  if (g.k == 0) return;
+  GemmArg gb{true, g.tb, g.ldb};
+  if (g.pack_b && g.tb) {
+    // B is stored n x k (ld ldb); the call reads a row-major k x n copy
+    static thread_local std::vector<T> packed;
+    packed.resize(static_cast<size_t>(g.k * g.n));
+    for (int64_t j = 0; j < g.n; ++j)
+      for (int64_t i = 0; i < g.k; ++i) packed[static_cast<size_t>(i * g.n + j)] = b[j * g.ldb + i];
+    b = packed.data();
+    gb = GemmArg{true, false, g.n};
   }
+  const Gemm<T> p{a, GemmArg{true, g.ta, g.lda}, b, gb, c, g.m, g.n, g.k, g.ldc};
 #ifdef KILN_HAVE_OPENBLAS
   if (g.m <= INT_MAX && g.n <= INT_MAX && g.k <= INT_MAX && g.ldc <= INT_MAX) {
-    blas_gemm(p);
+    blas_gemm(p, g.bias ? T(1) : T(0));
     return;
   }
 #endif
@@ -263,11 +275,22 @@ void gemm_t(const GemmCall& g, const T* a, const T* b, T* c) {
       q.m = std::min(kRowChunk, g.m - i * kRowChunk);
       q.a += i * kRowChunk * (g.ta ? 1 : g.lda);
       q.c += i * kRowChunk * g.ldc;
-      eigen_gemm(q);
+      eigen_gemm(q, g.bias);
     }
   });
 }
 }  // namespace
+
+bool gemm_pack_b_pays(const GemmCall& g) {
+#ifdef KILN_HAVE_OPENBLAS
+  // OpenBLAS's small-matrix kernels refuse this case (k < 32), the packing
+  // ones then dominate; the copy is k * n elements.
+  return g.tb && !g.ta && g.k < 32 && g.k * g.n <= 16384 && double(g.m) * double(g.n) * double(g.k) <= 1e6;
+#else
+  (void)g;
+  return false;
+#endif
+}
 
 GemmPlan plan_gemm(bool f64, int64_t m, int64_t n, int64_t k, int64_t a_rs, int64_t a_cs, int64_t b_rs, int64_t b_cs) {
   const GemmArg ga = gemm_arg(m, k, a_rs, a_cs), gb = gemm_arg(k, n, b_rs, b_cs);
@@ -275,11 +298,13 @@ GemmPlan plan_gemm(bool f64, int64_t m, int64_t n, int64_t k, int64_t a_rs, int6
   return {true, GemmCall{f64, ga.trans, gb.trans, m, n, k, ga.ld, gb.ld, n}};
 }
 
-void gemm(const GemmCall& g, const void* a, const void* b, void* c) {
+void gemm(const GemmCall& g, const void* a, const void* b, void* c, const void* bias) {
   if (g.f64)
-    gemm_t(g, static_cast<const double*>(a), static_cast<const double*>(b), static_cast<double*>(c));
+    gemm_t(g, static_cast<const double*>(a), static_cast<const double*>(b), static_cast<double*>(c),
+           static_cast<const double*>(bias));
   else
-    gemm_t(g, static_cast<const float*>(a), static_cast<const float*>(b), static_cast<float*>(c));
+    gemm_t(g, static_cast<const float*>(a), static_cast<const float*>(b), static_cast<float*>(c),
+           static_cast<const float*>(bias));
 }
 
 void matmul(const Tensor& a, const Tensor& b, const Tensor& out) {

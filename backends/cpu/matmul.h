@@ -24,6 +24,15 @@ struct GemmCall {
   bool f64 = false;
   bool ta = false, tb = false;
   int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0, ldc = 0;
+  /// C = bias (a row of n, repeated) + op(A) op(B): the bias is written
+  /// first and the BLAS call accumulates into it (beta = 1), so the add costs
+  /// no pass of its own; per element that is round(round(AB) + bias), the
+  /// add's own rounding, but not promised to be the separate add's bits.
+  bool bias = false;
+  /// B (tb) is copied into a row-major k x n scratch first: OpenBLAS runs a
+  /// transposed B with a small k (the A B^T of a backward pass) through its
+  /// packing kernels, 25% slower than its small-matrix kernel for the copy.
+  bool pack_b = false;
 };
 
 /// The GemmCall for C (m x n) = A (m x k, element strides a_rs, a_cs) times
@@ -36,8 +45,13 @@ struct GemmPlan {
 GemmPlan plan_gemm(bool f64, int64_t m, int64_t n, int64_t k, int64_t a_rs, int64_t a_cs, int64_t b_rs, int64_t b_cs);
 
 /// Runs the GEMM `g` on A at a, B at b (element type float, or double when
-/// g.f64), writing C at c, with the kernel matmul() runs for the same 2-d
-/// problem (so a compiled matmul step is bitwise eager's).
-void gemm(const GemmCall& g, const void* a, const void* b, void* c);
+/// g.f64), writing C at c; `bias` (n elements) when g.bias. Without bias and
+/// pack_b this is the call matmul() makes for the same 2-d problem, so the
+/// result is bitwise eager's.
+void gemm(const GemmCall& g, const void* a, const void* b, void* c, const void* bias = nullptr);
+
+/// Whether pack_b is worth it for `g` (a transposed B, small k) with this
+/// BLAS.
+bool gemm_pack_b_pays(const GemmCall& g);
 
 }  // namespace kiln::cpu
