@@ -7,9 +7,14 @@
 // integer op are bit-exact; a*b+c may contract to one FMA (|diff| <= 1 ulp of
 // the result); exp, log: <= 2 ulp; tanh, sigmoid, erf, sin, cos and the ops
 // built on them (gelu, silu, expm1, log1p, ...): <= 4 ulp, all against the
-// correctly rounded float64 value. Matmul, reductions and row kernels run
-// the eager kernels (bit-exact). With KernelOptions::strict, compiled and
-// eager results are bitwise equal for every op.
+// correctly rounded float64 value. Reductions and row kernels run the eager
+// kernels' arithmetic (bit-exact); a 2-d matmul is eager's BLAS call, except
+// that an added bias row may run inside it (beta = 1: the add's one rounding)
+// and a transposed operand with k < 32 may be copied first (the same dot
+// products in another OpenBLAS kernel) -- bitwise eager's in practice, not
+// promised. With KernelOptions::strict, compiled and eager results are
+// bitwise equal for every op (any NaN matching any NaN: a NaN's sign and
+// payload depend on operand order inside a kernel and are not promised).
 #pragma once
 #include <map>
 #include <memory>

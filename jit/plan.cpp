@@ -282,6 +282,24 @@ bool build_gemm_step(const Graph& g, const Node& n, const KernelOptions& opt, Pl
   return true;
 }
 
+// sum(x, {0}) of a 2-d float32/float64 x with 2..kColumnSumMaxRows rows and
+// at least 2 columns (reduce() runs those as one sequential block per column).
+bool build_column_sum_step(const Graph& g, const Node& n, PlanStep& s) {
+  if (n.op != OpId::Sum || n.attrs.ints.size() != 1) return false;
+  const TensorType& x = g.type(n.inputs[0]);
+  if ((x.dtype != DType::float32 && x.dtype != DType::float64) || x.shape.size() != 2 ||
+      !(g.type(n.outputs[0]).dtype == x.dtype) || (n.attrs.ints[0] != 0 && n.attrs.ints[0] != -2))
+    return false;
+  const int64_t rows = x.shape[0], cols = x.shape[1];
+  if (rows < 2 || rows > cpu::kColumnSumMaxRows || cols < 2) return false;
+  s = op_step(n);
+  s.kind = PlanStep::Kind::column_sum;
+  s.rows = rows;
+  s.row_n = cols;
+  s.out_layouts = {g.type(n.outputs[0]).layout()};
+  return true;
+}
+
 // add(matmul(a, b), bias) with a bias row [n] or [1, n] (or the operands
 // swapped) where the product has no other use and the sum feeds no
 // elementwise op (that add would be a loop of its own over short rows): the
@@ -489,7 +507,8 @@ ExecutionPlan::ExecutionPlan(std::shared_ptr<const Graph> graph, const KernelOpt
       const int32_t out = n.outputs[0];
       if (folded_uses[out] > 0 && folded_uses[out] == total_uses[out] && !is_output[out]) continue;
       PlanStep rs;
-      steps_.push_back(opt.fuse && build_row_step(g, n, opt, rs) ? std::move(rs) : op_step(n));
+      if (opt.fuse && (build_row_step(g, n, opt, rs) || build_column_sum_step(g, n, rs))) steps_.push_back(std::move(rs));
+      else steps_.push_back(op_step(n));
       continue;
     }
     const Group& grp = groups[it.group];
@@ -632,6 +651,10 @@ void ExecutionPlan::execute(const BoundStep& b) {
     cpu::gemm(s.gemm, b.base[1], b.base[2], b.base[0], b.base[3]);
     return;
   }
+  if (s.kind == PlanStep::Kind::column_sum) {
+    cpu::column_sum(s.out_layouts[0].dtype == DType::float64, b.base[1], s.rows, s.row_n, b.base[0]);
+    return;
+  }
   if (s.kind == PlanStep::Kind::row) {
     const RowKernelKey& key = s.row_kernel->key();
     auto in = [&](int j) { return reinterpret_cast<const float*>(b.base[j]); };
@@ -733,6 +756,10 @@ std::string ExecutionPlan::describe(bool with_disassembly) const {
       os << "matmul: " << (c.f64 ? "d" : "s") << "gemm " << (c.ta ? "T" : "N") << (c.tb ? "T" : "N") << " m=" << c.m
          << " n=" << c.n << " k=" << c.k << (c.bias ? " + bias row" : "") << (c.pack_b ? ", B packed" : "") << " ("
          << cpu::gemm_backend() << ")\n";
+      continue;
+    }
+    if (s.kind == PlanStep::Kind::column_sum) {
+      os << "sum over axis 0: column sums of " << s.rows << " rows of " << s.row_n << "\n";
       continue;
     }
     if (s.kind == PlanStep::Kind::row) {

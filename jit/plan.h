@@ -25,8 +25,10 @@ struct PlanStep {
   /// op: the eager kernel; fused: a generated elementwise group; row: a
   /// RowNorm op on float32 rows running its generated row kernel; gemm: a
   /// 2-d float matmul bound to one BLAS call (inputs are the operands'
-  /// contiguous bases: a transposing permute is folded into the call).
-  enum class Kind : uint8_t { op, fused, row, gemm };
+  /// contiguous bases: a transposing permute is folded into the call);
+  /// column_sum: a float sum over axis 0 of a [rows, cols] value
+  /// (cpu::column_sum, reduce()'s bits without its planning).
+  enum class Kind : uint8_t { op, fused, row, gemm, column_sum };
   Kind kind = Kind::op;
   // op step (and row step: op, attrs, inputs, output)
   OpId op{};
@@ -45,7 +47,7 @@ struct PlanStep {
   cpu::StridedLoop<kMaxFusedOperands> loop;
   // row step: the kernel (shared with eager's cache), rows of row_n elements
   std::shared_ptr<const RowKernel> row_kernel;
-  int64_t rows = 0, row_n = 0;
+  int64_t rows = 0, row_n = 0;  // also column_sum's extents
   // gemm step: the call (inputs = {A's base, B's base}, output = C)
   cpu::GemmCall gemm;
   // fused step with a trailing reduction: output operand `reduce_operand`
@@ -62,7 +64,7 @@ struct PlanStep {
 /// ready to run (ExecutionPlan::run and capture/replay share it).
 struct BoundStep {
   const PlanStep* step = nullptr;
-  std::array<char*, kMaxFusedOperands> base{};  // fused: operand pointers; row: x, weight, bias at 1..3; gemm: C, A, B
+  std::array<char*, kMaxFusedOperands> base{};  // fused: operand pointers; others: output, then inputs
   Tensor out;  // a fused step's reduction result; an op step's planned output (ExecutionPlan::run)
 };
 
@@ -136,7 +138,7 @@ BoundStep ExecutionPlan::bind_to(size_t k, In&& in, Out&& out, OutTensor&& out_t
   const PlanStep& s = steps_[k];
   BoundStep b;
   b.step = &s;
-  if (s.kind == PlanStep::Kind::row || s.kind == PlanStep::Kind::gemm) {
+  if (s.kind == PlanStep::Kind::row || s.kind == PlanStep::Kind::gemm || s.kind == PlanStep::Kind::column_sum) {
     for (size_t j = 0; j < s.inputs.size() && j + 1 < b.base.size(); ++j) b.base[j + 1] = in(s.inputs[j]);
     b.base[0] = out(s.output);
     return b;

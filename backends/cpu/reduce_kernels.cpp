@@ -29,6 +29,7 @@ namespace {
 
 constexpr int64_t kInnerBlock = 8192;  // R elements per block (inner loop shape)
 constexpr int64_t kOuterRows = 128;    // R indices per block (outer loop shape)
+static_assert(kOuterRows == kColumnSumMaxRows, "column_sum repeats one block of run_outer");
 // Outputs per work item (outer loop shape): 16 KiB of accumulators (in L1), so each
 // row visit reads a long contiguous piece.
 template <class Acc>
@@ -538,6 +539,29 @@ void reduce(OpId op, const Tensor& x_in, const std::vector<bool>& reduced, doubl
     using In = typename decltype(tag)::type;
     dispatch<In>(op, P, x, reduced, correction, out);
   });
+}
+
+namespace {
+template <class T>
+void column_sum_t(const T* __restrict x, int64_t rows, int64_t cols, T* __restrict out) {
+#pragma omp simd
+  for (int64_t j = 0; j < cols; ++j) out[j] = T(0) + x[j];
+  for (int64_t r = 1; r < rows; ++r) {
+    const T* __restrict row = x + r * cols;
+#pragma omp simd
+    for (int64_t j = 0; j < cols; ++j) out[j] += row[j];
+  }
+}
+}  // namespace
+
+void column_sum(bool f64, const void* x, int64_t rows, int64_t cols, void* out) {
+  if (rows == 0) {
+    if (f64) std::fill_n(static_cast<double*>(out), cols, 0.0);
+    else std::fill_n(static_cast<float*>(out), cols, 0.0f);
+    return;
+  }
+  if (f64) column_sum_t(static_cast<const double*>(x), rows, cols, static_cast<double*>(out));
+  else column_sum_t(static_cast<const float*>(x), rows, cols, static_cast<float*>(out));
 }
 
 }  // namespace kiln::cpu

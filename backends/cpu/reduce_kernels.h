@@ -30,6 +30,15 @@ bool can_reduce_produced(OpId op);
 /// what reduce() gives (and so never depends on the thread count).
 void reduce_produced(OpId op, DType in, int64_t nout, int64_t nred, const ReduceProducer& produce, const Tensor& out);
 
+/// Sum over axis 0 of a contiguous row-major [rows, cols] float32 (or
+/// float64 when f64) matrix into out[cols]: out[j] = (((0 + x[0][j]) +
+/// x[1][j]) + ...), vectorised across columns. For rows <=
+/// kColumnSumMaxRows that is reduce(Sum)'s own order (one block of rows), so
+/// the result is bitwise reduce()'s; a compiled plan runs it without
+/// reduce()'s planning.
+inline constexpr int64_t kColumnSumMaxRows = 128;
+void column_sum(bool f64, const void* x, int64_t rows, int64_t cols, void* out);
+
 /// Inclusive prefix sum of `x` along `axis` into `out` (x's shape; int64 for
 /// integer/bool x, accumulated with wrap-around; float16/bfloat16 accumulate
 /// in float32). Sequential along the axis.

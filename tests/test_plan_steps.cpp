@@ -1,6 +1,7 @@
 // Compiled plans: 2-d float matmuls as bound BLAS calls (gemm steps) with
-// transposes folded into them, and whole-call binding (every step bound
-// before the first runs) with its step-by-step fallback.
+// transposes and bias rows folded into them, column sums, and whole-call
+// binding (every step bound before the first runs) with its step-by-step
+// fallback.
 #include <cstring>
 
 #include "test_util.h"
@@ -17,11 +18,15 @@ int count(const codegen::ExecutionPlan& p, PlanStep::Kind kind, OpId op = OpId::
   for (const auto& s : p.steps()) n += s.kind == kind && (kind != PlanStep::Kind::op || s.op == op);
   return n;
 }
-// Bitwise equality (NaN payloads included) of two tensors of one dtype.
+// Bitwise equality of two tensors of one dtype, the strict-mode contract:
+// every element has the same bits (so -0 != +0), except that any NaN equals
+// any NaN (a NaN's sign and payload are not part of the contract).
 bool same_bits(const Tensor& a, const Tensor& b) {
   if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
-  Tensor x = a.contiguous(), y = b.contiguous();
-  return std::memcmp(x.data_ptr(), y.data_ptr(), static_cast<size_t>(x.numel()) * x.itemsize()) == 0;
+  const std::vector<double> x = kt::values(a), y = kt::values(b);
+  for (size_t i = 0; i < x.size(); ++i)
+    if (std::memcmp(&x[i], &y[i], sizeof(double)) != 0 && !(std::isnan(x[i]) && std::isnan(y[i]))) return false;
+  return true;
 }
 CompileOptions with(KernelOptions k) {
   CompileOptions o;
@@ -276,6 +281,41 @@ TEST_SUITE("compile") {
         double ref = 0;
         for (int k = 0; k < 10; ++k) ref += av[3 * 10 + k] * bv[5 * 10 + k];
         CHECK(kt::values(got)[3 * 128 + 5] == doctest::Approx(ref).epsilon(1e-5));
+      }
+  }
+
+  TEST_CASE("column sums: sum over axis 0 of a 2-d float value is bitwise eager's, specials included") {
+    auto f = [](Tensor x) { return sum(x * 1.0f, {0}); };      // of an intermediate
+    auto fk = [](Tensor x) { return sum(x, {-2}, true); };      // of an input, keepdim
+    struct Case {
+      int64_t rows, cols;
+      bool column_step;
+    };
+    for (DType dt : {DType::float32, DType::float64})
+      for (Case c : {Case{64, 10, true}, Case{2, 2, true}, Case{128, 33, true}, Case{129, 5, false}, Case{1, 7, false},
+                     Case{7, 1, false}, Case{3, 1000, true}}) {
+        CAPTURE(dt);
+        CAPTURE(c.rows);
+        CAPTURE(c.cols);
+        auto L = TensorLayout(dt, {c.rows, c.cols});
+        for (bool strict : {false, true}) {
+          CompiledCallable r = compile(f, with({.strict = strict}))(L);
+          CompiledCallable rk = compile(fk, with({.strict = strict}))(L);
+          CHECK(count(plan_of(r), PlanStep::Kind::column_sum) == (c.column_step ? 1 : 0));
+          CHECK(count(plan_of(rk), PlanStep::Kind::column_sum) == (c.column_step ? 1 : 0));
+          Tensor x = kt::random_tensor({c.rows, c.cols}, dt, 30, /*specials=*/true);
+          CHECK(same_bits(r(x).as<Tensor>(), f(x)));
+          CHECK(same_bits(rk(x).as<Tensor>(), fk(x)));
+          // -0.0 everywhere: 0 + -0 is +0 in both
+          Tensor z = zeros({c.rows, c.cols}, dt) * -1.0f;
+          CHECK(same_bits(r(z).as<Tensor>(), f(z)));
+          // against a float64 reference on normal values
+          Tensor y = random::normal({c.rows, c.cols}, 31).to(dt);
+          std::vector<double> yv = kt::values(y), want(static_cast<size_t>(c.cols), 0.0);
+          for (int64_t i = 0; i < c.rows; ++i)
+            for (int64_t j = 0; j < c.cols; ++j) want[j] += yv[i * c.cols + j];
+          kt::check_all_close(r(y).as<Tensor>(), want, 1e-5, 1e-5, "column sums");
+        }
       }
   }
 }
