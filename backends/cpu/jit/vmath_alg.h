@@ -117,10 +117,12 @@ struct ExpParts {
   typename B::I k;  ///< e^x = p 2^k
 };
 
-/// Cody-Waite reduction and the polynomial, after clamping x to [lo, hi].
+/// Cody-Waite reduction and the polynomial, after clamping x to [lo, hi]
+/// (hi = 0 with x <= 0 known: only the lower clamp is emitted). p is left
+/// empty unless want_p.
 template <class B>
-ExpParts<B> exp_parts(B& b, typename B::V x, float lo, float hi) {
-  x = clamp(b, x, lo, hi);
+ExpParts<B> exp_parts(B& b, typename B::V x, float lo, float hi, bool want_p = true, bool x_nonpositive = false) {
+  x = x_nonpositive && hi == 0.0f ? b.maxx(b.cf(lo), x) : clamp(b, x, lo, hi);
   auto t = b.madd(x, b.cf(kLog2e), b.cf(kMagic));
   ExpParts<B> e;
   e.kf = b.sub(t, b.cf(kMagic));
@@ -129,7 +131,7 @@ ExpParts<B> exp_parts(B& b, typename B::V x, float lo, float hi) {
   r = b.nmadd(e.kf, b.cf(kLn2Lo), r);
   auto r2 = b.mul(r, r);
   e.q = b.madd(r2, horner(b, r, kExpP), r);
-  e.p = b.add(e.q, b.cf(1.0f));
+  if (want_p) e.p = b.add(e.q, b.cf(1.0f));
   return e;
 }
 
@@ -236,11 +238,12 @@ typename B::V tanh(B& b, typename B::V x) {
   // reduction and one division for every |x| (m is accurate relative to
   // itself, so small |x| need no separate polynomial)
   auto ax = vabs(b, x);
-  auto e = exp_parts(b, b.mul(ax, b.cf(-2.0f)), -20.0f, 0.0f);
+  // -2|x| <= 0 (or NaN): the clamp's upper bound is a no-op, and p unused
+  auto e = exp_parts(b, b.mul(ax, b.cf(-2.0f)), -20.0f, 0.0f, /*want_p=*/false, /*x_nonpositive=*/true);
   auto two_k = b.as_f(b.ishl(b.iadd(e.k, b.ci(127)), 23));  // k in [-29, 0]
   auto m = b.madd(e.q, two_k, b.sub(two_k, b.cf(1.0f)));
   auto r = b.div(b.vxor(m, b.cf(-0.0f)), b.add(m, b.cf(2.0f)));
-  r = b.sel(tiny(b, ax), ax, r);
+  r = b.sel(b.lt(ax, b.cf(0x1p-24f)), ax, r);  // tiny(): ax is |x| already
   return b.vor(r, signbit(b, x));
 }
 
@@ -254,7 +257,7 @@ struct SigmoidParts {
 };
 template <class B>
 SigmoidParts<B> sigmoid_parts(B& b, typename B::V x) {
-  auto e = exp_parts(b, b.vor(x, b.cf(-0.0f)), -120.0f, 0.0f);  // -|x|
+  auto e = exp_parts(b, b.vor(x, b.cf(-0.0f)), -120.0f, 0.0f, true, /*x_nonpositive=*/true);  // -|x|
   auto ex = b.scale(e.p, e.k);
   auto pos = b.ge(x, b.cf(0.0f));
   SigmoidParts<B> s;
@@ -386,7 +389,7 @@ template <class B>
 ErfcParts<B> erfc_parts(B& b, typename B::V t, typename B::V hi, typename B::V lo) {
   t = b.minx(b.cf(10.5f), t);
   hi = b.minx(b.cf(110.25f), hi);
-  auto e = exp_parts(b, b.vxor(hi, b.cf(-0.0f)), -120.0f, 0.0f);
+  auto e = exp_parts(b, b.vxor(hi, b.cf(-0.0f)), -120.0f, 0.0f, true, /*x_nonpositive=*/true);  // -t^2
   auto u = b.div(b.cf(1.0f), t);
   auto ha = horner(b, u, kErfcA), hb = horner(b, b.mul(u, u), kErfcB);
   auto h = b.mul(b.sel(b.lt(t, b.cf(kErfcSplit)), ha, hb), u);
