@@ -9,10 +9,9 @@
 // built on them (gelu, silu, expm1, log1p, ...): <= 4 ulp, all against the
 // correctly rounded float64 value. Reductions and row kernels run the eager
 // kernels' arithmetic (bit-exact); a 2-d matmul is eager's BLAS call, except
-// that an added bias row may run inside it (beta = 1: the add's one rounding)
-// and a transposed operand with k < 32 may be copied first (the same dot
-// products in another OpenBLAS kernel) -- bitwise eager's in practice, not
-// promised. With KernelOptions::strict, compiled and eager results are
+// that a transposed operand with k < 32 may be copied first (the same dot
+// products in another OpenBLAS kernel: bitwise eager's in practice, not
+// promised). With KernelOptions::strict, compiled and eager results are
 // bitwise equal for every op (any NaN matching any NaN: a NaN's sign and
 // payload depend on operand order inside a kernel and are not promised).
 #pragma once

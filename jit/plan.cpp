@@ -303,7 +303,8 @@ bool build_column_sum_step(const Graph& g, const Node& n, PlanStep& s) {
 // add(matmul(a, b), bias) with a bias row [n] or [1, n] (or the operands
 // swapped) where the product has no other use and the sum feeds no
 // elementwise op (that add would be a loop of its own over short rows): the
-// add runs inside the GEMM call (GemmCall::bias). Returns {the product
+// add runs in the gemm step, right after the call (GemmCall::bias; the same
+// IEEE adds, so bitwise eager's). Returns {the product
 // value, the bias value}, or {-1, -1}.
 std::pair<int32_t, int32_t> gemm_bias_of(const Graph& g, const Node& add, const std::vector<PlanStep>& gemm_of,
                      const std::vector<char>& is_gemm, const std::vector<int>& total_uses,
@@ -346,15 +347,14 @@ ExecutionPlan::ExecutionPlan(std::shared_ptr<const Graph> graph, const KernelOpt
       ++total_uses[v];
       feeds_elementwise[v] |= is_elementwise(n, opt.strict);
     }
-  // Matmuls bound to BLAS calls, and adds of a bias row run inside them
-  // (not in strict mode: the call's bits are the BLAS's, see GemmCall).
+  // Matmuls bound to BLAS calls, and adds of a bias row run inside them.
   std::vector<PlanStep> gemm_of(g.num_nodes());
   std::vector<char> is_gemm(g.num_nodes(), 0);
   std::vector<int32_t> in_gemm(g.num_nodes(), -1);  // add node run inside a gemm step -> the product value
   if (opt.fuse) {
     for (size_t i = 0; i < g.num_nodes(); ++i)
       if (g.node(i).kind == NodeKind::op) is_gemm[i] = build_gemm_step(g, g.node(i), opt, gemm_of[i]);
-    for (size_t i = 0; i < g.num_nodes() && !opt.strict; ++i) {
+    for (size_t i = 0; i < g.num_nodes(); ++i) {
       const Node& n = g.node(i);
       const auto [product, b] = gemm_bias_of(g, n, gemm_of, is_gemm, total_uses, is_output, feeds_elementwise);
       if (product < 0) continue;

@@ -120,39 +120,38 @@ struct Gemm {
 };
 
 template <class T, bool TA, bool TB>
-void eigen_gemm_t(const Gemm<T>& g, bool accumulate) {
+void eigen_gemm_t(const Gemm<T>& g) {
   using RM = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   using CM = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
   using Stride = Eigen::OuterStride<>;
   Eigen::Map<const std::conditional_t<TA, CM, RM>, 0, Stride> A(g.a, g.m, g.k, Stride(g.ga.ld));
   Eigen::Map<const std::conditional_t<TB, CM, RM>, 0, Stride> B(g.b, g.k, g.n, Stride(g.gb.ld));
   Eigen::Map<RM, 0, Stride> C(g.c, g.m, g.n, Stride(g.ldc));
-  if (accumulate) C.noalias() += A * B;
-  else C.noalias() = A * B;
+  C.noalias() = A * B;
 }
 
 template <class T>
-void eigen_gemm(const Gemm<T>& g, bool accumulate = false) {
+void eigen_gemm(const Gemm<T>& g) {
   if (g.ga.trans) {
-    if (g.gb.trans) eigen_gemm_t<T, true, true>(g, accumulate);
-    else eigen_gemm_t<T, true, false>(g, accumulate);
+    if (g.gb.trans) eigen_gemm_t<T, true, true>(g);
+    else eigen_gemm_t<T, true, false>(g);
   } else {
-    if (g.gb.trans) eigen_gemm_t<T, false, true>(g, accumulate);
-    else eigen_gemm_t<T, false, false>(g, accumulate);
+    if (g.gb.trans) eigen_gemm_t<T, false, true>(g);
+    else eigen_gemm_t<T, false, false>(g);
   }
 }
 
 #ifdef KILN_HAVE_OPENBLAS
 template <class T>
-void blas_gemm(const Gemm<T>& g, T beta = T(0)) {
+void blas_gemm(const Gemm<T>& g) {
   const auto ta = g.ga.trans ? CblasTrans : CblasNoTrans;
   const auto tb = g.gb.trans ? CblasTrans : CblasNoTrans;
   const int m = static_cast<int>(g.m), n = static_cast<int>(g.n), k = static_cast<int>(g.k);
   const int lda = static_cast<int>(g.ga.ld), ldb = static_cast<int>(g.gb.ld), ldc = static_cast<int>(g.ldc);
   if constexpr (std::is_same_v<T, float>)
-    cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, g.a, lda, g.b, ldb, beta, g.c, ldc);
+    cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, g.a, lda, g.b, ldb, 0.0f, g.c, ldc);
   else
-    cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, 1.0, g.a, lda, g.b, ldb, beta, g.c, ldc);
+    cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, 1.0, g.a, lda, g.b, ldb, 0.0, g.c, ldc);
 }
 #endif
 
@@ -243,13 +242,26 @@ const char* gemm_backend() {
 
 namespace {
 template <class T>
+void gemm_product(const GemmCall& g, const T* a, const T* b, T* c);
+
+template <class T>
 void gemm_t(const GemmCall& g, const T* a, const T* b, T* c, const T* bias) {
   if (g.m == 0 || g.n == 0) return;
+  gemm_product(g, a, b, c);
   if (g.bias)
-    for (int64_t r = 0; r < g.m; ++r) std::copy(bias, bias + g.n, c + r * g.ldc);
-  else if (g.k == 0)  // a sum of nothing
+    for (int64_t r = 0; r < g.m; ++r) {
+      T* __restrict row = c + r * g.ldc;
+#pragma omp simd
+      for (int64_t j = 0; j < g.n; ++j) row[j] = row[j] + bias[j];
+    }
+}
+
+template <class T>
+void gemm_product(const GemmCall& g, const T* a, const T* b, T* c) {
+  if (g.k == 0) {  // a sum of nothing
     for (int64_t r = 0; r < g.m; ++r) std::fill(c + r * g.ldc, c + r * g.ldc + g.n, T(0));
-  if (g.k == 0) return;
+    return;
+  }
   GemmArg gb{true, g.tb, g.ldb};
   if (g.pack_b && g.tb) {
     // B is stored n x k (ld ldb); the call reads a row-major k x n copy
@@ -263,7 +275,7 @@ void gemm_t(const GemmCall& g, const T* a, const T* b, T* c, const T* bias) {
   const Gemm<T> p{a, GemmArg{true, g.ta, g.lda}, b, gb, c, g.m, g.n, g.k, g.ldc};
 #ifdef KILN_HAVE_OPENBLAS
   if (g.m <= INT_MAX && g.n <= INT_MAX && g.k <= INT_MAX && g.ldc <= INT_MAX) {
-    blas_gemm(p, g.bias ? T(1) : T(0));
+    blas_gemm(p);
     return;
   }
 #endif
@@ -275,7 +287,7 @@ void gemm_t(const GemmCall& g, const T* a, const T* b, T* c, const T* bias) {
       q.m = std::min(kRowChunk, g.m - i * kRowChunk);
       q.a += i * kRowChunk * (g.ta ? 1 : g.lda);
       q.c += i * kRowChunk * g.ldc;
-      eigen_gemm(q, g.bias);
+      eigen_gemm(q);
     }
   });
 }

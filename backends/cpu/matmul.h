@@ -24,10 +24,9 @@ struct GemmCall {
   bool f64 = false;
   bool ta = false, tb = false;
   int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0, ldc = 0;
-  /// C = bias (a row of n, repeated) + op(A) op(B): the bias is written
-  /// first and the BLAS call accumulates into it (beta = 1), so the add costs
-  /// no pass of its own; per element that is round(round(AB) + bias), the
-  /// add's own rounding, but not promised to be the separate add's bits.
+  /// C = op(A) op(B) + bias (a row of n, repeated): the row is added to C
+  /// while it is still in cache after the call, each element rounded once
+  /// more, exactly as a separate add (bitwise eager's matmul then add).
   bool bias = false;
   /// B (tb) is copied into a row-major k x n scratch first: OpenBLAS runs a
   /// transposed B with a small k (the A B^T of a backward pass) through its
