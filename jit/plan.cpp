@@ -691,7 +691,22 @@ void ExecutionPlan::run(std::span<const Tensor> inputs, std::span<const Tensor> 
   // One scratch buffer per call (calls may run concurrently) for every
   // intermediate; graph outputs get their own memory.
   const Buffer arena = arena_bytes_ ? Buffer::allocate(arena_bytes_) : Buffer();
-  Bound bound;
+  // The binding's vectors are reused by the next call on this thread (no
+  // allocation per call); a call made while one runs on this thread (an
+  // eager kernel calling compiled code) gets its own.
+  thread_local Bound reused;
+  thread_local bool in_use = false;
+  Bound local;
+  Bound& bound = in_use ? local : reused;
+  struct Release {
+    bool* flag;
+    Bound& b;
+    ~Release() {
+      b.clear();
+      if (flag) *flag = false;
+    }
+  } release{in_use ? nullptr : &in_use, bound};
+  in_use = true;
   if (bind_all(bound, vals, arena)) {
     run_bound(bound);
   } else {

@@ -125,6 +125,11 @@ class ExecutionPlan {
     std::vector<BoundStep> steps;                          // per step; op steps: out = the planned tensor
     std::vector<Tensor> args;                              // op steps' arguments, flattened
     std::vector<std::pair<uint32_t, uint32_t>> arg_range;  // per op step: first and count in args
+    void clear() {  // drops the tensors, keeps the capacity
+      steps.clear();
+      args.clear();
+      arg_range.clear();
+    }
   };
   bool bind_all(Bound& b, std::vector<Tensor>& vals, const Buffer& arena) const;
   void run_bound(const Bound& b) const;
