@@ -27,3 +27,4 @@
 #include "io/csv.h"
 #include "io/npy.h"
 #include "io/safetensors.h"
+#include "backends/cuda/cuda_backend.h"

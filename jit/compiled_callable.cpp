@@ -1,5 +1,7 @@
 #include "compiled_callable.h"
 
+#include <ostream>
+
 #include "mef.h"
 #include "plan.h"
 
@@ -21,6 +23,13 @@ Tensor CallResult::tensor() const {
     throw ValueError("CallResult::tensor: the call returned " + std::to_string(leaves.size()) +
                      " tensors; use as<...>() with the result type");
   return leaves[0];
+}
+
+std::ostream& operator<<(std::ostream& os, const CallResult& r) {
+  if (r.leaves.size() == 1) return os << r.leaves[0];
+  os << "(";
+  for (size_t i = 0; i < r.leaves.size(); ++i) os << (i ? ", " : "") << r.leaves[i];
+  return os << ")";
 }
 
 CompiledCallable::CompiledCallable(StagedGraph staged, std::map<std::string, Tensor> weights,

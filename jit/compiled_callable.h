@@ -39,6 +39,8 @@ struct CallResult {
   /// The single result tensor; throws ValueError when there are several.
   Tensor tensor() const;
 };
+/// Prints the result tensor, or the leaves in order, "(a, b, ...)".
+std::ostream& operator<<(std::ostream& os, const CallResult& r);
 
 class CompiledCallable {
  public:

@@ -24,6 +24,7 @@ struct KernelOptions {
 /// whole process; make your own to change options.
 class InferenceSession {
  public:
+  /// num_threads outside [0, 1024] throws ValueError.
   explicit InferenceSession(KernelOptions options = {}, int num_threads = 0);
   /// The process-wide session used when none is given.
   static std::shared_ptr<InferenceSession> default_session();

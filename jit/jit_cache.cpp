@@ -65,7 +65,7 @@ std::shared_ptr<const CompiledCallable> JitCache::get(const TreeDef& tree, const
     if (e.key == key) return e.fn;  // another thread compiled it meanwhile
   ++stats_.compiles;
   lru_.push_front({key, tree, layouts, fn});
-  while (lru_.size() > std::max<size_t>(opts_.max_entries, 1)) {
+  while (lru_.size() > opts_.max_entries) {
     lru_.pop_back();  // the last reference to its code goes with it (unless a caller still runs it)
     ++stats_.evictions;
   }

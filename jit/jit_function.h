@@ -28,7 +28,7 @@ namespace kiln {
 
 struct JitOptions {
   /// Most compiled entries kept (least recently used ones are dropped and
-  /// their code freed).
+  /// their code freed); at least 1 (0 throws ValueError at jit()).
   size_t max_entries = 64;
   /// Make a compile after the first one an error (ValueError with the
   /// explanation of the miss): for code that must not recompile.
@@ -48,7 +48,10 @@ namespace detail {
 /// The cache behind a jit function (thread-safe).
 class JitCache {
  public:
-  explicit JitCache(JitOptions opts) : opts_(std::move(opts)) {}
+  explicit JitCache(JitOptions opts) : opts_(std::move(opts)) {
+    if (opts_.max_entries == 0)
+      throw ValueError("jit: JitOptions::max_entries must be at least 1 (the entry being called is kept), got 0");
+  }
   /// Looks up `key`; on a miss runs `compile_fn` (outside the lock) and inserts.
   std::shared_ptr<const CompiledCallable> get(const TreeDef& tree, const std::vector<TensorLayout>& layouts,
                                               const std::function<CompiledCallable()>& compile_fn);

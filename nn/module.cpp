@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <typeinfo>
 
+#include "../backends/cpu/copy.h"
 #include "../trace/subgraph.h"
 
 namespace kiln::nn {
@@ -71,13 +72,28 @@ void Module::load_state_dict(const std::map<std::string, Tensor>& sd) {
     for (auto& [n, c] : m.children_) walk(*c);
   };
   walk(*this);
+  // Every entry is checked before any parameter changes.
   for (const auto& [k, v] : sd) {
     auto it = slots.find(k);
     if (it == slots.end()) throw ValueError("load_state_dict: no parameter named '" + k + "'");
+    if (!v.defined()) throw ValueError("load_state_dict: '" + k + "' is an undefined tensor");
     if (v.dtype() != it->second->dtype() || v.shape() != it->second->shape())
       throw ValueError("load_state_dict: '" + k + "' expects " + std::string(name(it->second->dtype())) +
                        shape_str(it->second->shape()) + ", got " + std::string(name(v.dtype())) + shape_str(v.shape()));
-    *it->second = v;
+  }
+  for (const auto& [k, v] : sd) {
+    Tensor& p = *slots.at(k);
+    // Values are copied into the parameter's memory (as torch's
+    // load_state_dict does), so everything holding the parameter -- a
+    // compiled callable bound to it, say -- sees them; a parameter without
+    // memory of its own yet (lazy) takes the new tensor.
+    if (p.is_realized() && p.device().is_cpu() && v.device().is_cpu() && p.buffer() != v.buffer()) {
+      Tensor src = v;
+      src.realize();
+      cpu::copy_into(src, p);
+    } else {
+      p = v;
+    }
   }
 }
 

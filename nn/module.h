@@ -35,7 +35,10 @@ class Module {
   std::vector<std::pair<std::string, Tensor>> named_parameters() const;
   /// named_parameters() as a map (the weights registry for compile()).
   std::map<std::string, Tensor> state_dict() const;
-  /// Replaces parameters by path; an unknown path or a shape/dtype mismatch throws ValueError.
+  /// Sets parameters by path: the values are copied into each parameter's
+  /// memory (torch's semantics), so a compiled callable bound to the
+  /// parameters sees them. An unknown path or a shape/dtype mismatch throws
+  /// ValueError before any parameter changes.
   void load_state_dict(const std::map<std::string, Tensor>& sd);
   /// This module's prefix: "" for a root, "layers.3." for a child.
   const std::string& path() const { return path_; }

@@ -14,7 +14,7 @@ build_dir="${KILN_BUILD_DIR:-build/release}"
 jobs="${KILN_JOBS:-$(nproc)}"
 # Same cache as `cmake --preset release`; -S/-B so that KILN_BUILD_DIR works.
 cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release
-cmake --build "$build_dir" -j"$jobs" --target quickstart
+cmake --build "$build_dir" -j"$jobs" --target quickstart kiln_cli
 
 echo "run_main: running examples/quickstart"
 "$build_dir/examples/quickstart"

@@ -25,7 +25,9 @@ struct Storage {
 
 Buffer Buffer::allocate(size_t nbytes, Device device) {
   if (!device.is_cpu())
-    throw DeviceError("Buffer::allocate: device " + device.str() + " is not available in this build");
+    throw DeviceError("Buffer::allocate: tensors on " + device.str() +
+                      " are not supported: kiln tensors live in CPU memory (the CUDA backend, when built, "
+                      "offers device queries only: kiln::cuda::is_built, device_count, device_name)");
   auto s = std::make_shared<detail::Storage>();
   // Never 0 bytes: an empty tensor still gets a valid pointer. The padded
   // size is what Storage frees.

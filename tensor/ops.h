@@ -243,9 +243,13 @@ Tensor flip(const Tensor& x, const Axes& axes = {});
 /// numpy.take_along_axis: out[..i..] = x[..index[..i..]..] along `axis`;
 /// index is int32/int64 of the same rank; negative indices count from the end.
 Tensor gather(const Tensor& x, int64_t axis, const Tensor& index);
-/// Picks entries of a 1-d int32/int64 `indices` along `axis`.
+/// Picks entries of a 1-d int32/int64 `indices` along `axis`; negative
+/// indices count from the end (numpy.take); out of [-n, n) throws IndexError.
 Tensor index_select(const Tensor& x, int64_t axis, const Tensor& indices);
-/// weight[ids]: result shape ids.shape + [weight.shape[1]].
+/// weight[ids]: result shape ids.shape + [weight.shape[1]]. ids follow
+/// index_select: negative ids count from the end (-1 is the last row), and an
+/// id outside [-num_embeddings, num_embeddings) throws IndexError naming
+/// index_select.
 Tensor embedding(const Tensor& weight, const Tensor& ids);
 /// indices.shape + [num_classes], 1 where the class matches.
 Tensor one_hot(const Tensor& indices, int64_t num_classes, DType dtype = DType::int64);

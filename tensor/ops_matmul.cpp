@@ -1,5 +1,6 @@
 // kiln: the Matmul category (numpy.matmul): shape rule, eager call into
 // backends/cpu/matmul.cpp, and the public function.
+#include <limits>
 #include <string>
 
 #include "../backends/cpu/matmul.h"
@@ -43,9 +44,12 @@ MatmulGeom matmul_geometry(const Shape& sa, const Shape& sb, DType da, DType db)
   g.out = g.batch;
   if (na > 1) g.out.push_back(g.m);
   if (nb > 1) g.out.push_back(g.n);
-  checked_numel(g.out, "matmul");
+  const int64_t numel = checked_numel(g.out, "matmul");
   const DType dts[2] = {da, db};
   g.dtype = result_dtype(OpId::Matmul, dts, Attrs{});
+  if (numel > static_cast<int64_t>(std::numeric_limits<int64_t>::max() / size_of(g.dtype)))
+    throw ShapeError("matmul: the result " + shape_str(g.out) + " of shapes " + shape_str(sa) + " and " + shape_str(sb) +
+                     " needs more bytes than memory can address");
   return g;
 }
 

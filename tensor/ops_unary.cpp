@@ -81,6 +81,9 @@ Tensor gelu(const Tensor& x, bool approximate_tanh) {
 }
 
 Tensor cast(const Tensor& x, DType dtype) {
+  if (static_cast<int>(dtype) >= kNumDTypes)
+    throw DTypeError("cast: unknown dtype code " + std::to_string(static_cast<int>(dtype)) + " (expected one of the " +
+                     std::to_string(kNumDTypes) + " kiln::DType values)");
   Attrs a;
   a.dtype = dtype;
   return apply(OpId::Cast, x, a);

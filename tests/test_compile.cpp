@@ -43,6 +43,25 @@ TEST_SUITE("compile") {
     kt::check_all_close(l, kt::values(l0), 1e-5, 1e-6, "layer_norm");
   }
 
+  TEST_CASE("weights: load_state_dict writes into the bound parameters; a bad entry changes nothing") {
+    nn::Linear lin(4, 3);
+    auto f = [&](Tensor x) { return softmax(lin(x), -1); };
+    CompileOptions o;
+    o.weights = lin.state_dict();
+    CompiledCallable run = compile(f, o)(f32({2, 4}));
+    Tensor x = random::normal({2, 4});
+    std::map<std::string, Tensor> zero = {{"weight", zeros({3, 4})}, {"bias", zeros({3})}};
+    lin.load_state_dict(zero);
+    // eager and compiled both see the zero weights: every row is uniform
+    for (double v : kt::values(run(x))) CHECK(v == doctest::Approx(1.0 / 3));
+    kt::check_all_close(run(x), kt::values(f(x)), 1e-6, 1e-6, "after load_state_dict");
+    // the loaded tensors themselves are not aliased by the module
+    CHECK(lin.state_dict().at("weight").data_ptr() != zero.at("weight").data_ptr());
+    std::map<std::string, Tensor> bad = {{"bias", ones({3})}, {"nope", ones({1})}};
+    CHECK_THROWS_WITH_AS(lin.load_state_dict(bad), doctest::Contains("no parameter named 'nope'"), ValueError);
+    for (double v : kt::values(lin.state_dict().at("bias"))) CHECK(v == 0.0);  // unchanged
+  }
+
   TEST_CASE("argument checks name the path and give expected vs got") {
     auto f = [](std::pair<Tensor, Tensor> p, int k) { return p.first * p.second * static_cast<float>(k); };
     CompiledCallable run = compile(f)(std::make_pair(f32({3}), f32({3})), 2);

@@ -69,8 +69,8 @@ TEST_SUITE("compile") {
             }
           // 1-row or 1-column operands may be read either way; full shapes use all four.
           if (c.m > 1 && c.n > 1 && c.k > 1) CHECK(combo == 0xF);
-          Tensor a = random::normal({c.m, c.k}, 1).to(dt), at = random::normal({c.k, c.m}, 2).to(dt);
-          Tensor b = random::normal({c.k, c.n}, 3).to(dt), bt = random::normal({c.n, c.k}, 4).to(dt);
+          Tensor a = kt::random_tensor({c.m, c.k}, DType::float32, 1, false, 1.0).to(dt), at = kt::random_tensor({c.k, c.m}, DType::float32, 2, false, 1.0).to(dt);
+          Tensor b = kt::random_tensor({c.k, c.n}, DType::float32, 3, false, 1.0).to(dt), bt = kt::random_tensor({c.n, c.k}, DType::float32, 4, false, 1.0).to(dt);
           auto got = run(a, at, b, bt).as<std::tuple<Tensor, Tensor, Tensor, Tensor>>();
           auto want = f(a, at, b, bt);
           CHECK(same_bits(std::get<0>(got), std::get<0>(want)));
@@ -92,7 +92,7 @@ TEST_SUITE("compile") {
     };
     CompiledCallable run = compile(f)(TensorLayout(DType::float32, {8, 4}), TensorLayout(DType::float32, {4, 6}));
     CHECK(count(plan_of(run), PlanStep::Kind::gemm) == 2);
-    Tensor x = random::normal({8, 4}, 5), w = random::normal({4, 6}, 6);
+    Tensor x = kt::random_tensor({8, 4}, DType::float32, 5, false, 1.0), w = kt::random_tensor({4, 6}, DType::float32, 6, false, 1.0);
     auto [g1, h1] = run(x, w).as<std::tuple<Tensor, Tensor>>();
     auto [g2, h2] = f(x, w);
     kt::check_all_close(g1, kt::values(g2), 1e-5, 1e-5, "h^T h");
@@ -119,7 +119,7 @@ TEST_SUITE("compile") {
     CompiledCallable run = compile(f)(TensorLayout(DType::float32, {5, 3}), TensorLayout(DType::float32, {5, 4}));
     CHECK(count(plan_of(run), PlanStep::Kind::gemm) == 1);
     CHECK(count(plan_of(run), PlanStep::Kind::op, OpId::Permute) == 1);
-    Tensor a = random::normal({5, 3}, 7), b = random::normal({5, 4}, 8);
+    Tensor a = kt::random_tensor({5, 3}, DType::float32, 7, false, 1.0), b = kt::random_tensor({5, 4}, DType::float32, 8, false, 1.0);
     auto [m1, t1] = run(a, b).as<std::tuple<Tensor, Tensor>>();
     auto [m2, t2] = f(a, b);
     CHECK(same_bits(m1, m2));
@@ -131,7 +131,7 @@ TEST_SUITE("compile") {
     // when that step runs (bind cannot see the data yet).
     auto sliced = [](Tensor a, Tensor b) { return matmul(slice(a, 1, 0, std::nullopt, 2), b); };
     CompiledCallable r1 = compile(sliced)(TensorLayout(DType::float32, {4, 6}), TensorLayout(DType::float32, {3, 2}));
-    Tensor a = random::normal({4, 6}, 9), b = random::normal({3, 2}, 10);
+    Tensor a = kt::random_tensor({4, 6}, DType::float32, 9, false, 1.0), b = kt::random_tensor({3, 2}, DType::float32, 10, false, 1.0);
     CHECK(same_bits(r1(a, b).as<Tensor>(), sliced(a, b)));
 
     auto mm = [](Tensor a, Tensor b) { return matmul(a, b); };
@@ -141,11 +141,11 @@ TEST_SUITE("compile") {
     CHECK(z.shape() == Shape{3, 4});
     for (double v : kt::values(z)) CHECK(v == 0.0);
     CompiledCallable r3 = compile(mm)(TensorLayout(DType::float32, {0, 3}), TensorLayout(DType::float32, {3, 4}));
-    CHECK(r3(Tensor::empty({0, 3}, DType::float32), random::normal({3, 4}, 11)).as<Tensor>().shape() == Shape{0, 4});
+    CHECK(r3(Tensor::empty({0, 3}, DType::float32), kt::random_tensor({3, 4}, DType::float32, 11, false, 1.0)).as<Tensor>().shape() == Shape{0, 4});
     // batched and integer matmuls stay op steps
     CompiledCallable r4 = compile(mm)(TensorLayout(DType::float32, {2, 3, 4}), TensorLayout(DType::float32, {4, 5}));
     CHECK(count(plan_of(r4), PlanStep::Kind::gemm) == 0);
-    Tensor x3 = random::normal({2, 3, 4}, 12), w3 = random::normal({4, 5}, 13);
+    Tensor x3 = kt::random_tensor({2, 3, 4}, DType::float32, 12, false, 1.0), w3 = kt::random_tensor({4, 5}, DType::float32, 13, false, 1.0);
     CHECK(same_bits(r4(x3, w3).as<Tensor>(), mm(x3, w3)));
     CompiledCallable r5 = compile(mm)(TensorLayout(DType::int32, {3, 4}), TensorLayout(DType::int32, {4, 2}));
     CHECK(count(plan_of(r5), PlanStep::Kind::gemm) == 0);
@@ -159,14 +159,14 @@ TEST_SUITE("compile") {
   TEST_CASE("gemm steps: capture and replay run the bound calls") {
     auto f = [](Tensor x, Tensor w) { return matmul(transpose(x), matmul(x, w)); };
     CompiledCallable run = compile(f)(TensorLayout(DType::float32, {6, 3}), TensorLayout(DType::float32, {3, 2}));
-    Tensor x = random::normal({6, 3}, 16), w = random::normal({3, 2}, 17);
+    Tensor x = kt::random_tensor({6, 3}, DType::float32, 16, false, 1.0), w = kt::random_tensor({3, 2}, DType::float32, 17, false, 1.0);
     const engine::Model& m = run.engine_model();
     std::vector<Tensor> ins = {x, w};
     std::vector<Tensor> outs = m.capture(1, ins);
     Tensor want = f(x, w);
     CHECK(same_bits(outs.at(0), want));
     // new values in the captured input buffers
-    Tensor x2 = random::normal({6, 3}, 18);
+    Tensor x2 = kt::random_tensor({6, 3}, DType::float32, 18, false, 1.0);
     std::memcpy(x.data_ptr(), x2.data_ptr(), 6 * 3 * sizeof(float));
     m.replay(1, ins);
     CHECK(same_bits(m.captured_outputs(1).at(0), f(x2, w)));
@@ -182,7 +182,7 @@ TEST_SUITE("compile") {
     for (DType dt : {DType::float32, DType::float64}) {
       CAPTURE(dt);
       auto L = [&](Shape s) { return TensorLayout(dt, std::move(s)); };
-      Tensor x = random::normal({9, 5}, 20).to(dt), w = random::normal({5, 7}, 21).to(dt), b = random::normal({7}, 22).to(dt);
+      Tensor x = kt::random_tensor({9, 5}, DType::float32, 20, false, 1.0).to(dt), w = kt::random_tensor({5, 7}, DType::float32, 21, false, 1.0).to(dt), b = kt::random_tensor({7}, DType::float32, 22, false, 1.0).to(dt);
       // the sum feeds a row op only: the add joins the call; either operand order, [n] or [1, n]
       auto f1 = [](Tensor x, Tensor w, Tensor b) { return log_softmax(matmul(x, w) + b, -1); };
       auto f2 = [](Tensor x, Tensor w, Tensor b) {
@@ -234,7 +234,7 @@ TEST_SUITE("compile") {
       return softmax(m + r, -1);
     };
     auto L = [](Shape s) { return TensorLayout(DType::float32, std::move(s)); };
-    Tensor x = random::normal({4, 3}, 23), w = random::normal({3, 6}, 24), b = random::normal({6}, 25);
+    Tensor x = kt::random_tensor({4, 3}, DType::float32, 23, false, 1.0), w = kt::random_tensor({3, 6}, DType::float32, 24, false, 1.0), b = kt::random_tensor({6}, DType::float32, 25, false, 1.0);
     CompiledCallable c1 = compile(g1)(L({4, 3}), L({3, 6}), L({6}));
     CompiledCallable c2 = compile(g2)(L({4, 3}), L({3, 6}), L({6}));
     CompiledCallable c3 = compile(g3)(L({4, 3}), L({3, 6}), L({6}));
@@ -270,7 +270,7 @@ TEST_SUITE("compile") {
         REQUIRE(s != nullptr);
         CHECK(s->gemm.tb);
         CHECK(s->gemm.pack_b == (!strict && std::string(cpu::gemm_backend()) == "OpenBLAS"));
-        Tensor a = random::normal({64, 10}, 26).to(dt), bt = random::normal({128, 10}, 27).to(dt);
+        Tensor a = kt::random_tensor({64, 10}, DType::float32, 26, false, 1.0).to(dt), bt = kt::random_tensor({128, 10}, DType::float32, 27, false, 1.0).to(dt);
         Tensor got = run(a, bt).as<Tensor>(), want = f(a, bt);
         if (strict) CHECK(same_bits(got, want));
         kt::check_all_close(got, kt::values(want), 1e-6, 1e-6, "a bt^T");
@@ -308,7 +308,7 @@ TEST_SUITE("compile") {
           Tensor z = zeros({c.rows, c.cols}, dt) * -1.0f;
           CHECK(same_bits(r(z).as<Tensor>(), f(z)));
           // against a float64 reference on normal values
-          Tensor y = random::normal({c.rows, c.cols}, 31).to(dt);
+          Tensor y = kt::random_tensor({c.rows, c.cols}, DType::float32, 31, false, 1.0).to(dt);
           std::vector<double> yv = kt::values(y), want(static_cast<size_t>(c.cols), 0.0);
           for (int64_t i = 0; i < c.rows; ++i)
             for (int64_t j = 0; j < c.cols; ++j) want[j] += yv[i * c.cols + j];

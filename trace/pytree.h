@@ -128,6 +128,10 @@ struct PyTree {
     else tree_error("expected a static value, got a tensor");
   }
   static T unflatten(const TreeDef& def, LeafSource&, const std::string& path) {
+    if (def.kind == TreeDef::Kind::leaf)
+      tree_error("at '" + (path.empty() ? std::string("the result") : path) +
+                 "': a tensor cannot convert to this non-tensor type (convert to kiln::Tensor, or use .tensor() or "
+                 "as<...>() with tensor types)");
     if (def.kind != TreeDef::Kind::static_leaf) tree_error("at '" + path + "': expected a static value");
     return static_parse<T>(def.value);
   }

@@ -1,6 +1,7 @@
 #include "stage.h"
 
 #include <cstring>
+#include <limits>
 
 namespace kiln {
 
@@ -35,13 +36,24 @@ TraceSession::TraceSession(const std::string& name, const std::vector<TensorLayo
 TraceSession::~TraceSession() = default;
 
 void check_specs(const std::vector<TensorLayout>& layouts, const TreeDef& tree) {
-  for (size_t i = 0; i < layouts.size(); ++i)
-    for (int64_t d : layouts[i].shape)
-      if (d < 0) {
-        const std::vector<std::string> paths = tree.leaf_paths();
-        throw ShapeError("stage: argument " + (i < paths.size() ? paths[i] : std::to_string(i)) + ": shape " +
-                         shape_str(layouts[i].shape) + " has a negative extent");
-      }
+  for (size_t i = 0; i < layouts.size(); ++i) {
+    auto arg = [&] {
+      const std::vector<std::string> paths = tree.leaf_paths();
+      return "stage: argument " + (i < paths.size() ? paths[i] : std::to_string(i)) + ": shape " +
+             shape_str(layouts[i].shape);
+    };
+    int64_t n = 1;
+    bool overflow = false, empty = false;
+    for (int64_t d : layouts[i].shape) {
+      if (d < 0) throw ShapeError(arg() + " has a negative extent");
+      empty = empty || d == 0;
+      overflow = overflow || __builtin_mul_overflow(n, d, &n);
+    }
+    if (empty) continue;  // 0 elements, whatever the other extents are
+    if (overflow) throw ShapeError(arg() + " has more elements than int64 can count");
+    if (n > std::numeric_limits<int64_t>::max() / static_cast<int64_t>(size_of(layouts[i].dtype)))
+      throw ShapeError(arg() + " of " + std::string(name(layouts[i].dtype)) + " needs more bytes than memory can address");
+  }
 }
 
 namespace {

@@ -56,7 +56,8 @@ template <class C, class R, class... A> struct fn_traits<R (C::*)(A...) const> :
 template <class C, class R, class... A> struct fn_traits<R (C::*)(A...)> : fn_traits<R (*)(A...)> {};
 
 /// The non-template part of a trace: owns the graph and the context.
-/// Throws ShapeError naming the argument path when a spec has a negative extent.
+/// Throws ShapeError naming the argument path when a spec has a negative
+/// extent, more elements than int64 counts, or more bytes than fit in int64.
 void check_specs(const std::vector<TensorLayout>& layouts, const TreeDef& tree);
 
 class TraceSession {
