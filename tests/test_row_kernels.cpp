@@ -181,6 +181,33 @@ TEST_SUITE("row kernels") {
     }
   }
 
+  TEST_CASE("short softmax rows (n <= 16, two per step on AVX-512) give each row's bits alone") {
+    for (CpuTarget t : targets())
+      for (RowOp op : {RowOp::softmax, RowOp::log_softmax}) {
+        const auto k = generate_row_kernel({op, false, false, DType::float32, t});
+        for (int64_t n : {1, 2, 5, 10, 16, 17}) {
+          const int64_t rows = 7;
+          const std::vector<float> x = make_rows(rows, n, 77 + static_cast<uint64_t>(n), 3.0, true);
+          std::vector<float> all(x.size()), one(x.size());
+          RowArgs a;
+          a.x = x.data();
+          a.y = all.data();
+          a.rows = rows;
+          a.n = n;
+          k->fn()(&a);
+          for (int64_t r = 0; r < rows; ++r) {
+            RowArgs b = a;
+            b.x = x.data() + r * n;
+            b.y = one.data() + r * n;
+            b.rows = 1;
+            k->fn()(&b);
+          }
+          INFO(cpu_target_name(t) << " " << row_op_name(op) << " n " << n);
+          CHECK(std::memcmp(all.data(), one.data(), all.size() * sizeof(float)) == 0);
+        }
+      }
+  }
+
   TEST_CASE("special rows as the eager scalar kernel") {
     const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
     for (CpuTarget t : targets()) {

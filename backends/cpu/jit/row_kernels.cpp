@@ -95,6 +95,13 @@ class RowGen {
     return max ? A_.hmax32(acc[0]) : A_.hadd32(acc[0]);
   }
   void copy_dwords(const x86::Gp& dst, const x86::Gp& src, const x86::Gp& count);
+  /// softmax/log_softmax of rows that fit one vector (n <= L, AVX-512), two
+  /// rows at a time; jumps to `done` when all rows are done.
+  void short_softmax_rows(const x86::Gp& px, const x86::Gp& py, const x86::Gp& rows, const x86::Gp& bytes,
+                          const Label& done);
+  /// One softmax/log_softmax row held in register x (lanes past n are -inf):
+  /// the multi-pass code's arithmetic, step for step, so results are its bits.
+  x86::Vec softmax_row(const x86::Vec& x);
   /// Emits a pass over the row: body(u, mems) for vector u of an iteration,
   /// mems[s] the memory operand of stream s at that vector.
   template <class Body>
@@ -195,6 +202,60 @@ void RowGen::pass(const std::vector<Stream>& s, int unroll, Body&& body) {
   cc_.bind(L_done);
 }
 
+x86::Vec RowGen::softmax_row(const x86::Vec& x) {
+  const Lane f = Lane::b32;
+  const bool log = k_.op == RowOp::log_softmax;
+  auto mx = accumulators(4, -kInf);
+  acc_max(mx[0], x);
+  const x86::Vec mv = combine(mx, true);
+  auto sum = accumulators(2, 0.0f);
+  const x86::Vec e = emit_math(C_, OpId::Exp, A_.sub(f, x, mv));
+  acc_add(sum[0], e);
+  const x86::Vec sv = combine(sum, false);
+  if (log) return A_.sub(f, A_.sub(f, x, mv), emit_math(C_, OpId::Log, sv));
+  return A_.mul(f, e, A_.div(f, splat(1.0f), sv));
+}
+
+void RowGen::short_softmax_rows(const x86::Gp& px, const x86::Gp& py, const x86::Gp& rows, const x86::Gp& bytes,
+                                const Label& done) {
+  x86::Gp bits = cc_.newGpq();
+  x86::KReg kmask = cc_.newKq();
+  cc_.mov(bits, -1);
+  cc_.bzhi(bits, bits, n_.r64());
+  cc_.kmovq(kmask, bits);
+  const x86::Vec ninf = splat(-kInf);
+  auto load_row = [&](const x86::Mem& m) {
+    x86::Vec v = cc_.newZmm();
+    cc_.vmovaps(v, ninf);
+    cc_.k(kmask).vmovups(v, m);
+    return v;
+  };
+  Label L_pair = cc_.newLabel(), L_one = cc_.newLabel();
+  // two independent rows per iteration: their dependency chains (max,
+  // exp, sum, log or divide) overlap in the core
+  cc_.bind(L_pair);
+  cc_.cmp(rows, 2);
+  cc_.jl(L_one);
+  {
+    const x86::Vec a = load_row(x86::ptr(px)), b = load_row(x86::ptr(px, bytes));
+    const x86::Vec ra = softmax_row(a), rb = softmax_row(b);
+    cc_.k(kmask).vmovups(x86::ptr(py), ra);
+    cc_.k(kmask).vmovups(x86::ptr(py, bytes), rb);
+  }
+  cc_.lea(px, x86::ptr(px, bytes, 1));  // two rows on
+  cc_.lea(py, x86::ptr(py, bytes, 1));
+  cc_.sub(rows, 2);
+  cc_.jmp(L_pair);
+  cc_.bind(L_one);
+  cc_.test(rows, rows);
+  cc_.jz(done);
+  {
+    const x86::Vec r = softmax_row(load_row(x86::ptr(px)));
+    cc_.k(kmask).vmovups(x86::ptr(py), r);  // (k() applies to the next instruction emitted: r first)
+  }
+  cc_.jmp(done);
+}
+
 void RowGen::run() {
   asmjit::FuncNode* fn = cc_.addFunc(asmjit::FuncSignatureT<void, const RowArgs*>());
   if (!A_.sse()) {
@@ -238,6 +299,13 @@ void RowGen::run() {
   A_.hoist_budget = A_.evex() ? 12 : 0;
 
   Label L_row = cc_.newLabel(), L_end = cc_.newLabel();
+  if (A_.evex() && (k_.op == RowOp::softmax || k_.op == RowOp::log_softmax)) {
+    Label L_long = cc_.newLabel();
+    cc_.cmp(n_, L_);
+    cc_.jg(L_long);
+    short_softmax_rows(px, py, rows, bytes, L_end);
+    cc_.bind(L_long);
+  }
   cc_.bind(L_row);
   cc_.test(rows, rows);
   cc_.jle(L_end);
