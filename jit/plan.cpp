@@ -304,11 +304,12 @@ bool build_column_sum_step(const Graph& g, const Node& n, PlanStep& s) {
 // swapped) where the product has no other use and the sum feeds no
 // elementwise op (that add would be a loop of its own over short rows): the
 // add runs in the gemm step, right after the call (GemmCall::bias; the same
-// IEEE adds, so bitwise eager's). Returns {the product
-// value, the bias value}, or {-1, -1}.
+// IEEE adds, so bitwise eager's). Returns {the product value, the bias
+// value}, or {-1, -1}.
 std::pair<int32_t, int32_t> gemm_bias_of(const Graph& g, const Node& add, const std::vector<PlanStep>& gemm_of,
-                     const std::vector<char>& is_gemm, const std::vector<int>& total_uses,
-                     const std::vector<char>& is_output, const std::vector<char>& feeds_elementwise) {
+                                         const std::vector<char>& is_gemm, const std::vector<int>& total_uses,
+                                         const std::vector<char>& is_output,
+                                         const std::vector<char>& feeds_elementwise) {
   if (add.kind != NodeKind::op || add.op != OpId::Add || feeds_elementwise[add.outputs[0]]) return {-1, -1};
   const TensorType& out = g.type(add.outputs[0]);
   for (int j = 0; j < 2; ++j) {
