@@ -4,6 +4,7 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -38,37 +39,61 @@ std::string plain_contents(const std::string& path) {
   return out;
 }
 
-std::string gzip_contents(const std::string& path) {
-  std::unique_ptr<gzFile_s, int (*)(gzFile)> f(gzopen(path.c_str(), "rb"), &gzclose);
-  if (!f) fail(path, std::string("cannot open (") + std::strerror(errno) + ")");
+/// `bytes` (a gzip file's contents) inflated. zlib's gzread is not used: it
+/// skips whatever follows the last gzip member without a word, so a file
+/// with trailing garbage would read as good. inflate() on the bytes in
+/// memory reports where the stream ends; what follows must be another gzip
+/// member (gzip allows several, concatenated) or nothing.
+std::string gunzip(const std::string& path, const std::string& bytes) {
+  z_stream zs{};
+  if (inflateInit2(&zs, 15 + 16) != Z_OK)  // 15: the largest window; +16: gzip format only
+    fail(path, "zlib cannot start inflating (out of memory?)");
+  std::unique_ptr<z_stream, int (*)(z_stream*)> guard(&zs, &inflateEnd);
   std::string out;
-  std::vector<char> chunk(1 << 20);
-  int n;
-  while ((n = gzread(f.get(), chunk.data(), static_cast<unsigned>(chunk.size()))) > 0) out.append(chunk.data(), n);
-  // gzread stops quietly on a truncated stream (it reports Z_BUF_ERROR only
-  // through gzerror, to allow reading a file still being written), so check.
-  int err = Z_OK;
-  const char* msg = gzerror(f.get(), &err);
-  if (n < 0 || err != Z_OK) {
-    if (err == Z_BUF_ERROR) fail(path, "the gzip stream is truncated (unexpected end of file)");
-    fail(path, std::string("corrupt gzip stream (zlib: ") + (msg ? msg : "unknown error") + ")");
+  std::vector<unsigned char> buf(1 << 16);
+  size_t pos = 0;  // bytes of `bytes` consumed
+  for (;;) {
+    const size_t chunk = std::min<size_t>(bytes.size() - pos, size_t{1} << 30);  // avail_in is 32-bit
+    zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(bytes.data() + pos));
+    zs.avail_in = static_cast<uInt>(chunk);
+    zs.next_out = buf.data();
+    zs.avail_out = static_cast<uInt>(buf.size());
+    const int rc = inflate(&zs, Z_NO_FLUSH);
+    pos += chunk - zs.avail_in;
+    out.append(reinterpret_cast<const char*>(buf.data()), buf.size() - zs.avail_out);
+    if (rc == Z_OK) continue;
+    if (rc == Z_STREAM_END) {
+      if (pos == bytes.size()) break;
+      if (bytes.size() - pos >= 2 && static_cast<unsigned char>(bytes[pos]) == 0x1f &&
+          static_cast<unsigned char>(bytes[pos + 1]) == 0x8b) {
+        inflateReset(&zs);  // another gzip member follows
+        continue;
+      }
+      fail(path, "the gzip stream ends at byte " + std::to_string(pos) + " of " + std::to_string(bytes.size()) +
+                     ": " + std::to_string(bytes.size() - pos) +
+                     " bytes of trailing garbage follow it (expected the end of the file or another gzip member)");
+    }
+    if (rc == Z_BUF_ERROR && pos == bytes.size())  // no progress: it needs input the file does not have
+      fail(path, "the gzip stream is truncated (unexpected end of file)");
+    fail(path, std::string("corrupt gzip stream at byte ") + std::to_string(pos) + " (zlib: " +
+                   (zs.msg ? zs.msg : "error " + std::to_string(rc)) + ")");
   }
+  if (out.size() >= 2 && static_cast<unsigned char>(out[0]) == 0x1f && static_cast<unsigned char>(out[1]) == 0x8b)
+    fail(path, "it inflates to gzip data again (compressed twice?); expected CSV text inside the gzip stream");
   return out;
 }
 
 /// The file's bytes, inflated when it starts with the gzip magic 1f 8b.
 std::string file_contents(const std::string& path) {
+  if (path.empty()) throw IoError(kOp + std::string("the path is empty (expected the path of a CSV file)"));
   std::error_code ec;
   auto st = std::filesystem::status(path, ec);
   if (!std::filesystem::exists(st)) fail(path, "no such file");
   if (std::filesystem::is_directory(st)) fail(path, "is a directory, expected a CSV file");
-  unsigned char magic[2] = {0, 0};
-  {
-    std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
-    if (!f) fail(path, std::string("cannot open (") + std::strerror(errno) + ")");
-    if (std::fread(magic, 1, 2, f.get()) < 2) magic[0] = 0;  // shorter than a gzip header: plain
-  }
-  return magic[0] == 0x1f && magic[1] == 0x8b ? gzip_contents(path) : plain_contents(path);
+  std::string bytes = plain_contents(path);
+  const bool gzip = bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f &&
+                    static_cast<unsigned char>(bytes[1]) == 0x8b;
+  return gzip ? gunzip(path, bytes) : bytes;
 }
 
 std::string_view trim(std::string_view s) {
@@ -86,9 +111,29 @@ std::optional<double> parse_number(std::string_view s) {
   return v;
 }
 
+/// The field in double quotes for a message: a byte that is not printable
+/// ASCII (binary garbage, a stray byte-order mark) as \xNN, '"' and '\\'
+/// escaped, and cut with "..." past 40 characters so a garbage line stays short.
 std::string quoted(std::string_view s) {
-  constexpr size_t kMax = 40;  // keep messages short for a garbage line
-  return "\"" + std::string(s.substr(0, kMax)) + (s.size() > kMax ? "...\"" : "\"");
+  constexpr size_t kMax = 40;
+  std::string body;
+  size_t i = 0;
+  for (; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    std::string piece;
+    if (c == '"' || c == '\\') {
+      piece = {'\\', static_cast<char>(c)};
+    } else if (c >= 0x20 && c < 0x7f) {
+      piece = std::string(1, static_cast<char>(c));
+    } else {
+      char hex[5];
+      std::snprintf(hex, sizeof hex, "\\x%02X", c);
+      piece = hex;
+    }
+    if (body.size() + piece.size() > kMax) break;
+    body += piece;
+  }
+  return "\"" + body + (i < s.size() ? "...\"" : "\"");
 }
 
 std::string number_text(double v) {
@@ -103,12 +148,15 @@ CsvTable read_csv_dataset(const std::string& path, int64_t num_label_classes) {
   if (num_label_classes < 1)
     throw ValueError(kOp + std::string("num_label_classes must be >= 1, got ") + std::to_string(num_label_classes));
   const std::string text = file_contents(path);
+  // A UTF-8 byte-order mark (EF BB BF), as some editors and Excel write, is
+  // not part of the first field.
+  const size_t start = text.compare(0, 3, "\xEF\xBB\xBF") == 0 ? 3 : 0;
 
   std::vector<float> features;
   std::vector<int64_t> labels;
   std::vector<std::string_view> fields;
   int64_t columns = 0, first_line = 0, line_no = 0;
-  size_t pos = 0;
+  size_t pos = start;
   while (pos < text.size()) {
     size_t eol = text.find('\n', pos);
     if (eol == std::string::npos) eol = text.size();

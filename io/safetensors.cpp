@@ -3,7 +3,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstring>
+#include <set>
+#include <tuple>
+#include <vector>
 
 #include "file_bytes.h"
 
@@ -37,6 +41,78 @@ uint64_t non_negative(const json& v, const std::string& what, const std::string&
   return v.get<uint64_t>();
 }
 
+/// The header parsed, refusing a key that appears twice in one object: JSON
+/// allows it and nlohmann::json keeps the last value, which would let a
+/// second entry for a tensor silently replace the first. A parser callback
+/// sees every key before it is stored; one set of keys per open object.
+json parse_header(std::string_view text, const std::string& what) {
+  struct Open {
+    std::set<std::string> keys;
+    std::string last_key;  // the key whose value is being parsed
+  };
+  std::vector<Open> open;
+  auto cb = [&](int /*depth*/, json::parse_event_t ev, json& parsed) {
+    if (ev == json::parse_event_t::object_start) {
+      open.emplace_back();
+    } else if (ev == json::parse_event_t::object_end) {
+      if (!open.empty()) open.pop_back();
+    } else if (ev == json::parse_event_t::key && !open.empty()) {
+      std::string k = parsed.get<std::string>();
+      if (!open.back().keys.insert(k).second) {
+        if (open.size() == 1)
+          fail(what, k == "__metadata__" ? std::string("the header has '__metadata__' twice")
+                                         : "the header has tensor '" + k + "' twice (expected each name once)");
+        std::string where = "'" + open.front().last_key + "'";
+        for (size_t i = 1; i + 1 < open.size(); ++i) where += " > '" + open[i].last_key + "'";
+        fail(what, (open.front().last_key == "__metadata__" ? std::string("") : "tensor ") + where +
+                       ": key '" + k + "' appears twice (expected each key once)");
+      }
+      open.back().last_key = std::move(k);
+    }
+    return true;
+  };
+  try {
+    return json::parse(text, cb);
+  } catch (const json::exception& e) {
+    fail(what, std::string("the header is not valid JSON: ") + e.what());
+  }
+}
+
+struct Extent {
+  uint64_t begin, end;
+  std::string name;
+};
+
+/// The spec's rule: the tensors' byte ranges, sorted, tile the data section
+/// exactly, with no overlap and no byte that belongs to no tensor.
+void check_tiling(std::vector<Extent> ex, uint64_t data_size, const std::string& what) {
+  std::sort(ex.begin(), ex.end(), [](const Extent& a, const Extent& b) {
+    return std::tie(a.begin, a.end, a.name) < std::tie(b.begin, b.end, b.name);
+  });
+  auto range = [](const Extent& e) {
+    return "'" + e.name + "' [" + std::to_string(e.begin) + ", " + std::to_string(e.end) + "]";
+  };
+  uint64_t at = 0;
+  for (size_t i = 0; i < ex.size(); ++i) {
+    const Extent& e = ex[i];
+    if (e.begin < at)
+      fail(what, "the data_offsets of tensors " + range(ex[i - 1]) + " and " + range(e) +
+                     " overlap (expected each tensor's bytes to follow the previous one's)");
+    if (e.begin > at)
+      fail(what, i == 0 ? "data bytes [0, " + std::to_string(e.begin) + ") before the first tensor, " + range(e) +
+                              ", belong to no tensor (expected the first to start at 0)"
+                        : "data bytes [" + std::to_string(at) + ", " + std::to_string(e.begin) +
+                              ") between tensors " + range(ex[i - 1]) + " and " + range(e) +
+                              " belong to no tensor (expected no gap)");
+    at = e.end;
+  }
+  if (at != data_size)
+    fail(what, ex.empty() ? std::to_string(data_size) + " data bytes follow a header with no tensors (expected none)"
+                          : "data bytes [" + std::to_string(at) + ", " + std::to_string(data_size) +
+                                ") after the last tensor, " + range(ex.back()) +
+                                ", belong to no tensor (expected the tensors to end at the end of the file)");
+}
+
 }  // namespace
 
 std::map<std::string, Tensor> parse_safetensors(std::string_view b, const std::string& what) {
@@ -46,15 +122,11 @@ std::map<std::string, Tensor> parse_safetensors(std::string_view b, const std::s
   if (n > b.size() - 8)
     fail(what, "the header length " + std::to_string(n) + " runs past the end of the file (" +
                    std::to_string(b.size() - 8) + " bytes follow it): truncated, or not a safetensors file");
-  json h;
-  try {
-    h = json::parse(b.substr(8, static_cast<size_t>(n)));
-  } catch (const json::exception& e) {
-    fail(what, std::string("the header is not valid JSON: ") + e.what());
-  }
+  json h = parse_header(b.substr(8, static_cast<size_t>(n)), what);
   if (!h.is_object()) fail(what, "the header is JSON but not an object");
   const std::string_view data = b.substr(8 + static_cast<size_t>(n));
   std::map<std::string, Tensor> out;
+  std::vector<Extent> extents;
   for (const auto& [name, e] : h.items()) {
     if (name == "__metadata__") {
       if (!e.is_object()) fail(what, "__metadata__ is not an object");
@@ -108,7 +180,9 @@ std::map<std::string, Tensor> parse_safetensors(std::string_view b, const std::s
     Tensor t = Tensor::empty(shape, found->dtype);
     if (nbytes) std::memcpy(t.data_ptr(), src, nbytes);
     out.emplace(name, std::move(t));
+    extents.push_back({begin, end, name});
   }
+  check_tiling(std::move(extents), data.size(), what);
   return out;
 }
 

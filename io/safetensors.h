@@ -18,8 +18,12 @@ namespace kiln {
 /// "read_safetensors: '<path>': ..." for a missing file, a header length
 /// past the end, a header that is not valid JSON or not an object, an entry
 /// without dtype/shape/data_offsets, a dtype kiln does not have (named with
-/// its tensor), offsets outside the data or not matching the shape, and a
-/// bool byte other than 0 or 1. `__metadata__` is read and ignored.
+/// its tensor), offsets outside the data or not matching the shape, a
+/// bool byte other than 0 or 1, a key that appears twice in one JSON object
+/// (a tensor named twice: JSON parsers would keep only one), and offsets that
+/// do not tile the data section exactly as the spec requires (two tensors'
+/// bytes overlap, or bytes before, between or after them belong to no
+/// tensor; each message names the tensors). `__metadata__` is read and ignored.
 std::map<std::string, Tensor> read_safetensors(const std::string& path);
 /// As read_safetensors, from the file's bytes; `what` names them in messages.
 std::map<std::string, Tensor> parse_safetensors(std::string_view bytes, const std::string& what = "<memory>");

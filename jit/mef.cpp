@@ -471,6 +471,12 @@ std::shared_ptr<const engine::CompiledModel> build(const Contents& c, const Kern
 }
 
 void write_file_atomically(const std::string& path, const std::string& bytes, const std::string& op) {
+  // Checked before the temporary file is written, so a bad path leaves no
+  // '<path>.tmp' behind and the message names the path, not the rename.
+  if (path.empty()) throw ValueError(op + ": the path is empty (expected the path of the file to write)");
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw ValueError(op + ": '" + path + "' is a directory (expected the path of a file, e.g. a name inside it)");
   const std::string tmp = path + ".tmp";
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);

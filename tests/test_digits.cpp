@@ -159,6 +159,80 @@ TEST_SUITE("digits") {
                          doctest::Contains("num_label_classes must be >= 1, got 0"), ValueError);
   }
 
+  TEST_CASE("read_csv_dataset: a byte-order mark, binary fields, gzip trailing garbage, an empty path") {
+    TempDir tmp;
+    auto slurp = [](const std::string& p) {
+      std::ifstream in(p, std::ios::binary);
+      return std::string(std::istreambuf_iterator<char>(in), {});
+    };
+    const std::string bom = "\xEF\xBB\xBF";
+    // A leading UTF-8 byte-order mark is skipped, in plain and gzip files.
+    for (const std::string& p :
+         {tmp.write("bom.csv", bom + "0,1\r\n2,3\r\n"), tmp.write_gzip("bom.gz", bom + "0,1\n2,3\n")}) {
+      CsvTable t = read_csv_dataset(p, 10);
+      CHECK(t.features.to_vector<float>() == std::vector<float>{0, 2});
+      CHECK(t.labels.to_vector<int64_t>() == std::vector<int64_t>{1, 3});
+    }
+    // Elsewhere it is an error, and the message shows it.
+    CHECK_THROWS_WITH_AS(read_csv_dataset(tmp.write("bom2.csv", "0,1\n" + bom + "2,3\n"), 10),
+                         doctest::Contains("line 2, column 1: \"\\xEF\\xBB\\xBF2\" is not a finite number"), IoError);
+
+    // Quoted fields: non-printable bytes as \xNN, quotes and backslashes escaped, cut at 40 characters.
+    CHECK_THROWS_WITH_AS(read_csv_dataset(tmp.write("bin.csv", std::string("1,\x01\x02" "ab\xff\x7f,3\n")), 10),
+                         doctest::Contains("line 1, column 2: \"\\x01\\x02ab\\xFF\\x7F\" is not a finite number"),
+                         IoError);
+    CHECK_THROWS_WITH_AS(read_csv_dataset(tmp.write("nul.csv", std::string("1,\0,3\n", 6)), 10),
+                         doctest::Contains("column 2: \"\\x00\" is not"), IoError);
+    CHECK_THROWS_WITH_AS(read_csv_dataset(tmp.write("quote.csv", "1,a\"b\\c,3\n"), 10),
+                         doctest::Contains("column 2: \"a\\\"b\\\\c\" is not"), IoError);
+    const std::string x40(40, 'x');
+    CHECK_THROWS_WITH_AS(read_csv_dataset(tmp.write("long.csv", "1," + x40 + ",3\n"), 10),
+                         doctest::Contains(("column 2: \"" + x40 + "\" is not").c_str()), IoError);
+    try {
+      read_csv_dataset(tmp.write("longer.csv", "1," + x40 + "y,3\n"), 10);
+      FAIL("no error");
+    } catch (const IoError& e) {
+      const std::string msg = e.what();
+      CHECK(msg.find("column 2: \"" + x40 + "...\" is not a finite number") != std::string::npos);
+      CHECK(msg.find(x40 + "y") == std::string::npos);
+    }
+    try {
+      read_csv_dataset(tmp.write("binlong.csv", "1," + std::string(30, '\x80') + ",3\n"), 10);
+      FAIL("no error");
+    } catch (const IoError& e) {  // 10 escapes of 4 characters fill the 40
+      std::string ten;
+      for (int i = 0; i < 10; ++i) ten += "\\x80";
+      CHECK(std::string(e.what()).find("\"" + ten + "...\" is not") != std::string::npos);
+    }
+
+    // gzip: concatenated members are one stream; anything else after the stream is an error.
+    const std::string text = "0,1\n2,3\n";
+    const std::string gz1 = slurp(tmp.write_gzip("m1.gz", "0,1\n")), gz2 = slurp(tmp.write_gzip("m2.gz", "2,3\n"));
+    CHECK(read_csv_dataset(tmp.write("two_members.gz", gz1 + gz2), 10).labels.to_vector<int64_t>() ==
+          std::vector<int64_t>{1, 3});
+    const std::string gz = slurp(tmp.write_gzip("whole.gz", text));
+    const std::string trailing = tmp.write("trailing.gz", gz + "garbage\n");
+    CHECK_THROWS_WITH_AS(read_csv_dataset(trailing, 10),
+                         doctest::Contains(("read_csv_dataset: " + trailing + ": the gzip stream ends at byte " +
+                                            std::to_string(gz.size()) + " of " + std::to_string(gz.size() + 8) +
+                                            ": 8 bytes of trailing garbage follow it")
+                                               .c_str()),
+                         IoError);
+    CHECK_THROWS_WITH_AS(read_csv_dataset(tmp.write("zeros.gz", gz + std::string(512, '\0')), 10),
+                         doctest::Contains("512 bytes of trailing garbage"), IoError);
+    CHECK_THROWS_WITH_AS(read_csv_dataset(tmp.write("one_byte.gz", gz + "\x1f"), 10),
+                         doctest::Contains("1 bytes of trailing garbage"), IoError);
+    CHECK_THROWS_AS(read_csv_dataset(tmp.write("half_member.gz", gz + gz.substr(0, 12)), 10), IoError);
+    // A file gzip-compressed twice says so instead of quoting binary as CSV.
+    CHECK_THROWS_WITH_AS(read_csv_dataset(tmp.write_gzip("twice.gz", gz), 10),
+                         doctest::Contains("inflates to gzip data again (compressed twice?)"), IoError);
+
+    // An empty path.
+    CHECK_THROWS_WITH_AS(read_csv_dataset("", 10),
+                         doctest::Contains("read_csv_dataset: the path is empty (expected the path of a CSV file)"),
+                         IoError);
+  }
+
   TEST_CASE("the real digits file, when fetched, is 1797 x (64 + 1)") {
     if (!fs::exists(real_data_path())) {
       MESSAGE("data/digits.csv.gz absent (run scripts/fetch_digits.sh): skipped");

@@ -466,6 +466,41 @@ TEST_SUITE("export") {
     CHECK_THROWS_WITH_AS(kiln::read_safetensors(dir), doctest::Contains("is a directory"), kiln::Error);
   }
 
+  TEST_CASE("export_mef refuses an empty path and a directory before writing anything") {
+    using namespace kiln;
+    TempDir d;
+    CompiledCallable run = compile([](Tensor x) { return -x; })(f32({3}));
+    const bool dot_tmp_before = fs::exists(".tmp");
+    CHECK_THROWS_WITH_AS(run.export_mef(""),
+                         doctest::Contains("export_mef: the path is empty (expected the path of the file to write)"),
+                         ValueError);
+    CHECK(fs::exists(".tmp") == dot_tmp_before);
+
+    const std::string dir = d.file("out");
+    fs::create_directory(dir);
+    for (const std::string& p : {dir, dir + "/"}) {
+      CHECK_THROWS_WITH_AS(run.export_mef(p),
+                           doctest::Contains(("export_mef: '" + p + "' is a directory (expected the path of a file")
+                                                 .c_str()),
+                           ValueError);
+    }
+    CHECK(fs::is_directory(dir));
+    CHECK(fs::is_empty(dir));
+    // Nothing but the folder itself: no stray '<path>.tmp' anywhere.
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(d.path)) names.push_back(e.path().filename().string());
+    CHECK(names == std::vector<std::string>{"out"});
+
+    // A folder that does not exist: the temporary file cannot be opened, and none is left.
+    CHECK_THROWS_WITH_AS(run.export_mef(d.file("no/such/f.mef")), doctest::Contains("export_mef: cannot open"),
+                         ValueError);
+    CHECK_FALSE(fs::exists(d.file("no")));
+    // A good path still works and leaves only the file.
+    run.export_mef(d.file("out/f.mef"));
+    CHECK(fs::exists(d.file("out/f.mef")));
+    CHECK_FALSE(fs::exists(d.file("out/f.mef.tmp")));
+  }
+
   TEST_CASE("execute_raw and Model::execute check the input count") {
     using namespace kiln;
     CompiledCallable run = compile([](Tensor x, Tensor y) { return x + y; })(

@@ -183,4 +183,66 @@ TEST_SUITE("npy_safetensors") {
     const std::string good = encode_safetensors({{"a", ones({3})}, {"b", zeros({2, 2}, DType::int32)}});
     for (size_t n = 0; n < good.size(); ++n) CHECK(st_error(good.substr(0, n)) != "(no error)");
   }
+
+  TEST_CASE("safetensors: a name twice, overlapping offsets and bytes of no tensor are refused") {
+    const float w[4] = {1, 2, 3, 4};
+    const std::string d8 = le_bytes(w, 8), d12 = le_bytes(w, 12), d16 = le_bytes(w, 16);
+    auto f32 = [](const std::string& name, int n, int begin) {
+      return "\"" + name + "\":{\"dtype\":\"F32\",\"shape\":[" + std::to_string(n) + "],\"data_offsets\":[" +
+             std::to_string(begin) + "," + std::to_string(begin + 4 * n) + "]}";
+    };
+    auto obj = [](std::initializer_list<std::string> entries) {  // {"e1","e2",...}
+      std::string h = "{";
+      for (const std::string& e : entries) h += (h.size() > 1 ? "," : "") + e;
+      return h + "}";
+    };
+    const std::string pre = "read_safetensors: 'w.safetensors': ";
+    // Tiling exactly is fine, empty tensors included (at a boundary or the end).
+    CHECK(st_error(st_file(obj({f32("a", 2, 0), f32("b", 2, 8)}), d16)) == "(no error)");
+    CHECK(st_error(st_file(obj({f32("b", 2, 0), f32("a", 2, 8)}), d16)) == "(no error)");
+    CHECK(st_error(st_file(obj({f32("a", 2, 0), f32("e", 0, 8), f32("b", 2, 8), f32("z", 0, 16)}), d16)) ==
+          "(no error)");
+    CHECK(st_error(st_file("{}", "")) == "(no error)");
+    CHECK(st_error(st_file("{\"__metadata__\":{\"format\":\"pt\"}}", "")) == "(no error)");
+
+    // Overlaps.
+    CHECK(st_error(st_file(obj({f32("a", 2, 0), f32("b", 2, 4)}), d12)) ==
+          pre + "the data_offsets of tensors 'a' [0, 8] and 'b' [4, 12] overlap (expected each tensor's bytes to "
+                "follow the previous one's)");
+    CHECK(st_error(st_file(obj({f32("a", 2, 0), f32("b", 2, 0)}), d8)) ==
+          pre + "the data_offsets of tensors 'a' [0, 8] and 'b' [0, 8] overlap (expected each tensor's bytes to "
+                "follow the previous one's)");
+    CHECK(st_error(st_file(obj({f32("a", 2, 0), f32("e", 0, 4)}), d8))
+              .find("tensors 'a' [0, 8] and 'e' [4, 4] overlap") != std::string::npos);
+    // Gaps: before the first tensor, between two, after the last, data with no tensor.
+    CHECK(st_error(st_file(obj({f32("a", 2, 4)}), d12)) ==
+          pre + "data bytes [0, 4) before the first tensor, 'a' [4, 12], belong to no tensor (expected the first to "
+                "start at 0)");
+    CHECK(st_error(st_file(obj({f32("a", 1, 0), f32("b", 2, 8)}), d16)) ==
+          pre + "data bytes [4, 8) between tensors 'a' [0, 4] and 'b' [8, 16] belong to no tensor (expected no gap)");
+    CHECK(st_error(st_file(obj({f32("a", 2, 0)}), d12)) ==
+          pre + "data bytes [8, 12) after the last tensor, 'a' [0, 8], belong to no tensor (expected the tensors to "
+                "end at the end of the file)");
+    CHECK(st_error(st_file("{\"__metadata__\":{}}", d8)) ==
+          pre + "8 data bytes follow a header with no tensors (expected none)");
+
+    // A key twice: JSON parsers keep one of the two, so the file is ambiguous.
+    CHECK(st_error(st_file(obj({f32("w", 2, 0), f32("w", 2, 0)}), d8)) ==
+          pre + "the header has tensor 'w' twice (expected each name once)");
+    CHECK(st_error(st_file(obj({f32("w", 2, 0), f32("w", 2, 8)}), d16)) ==
+          pre + "the header has tensor 'w' twice (expected each name once)");
+    CHECK(st_error(st_file("{\"w\":{\"dtype\":\"F32\",\"dtype\":\"I32\",\"shape\":[2],\"data_offsets\":[0,8]}}", d8)) ==
+          pre + "tensor 'w': key 'dtype' appears twice (expected each key once)");
+    CHECK(st_error(st_file(obj({"\"__metadata__\":{}", "\"__metadata__\":{}", f32("w", 2, 0)}), d8)) ==
+          pre + "the header has '__metadata__' twice");
+    CHECK(st_error(st_file(obj({"\"__metadata__\":{\"k\":\"1\",\"k\":\"2\"}", f32("w", 2, 0)}), d8)) ==
+          pre + "'__metadata__': key 'k' appears twice (expected each key once)");
+    // The same key in different objects is no duplicate.
+    CHECK(st_error(st_file(obj({"\"__metadata__\":{\"dtype\":\"x\"}", f32("dtype", 2, 0)}), d8)) == "(no error)");
+    // What encode_safetensors writes always passes.
+    const std::string good =
+        encode_safetensors({{"a", ones({3})}, {"b", zeros({0})}, {"c", zeros({2, 2}, DType::int32)}});
+    CHECK(st_error(good) == "(no error)");
+    CHECK(st_error(good + "x").find("after the last tensor, 'c' [12, 28]") != std::string::npos);
+  }
 }
