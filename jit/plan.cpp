@@ -328,6 +328,48 @@ std::pair<int32_t, int32_t> gemm_bias_of(const Graph& g, const Node& add, const 
   return {-1, -1};
 }
 
+// A node of group G whose value is read only by nodes of one later group H
+// of the same shape moves into H: computed where it is used instead of
+// stored by G's loop and loaded again by H's (a momentum scaled in an early
+// loop that only the update reads, say). G's nodes are visited last to
+// first, so a chain that only H reads moves whole. A moved node's inputs
+// exist when H runs: they existed when G ran, and H runs later.
+template <class Items>
+void sink_into_readers(const Graph& g, std::vector<Group>& groups, const Items& items, std::vector<int32_t>& group_of,
+                       std::vector<int>& item_of, const std::vector<char>& is_output,
+                       const std::vector<char>& feeds_reduce) {
+  std::vector<int> item_of_group(groups.size(), -1);
+  for (size_t k = 0; k < items.size(); ++k)
+    if (items[k].group >= 0) item_of_group[items[k].group] = static_cast<int>(k);
+  std::vector<std::vector<int32_t>> readers(g.num_values());
+  for (size_t i = 0; i < g.num_nodes(); ++i)
+    for (int32_t v : g.node(i).inputs) readers[v].push_back(static_cast<int32_t>(i));
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    std::vector<int32_t>& nodes = groups[gi].nodes;
+    for (size_t j = nodes.size(); j-- > 0;) {
+      const int32_t v = g.node(nodes[j]).outputs[0];
+      if (is_output[v] || feeds_reduce[v] || readers[v].empty()) continue;
+      int h = -1;
+      for (int32_t r : readers[v]) {
+        const Node& rn = g.node(r);
+        const int rg = rn.kind == NodeKind::op && !rn.outputs.empty() ? group_of[rn.outputs[0]] : -1;
+        if (rg < 0 || rg == static_cast<int>(gi) || (h >= 0 && rg != h)) {
+          h = -1;
+          break;
+        }
+        h = rg;
+      }
+      if (h < 0 || item_of_group[h] <= item_of_group[gi] || !(groups[h].shape == groups[gi].shape) ||
+          groups[h].nodes.size() >= 64)
+        continue;
+      groups[h].nodes.insert(groups[h].nodes.begin(), nodes[j]);  // before its readers
+      group_of[v] = h;
+      item_of[v] = item_of_group[h];
+      nodes.erase(nodes.begin() + static_cast<std::ptrdiff_t>(j));
+    }
+  }
+}
+
 }  // namespace
 
 ExecutionPlan::ExecutionPlan(std::shared_ptr<const Graph> graph, const KernelOptions& opt)
@@ -433,6 +475,7 @@ ExecutionPlan::ExecutionPlan(std::shared_ptr<const Graph> graph, const KernelOpt
     group_reduces[items[target].group] |= feeds_reduce[out];
     item_of[out] = target;
   }
+  sink_into_readers(g, groups, items, group_of, item_of, is_output, feeds_reduce);
   // Uses of each value outside its own group.
   std::vector<int> uses_outside(g.num_values(), 0);
   auto count_uses = [&] {
@@ -513,6 +556,7 @@ ExecutionPlan::ExecutionPlan(std::shared_ptr<const Graph> graph, const KernelOpt
       continue;
     }
     const Group& grp = groups[it.group];
+    if (grp.nodes.empty()) continue;  // every node moved into a later group
     PlanStep s;
     const int32_t rn = reduce_of_group[it.group];
     if (build_fused_step(g, grp, uses_outside, is_output, opt, target, s, kernels)) {

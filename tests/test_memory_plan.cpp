@@ -74,6 +74,39 @@ TEST_SUITE("compile") {
     (void)r2;
   }
 
+  TEST_CASE("fusion: a value only a later group reads is computed there, not stored and loaded back") {
+    // m * 0.9 could share x * 2's loop, but only the update after the matmul
+    // reads it: it moves into the update's loop, so it never reaches memory.
+    auto f = [](Tensor x, Tensor w, Tensor m) {
+      Tensor h = x * 2.0f;
+      Tensor ms = m * 0.9f;
+      Tensor u = ms + matmul(h, w);
+      return std::make_tuple(u, h);
+    };
+    for (bool strict : {false, true}) {
+      CAPTURE(strict);
+      CompileOptions o;
+      o.session = std::make_shared<InferenceSession>(KernelOptions{.strict = strict});
+      CompiledCallable run = compile(f, o)(f32({8, 8}), f32({8, 8}), f32({8, 8}));
+      const auto& p = plan_of(run);
+      std::vector<const codegen::PlanStep*> fused;
+      for (const auto& s : p.steps())
+        if (s.kind == codegen::PlanStep::Kind::fused) fused.push_back(&s);
+      REQUIRE(fused.size() == 2);
+      CHECK(fused[0]->group_nodes.size() == 1);  // x * 2 only
+      CHECK(fused[0]->num_outputs == 1);
+      CHECK(fused[1]->group_nodes.size() == 2);  // m * 0.9 and the add
+      // the arena holds the product only (h and u are outputs; ms is never stored)
+      CHECK(p.arena_bytes() == 8 * 8 * sizeof(float));
+      Tensor x = random::uniform({8, 8}), w = random::uniform({8, 8}), m = random::uniform({8, 8});
+      auto [u, h] = run(x, w, m).as<std::tuple<Tensor, Tensor>>();
+      auto [u2, h2] = f(x, w, m);
+      if (strict) CHECK(kt::values(u) == kt::values(u2));
+      kt::check_all_close(u, kt::values(u2), 1e-6, 1e-6, "update");
+      CHECK(kt::values(h) == kt::values(h2));
+    }
+  }
+
   TEST_CASE("memory plan: a group with more operands than a kernel takes is split") {
     // Ten independent inputs summed: 10 inputs + 1 output > 8 operands.
     auto f = [](std::vector<Tensor> xs) {
