@@ -538,6 +538,27 @@ ExecutionPlan::ExecutionPlan(std::shared_ptr<const Graph> graph, const KernelOpt
     for (int j = 0; j < 2; ++j)
       if (gemm_of[it.node].inputs[j] != n.inputs[j]) ++folded_uses[n.inputs[j]];
   }
+  // softmax and log_softmax of one input (a loss and its gradient) run as
+  // one row step: partner[node] is the other node, for both of the pair.
+  std::vector<int32_t> partner(g.num_nodes(), -1);
+  if (opt.fuse) {
+    std::map<std::pair<int32_t, int64_t>, std::array<int32_t, 2>> by_input;  // (x, axis) -> softmax, log_softmax
+    for (const Item& it : items) {
+      if (it.group >= 0 || it.node < 0) continue;
+      const Node& n = g.node(it.node);
+      PlanStep probe;
+      if ((n.op != OpId::Softmax && n.op != OpId::LogSoftmax) || !build_row_step(g, n, opt, probe)) continue;
+      auto [pos, fresh] = by_input.try_emplace({n.inputs[0], n.attrs.axis}, std::array<int32_t, 2>{-1, -1});
+      int32_t& slot = pos->second[n.op == OpId::Softmax ? 0 : 1];
+      if (slot < 0) slot = it.node;
+    }
+    for (const auto& [key, pair] : by_input)
+      if (pair[0] >= 0 && pair[1] >= 0) {
+        partner[pair[0]] = pair[1];
+        partner[pair[1]] = pair[0];
+      }
+  }
+  std::vector<char> emitted(g.num_nodes(), 0);
   const CpuTarget target = detect_cpu_target();
   KernelCache kernels;
   for (const Item& it : items) {
@@ -550,7 +571,23 @@ ExecutionPlan::ExecutionPlan(std::shared_ptr<const Graph> graph, const KernelOpt
       }
       const int32_t out = n.outputs[0];
       if (folded_uses[out] > 0 && folded_uses[out] == total_uses[out] && !is_output[out]) continue;
+      if (emitted[it.node]) continue;  // ran with its partner
       PlanStep rs;
+      if (partner[it.node] >= 0) {
+        // the pair's step, where the first of the two runs (x exists there)
+        const Node& sm = n.op == OpId::Softmax ? n : g.node(partner[it.node]);
+        const Node& lsm = n.op == OpId::Softmax ? g.node(partner[it.node]) : n;
+        build_row_step(g, sm, opt, rs);
+        const RowKernel* k = cached_row_kernel(RowOp::softmax_and_log_softmax, false, false, DType::float32);
+        if (k) {
+          rs.row_kernel = opt.dump ? std::shared_ptr<const RowKernel>(generate_row_kernel(k->key(), true))
+                                   : std::shared_ptr<const RowKernel>(std::shared_ptr<const RowKernel>(), k);
+          rs.output2 = lsm.outputs[0];
+          emitted[partner[it.node]] = 1;
+          steps_.push_back(std::move(rs));
+          continue;
+        }
+      }
       if (opt.fuse && (build_row_step(g, n, opt, rs) || build_column_sum_step(g, n, rs))) steps_.push_back(std::move(rs));
       else steps_.push_back(op_step(n));
       continue;
@@ -651,7 +688,10 @@ std::vector<int32_t> step_reads(const PlanStep& s) {
 }
 
 std::vector<int32_t> step_writes(const PlanStep& s) {
-  if (s.kind != PlanStep::Kind::fused) return {s.output};
+  if (s.kind != PlanStep::Kind::fused) {
+    if (s.output2 >= 0) return {s.output, s.output2};
+    return {s.output};
+  }
   std::vector<int32_t> w;
   for (int j = 0; j < s.num_outputs; ++j)
     if (j != s.reduce_operand) w.push_back(s.operands[j]);
@@ -706,6 +746,7 @@ void ExecutionPlan::execute(const BoundStep& b) {
     RowArgs a;
     a.x = in(1);
     a.y = reinterpret_cast<float*>(b.base[0]);
+    if (s.output2 >= 0) a.y2 = reinterpret_cast<float*>(b.base[kMaxFusedOperands - 1]);
     a.weight = key.has_weight ? in(2) : nullptr;
     a.bias = key.has_bias ? in(key.has_weight ? 3 : 2) : nullptr;
     a.rows = s.rows;
@@ -823,7 +864,8 @@ std::string ExecutionPlan::describe(bool with_disassembly) const {
       continue;
     }
     if (s.kind == PlanStep::Kind::row) {
-      os << op_name(s.op) << ": " << s.row_kernel->str() << ", " << s.rows << " rows of " << s.row_n << ", "
+      os << (s.output2 >= 0 ? "softmax + log_softmax of one input" : std::string(op_name(s.op))) << ": "
+         << s.row_kernel->str() << ", " << s.rows << " rows of " << s.row_n << ", "
          << s.row_kernel->code_size() << " bytes of code\n";
       if (with_disassembly) os << s.row_kernel->disassembly() << "\n";
       continue;

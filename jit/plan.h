@@ -48,6 +48,9 @@ struct PlanStep {
   // row step: the kernel (shared with eager's cache), rows of row_n elements
   std::shared_ptr<const RowKernel> row_kernel;
   int64_t rows = 0, row_n = 0;  // also column_sum's extents
+  // row step of RowOp::softmax_and_log_softmax: the log_softmax value (output
+  // holds softmax's); -1 otherwise
+  int32_t output2 = -1;
   // gemm step: the call (inputs = {A's base, B's base}, output = C)
   cpu::GemmCall gemm;
   // fused step with a trailing reduction: output operand `reduce_operand`
@@ -146,6 +149,7 @@ BoundStep ExecutionPlan::bind_to(size_t k, In&& in, Out&& out, OutTensor&& out_t
   if (s.kind == PlanStep::Kind::row || s.kind == PlanStep::Kind::gemm || s.kind == PlanStep::Kind::column_sum) {
     for (size_t j = 0; j < s.inputs.size() && j + 1 < b.base.size(); ++j) b.base[j + 1] = in(s.inputs[j]);
     b.base[0] = out(s.output);
+    if (s.output2 >= 0) b.base[kMaxFusedOperands - 1] = out(s.output2);
     return b;
   }
   for (int j = 0; j < s.num_outputs; ++j)

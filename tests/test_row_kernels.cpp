@@ -149,6 +149,7 @@ Tensor apply_row(RowOp op, const Tensor& x, const Tensor& w, const Tensor& b) {
     case RowOp::log_softmax: return log_softmax(x, -1);
     case RowOp::layer_norm: return layer_norm(x, w, b, 1e-5);
     case RowOp::rms_norm: return rms_norm(x, w, 1e-5);
+    case RowOp::softmax_and_log_softmax: break;  // not an op of its own
   }
   return {};
 }
@@ -206,6 +207,34 @@ TEST_SUITE("row kernels") {
           CHECK(std::memcmp(all.data(), one.data(), all.size() * sizeof(float)) == 0);
         }
       }
+  }
+
+  TEST_CASE("softmax and log_softmax in one kernel give each kernel's own bits") {
+    for (CpuTarget t : targets()) {
+      const auto both = generate_row_kernel({RowOp::softmax_and_log_softmax, false, false, DType::float32, t});
+      const auto sm = generate_row_kernel({RowOp::softmax, false, false, DType::float32, t});
+      const auto lsm = generate_row_kernel({RowOp::log_softmax, false, false, DType::float32, t});
+      for (int64_t n : {1, 3, 10, 16, 17, 33, 100, 1031})
+        for (int64_t rows : {1, 2, 5, 9}) {
+          const std::vector<float> x = make_rows(rows, n, 900 + static_cast<uint64_t>(n * rows), 3.0, true);
+          std::vector<float> y(x.size()), y2(x.size()), s(x.size()), l(x.size());
+          RowArgs a;
+          a.x = x.data();
+          a.rows = rows;
+          a.n = n;
+          a.y = y.data();
+          a.y2 = y2.data();
+          both->fn()(&a);
+          a.y2 = nullptr;
+          a.y = s.data();
+          sm->fn()(&a);
+          a.y = l.data();
+          lsm->fn()(&a);
+          INFO(cpu_target_name(t) << " rows " << rows << " n " << n);
+          CHECK(std::memcmp(y.data(), s.data(), s.size() * sizeof(float)) == 0);
+          CHECK(std::memcmp(y2.data(), l.data(), l.size() * sizeof(float)) == 0);
+        }
+    }
   }
 
   TEST_CASE("special rows as the eager scalar kernel") {
@@ -330,6 +359,39 @@ TEST_SUITE("row kernels") {
     const Tensor want = layer_norm(softmax(x, -1), w, Tensor(), 1e-5);
     CHECK(same_bits(out[0], want));
     CHECK(same_bits(out[1], softmax(want, 0)));
+  }
+
+  TEST_CASE("the plan runs softmax and log_softmax of one input as one row step, bitwise eager") {
+    // the loss and the gradient of a softmax cross-entropy
+    auto f = [](Tensor z, Tensor y) {
+      Tensor loss = -sum(y * log_softmax(z, -1));
+      Tensor grad = softmax(z, -1) - y;
+      return std::make_tuple(loss, grad);
+    };
+    for (Shape s : {Shape{64, 10}, Shape{7, 100}, Shape{3, 1}, Shape{0, 5}})
+      for (bool strict : {false, true}) {
+        CAPTURE(s);
+        CAPTURE(strict);
+        CompileOptions co;
+        co.session = std::make_shared<InferenceSession>(KernelOptions{.strict = strict});
+        const TensorLayout l(DType::float32, s);
+        CompiledCallable run = compile(f, co)(l, l);
+        int pairs = 0, rows = 0;
+        for (const PlanStep& st : run.engine_model().artifact().plan().steps()) {
+          rows += st.kind == PlanStep::Kind::row;
+          pairs += st.kind == PlanStep::Kind::row && st.output2 >= 0;
+        }
+        CHECK(rows == 1);
+        CHECK(pairs == 1);
+        const Tensor z = kt::random_tensor(s, DType::float32, 40, /*specials=*/true), y = kt::random_tensor(s, DType::float32, 41);
+        auto [loss, grad] = run(z, y).as<std::tuple<Tensor, Tensor>>();
+        auto [loss2, grad2] = f(z, y);
+        CHECK(kt::values(grad).size() == kt::values(grad2).size());
+        const std::vector<double> g1 = kt::values(grad), g2 = kt::values(grad2);
+        for (size_t i = 0; i < g1.size(); ++i) CHECK((g1[i] == g2[i] || (std::isnan(g1[i]) && std::isnan(g2[i]))));
+        const double a = loss.item<double>(), b = loss2.item<double>();
+        CHECK((a == b || (std::isnan(a) && std::isnan(b))));
+      }
   }
 
   TEST_CASE("keys without a generated form") {

@@ -97,11 +97,17 @@ class RowGen {
   void copy_dwords(const x86::Gp& dst, const x86::Gp& src, const x86::Gp& count);
   /// softmax/log_softmax of rows that fit one vector (n <= L, AVX-512), two
   /// rows at a time; jumps to `done` when all rows are done.
-  void short_softmax_rows(const x86::Gp& px, const x86::Gp& py, const x86::Gp& rows, const x86::Gp& bytes,
-                          const Label& done);
+  void short_softmax_rows(const x86::Gp& px, const x86::Gp& py, const x86::Gp& py2, const x86::Gp& rows,
+                          const x86::Gp& bytes, const Label& done);
   /// One softmax/log_softmax row held in register x (lanes past n are -inf):
   /// the multi-pass code's arithmetic, step for step, so results are its bits.
-  x86::Vec softmax_row(const x86::Vec& x);
+  /// soft and/or log are set as the key's op needs them.
+  struct SoftmaxRow {
+    x86::Vec soft, log;
+  };
+  SoftmaxRow softmax_row(const x86::Vec& x);
+  bool wants_soft() const { return k_.op != RowOp::log_softmax; }
+  bool wants_log() const { return k_.op != RowOp::softmax; }
   /// Emits a pass over the row: body(u, mems) for vector u of an iteration,
   /// mems[s] the memory operand of stream s at that vector.
   template <class Body>
@@ -202,9 +208,8 @@ void RowGen::pass(const std::vector<Stream>& s, int unroll, Body&& body) {
   cc_.bind(L_done);
 }
 
-x86::Vec RowGen::softmax_row(const x86::Vec& x) {
+RowGen::SoftmaxRow RowGen::softmax_row(const x86::Vec& x) {
   const Lane f = Lane::b32;
-  const bool log = k_.op == RowOp::log_softmax;
   auto mx = accumulators(4, -kInf);
   acc_max(mx[0], x);
   const x86::Vec mv = combine(mx, true);
@@ -212,12 +217,14 @@ x86::Vec RowGen::softmax_row(const x86::Vec& x) {
   const x86::Vec e = emit_math(C_, OpId::Exp, A_.sub(f, x, mv));
   acc_add(sum[0], e);
   const x86::Vec sv = combine(sum, false);
-  if (log) return A_.sub(f, A_.sub(f, x, mv), emit_math(C_, OpId::Log, sv));
-  return A_.mul(f, e, A_.div(f, splat(1.0f), sv));
+  SoftmaxRow r;
+  if (wants_log()) r.log = A_.sub(f, A_.sub(f, x, mv), emit_math(C_, OpId::Log, sv));
+  if (wants_soft()) r.soft = A_.mul(f, e, A_.div(f, splat(1.0f), sv));
+  return r;
 }
 
-void RowGen::short_softmax_rows(const x86::Gp& px, const x86::Gp& py, const x86::Gp& rows, const x86::Gp& bytes,
-                                const Label& done) {
+void RowGen::short_softmax_rows(const x86::Gp& px, const x86::Gp& py, const x86::Gp& py2, const x86::Gp& rows,
+                                const x86::Gp& bytes, const Label& done) {
   x86::Gp bits = cc_.newGpq();
   x86::KReg kmask = cc_.newKq();
   cc_.mov(bits, -1);
@@ -236,23 +243,31 @@ void RowGen::short_softmax_rows(const x86::Gp& px, const x86::Gp& py, const x86:
   cc_.bind(L_pair);
   cc_.cmp(rows, 2);
   cc_.jl(L_one);
+  // (k() applies to the next instruction emitted: results are computed first)
+  auto store_row = [&](const SoftmaxRow& r, int row) {
+    const x86::Mem y = row ? x86::ptr(py, bytes) : x86::ptr(py);
+    if (k_.op == RowOp::softmax_and_log_softmax) {
+      cc_.k(kmask).vmovups(y, r.soft);
+      cc_.k(kmask).vmovups(row ? x86::ptr(py2, bytes) : x86::ptr(py2), r.log);
+    } else {
+      cc_.k(kmask).vmovups(y, wants_log() ? r.log : r.soft);
+    }
+  };
   {
     const x86::Vec a = load_row(x86::ptr(px)), b = load_row(x86::ptr(px, bytes));
-    const x86::Vec ra = softmax_row(a), rb = softmax_row(b);
-    cc_.k(kmask).vmovups(x86::ptr(py), ra);
-    cc_.k(kmask).vmovups(x86::ptr(py, bytes), rb);
+    const SoftmaxRow ra = softmax_row(a), rb = softmax_row(b);
+    store_row(ra, 0);
+    store_row(rb, 1);
   }
   cc_.lea(px, x86::ptr(px, bytes, 1));  // two rows on
   cc_.lea(py, x86::ptr(py, bytes, 1));
+  if (k_.op == RowOp::softmax_and_log_softmax) cc_.lea(py2, x86::ptr(py2, bytes, 1));
   cc_.sub(rows, 2);
   cc_.jmp(L_pair);
   cc_.bind(L_one);
   cc_.test(rows, rows);
   cc_.jz(done);
-  {
-    const x86::Vec r = softmax_row(load_row(x86::ptr(px)));
-    cc_.k(kmask).vmovups(x86::ptr(py), r);  // (k() applies to the next instruction emitted: r first)
-  }
+  store_row(softmax_row(load_row(x86::ptr(px))), 0);
   cc_.jmp(done);
 }
 
@@ -265,12 +280,14 @@ void RowGen::run() {
   if (A_.evex()) fn->frame().setAvx512Enabled();
   x86::Gp args = cc_.newIntPtr("args");
   fn->setArg(0, args);
-  x86::Gp px = cc_.newIntPtr("x"), py = cc_.newIntPtr("y"), pw = cc_.newIntPtr("w"), pb = cc_.newIntPtr("b");
+  x86::Gp px = cc_.newIntPtr("x"), py = cc_.newIntPtr("y"), py2 = cc_.newIntPtr("y2"), pw = cc_.newIntPtr("w"),
+          pb = cc_.newIntPtr("b");
   x86::Gp rows = cc_.newInt64("rows"), bytes = cc_.newIntPtr("row_bytes");
   n_ = cc_.newInt64("n");
   i_ = cc_.newIntPtr("i");
   cc_.mov(px, x86::ptr(args, offsetof(RowArgs, x)));
   cc_.mov(py, x86::ptr(args, offsetof(RowArgs, y)));
+  cc_.mov(py2, x86::ptr(args, offsetof(RowArgs, y2)));
   cc_.mov(pw, x86::ptr(args, offsetof(RowArgs, weight)));
   cc_.mov(pb, x86::ptr(args, offsetof(RowArgs, bias)));
   cc_.mov(rows, x86::ptr(args, offsetof(RowArgs, rows)));
@@ -299,11 +316,12 @@ void RowGen::run() {
   A_.hoist_budget = A_.evex() ? 12 : 0;
 
   Label L_row = cc_.newLabel(), L_end = cc_.newLabel();
-  if (A_.evex() && (k_.op == RowOp::softmax || k_.op == RowOp::log_softmax)) {
+  const bool softmax_like = k_.op == RowOp::softmax || k_.op == RowOp::log_softmax || k_.op == RowOp::softmax_and_log_softmax;
+  if (A_.evex() && softmax_like) {
     Label L_long = cc_.newLabel();
     cc_.cmp(n_, L_);
     cc_.jg(L_long);
-    short_softmax_rows(px, py, rows, bytes, L_end);
+    short_softmax_rows(px, py, py2, rows, bytes, L_end);
     cc_.bind(L_long);
   }
   cc_.bind(L_row);
@@ -314,8 +332,9 @@ void RowGen::run() {
   const Stream X{px, true, false, -kInf}, Y{py, false, true, 0.0f};
   switch (k_.op) {
     case RowOp::softmax:
-    case RowOp::log_softmax: {
-      const bool log = k_.op == RowOp::log_softmax;
+    case RowOp::log_softmax:
+    case RowOp::softmax_and_log_softmax: {
+      const bool log = wants_log(), soft = wants_soft();
       // max(x): maxps does not propagate NaN, but a NaN element still makes
       // the row NaN through exp(NaN) in the sum; +inf gives inf - inf = NaN,
       // and a row of -inf gives -inf - -inf = NaN, as eager.
@@ -324,19 +343,27 @@ void RowGen::run() {
       const x86::Vec mv = combine(mx, true);
       auto sum = accumulators(2, 0.0f);
       std::vector<Stream> s2 = {X};
-      if (!log) s2.push_back(Y);
+      if (soft) s2.push_back(Y);
       pass(s2, 2, [&](int u, const Mems& m) {
         const x86::Vec e = emit_math(C_, OpId::Exp, A_.sub(f, load(m[0]), mv));
-        if (!log) store(m[1], e);
+        if (soft) store(m[1], e);
         acc_add(sum[u], e);
       });
       const x86::Vec sv = combine(sum, false);
-      if (log) {
+      const Stream YY{py, true, true, 0.0f};
+      if (log && soft) {
+        const x86::Vec ls = emit_math(C_, OpId::Log, sv);
+        const x86::Vec r = A_.div(f, splat(1.0f), sv);
+        const Stream Y2{py2, false, true, 0.0f};
+        pass({X, YY, Y2}, 4, [&](int, const Mems& m) {
+          store(m[1], A_.mul(f, load(m[1]), r));
+          store(m[2], A_.sub(f, A_.sub(f, load(m[0]), mv), ls));
+        });
+      } else if (log) {
         const x86::Vec ls = emit_math(C_, OpId::Log, sv);
         pass({X, Y}, 4, [&](int, const Mems& m) { store(m[1], A_.sub(f, A_.sub(f, load(m[0]), mv), ls)); });
       } else {
         const x86::Vec r = A_.div(f, splat(1.0f), sv);
-        const Stream YY{py, true, true, 0.0f};
         pass({YY}, 4, [&](int, const Mems& m) { store(m[0], A_.mul(f, load(m[0]), r)); });
       }
       break;
@@ -393,6 +420,7 @@ void RowGen::run() {
   }
   cc_.add(px, bytes);
   cc_.add(py, bytes);
+  if (k_.op == RowOp::softmax_and_log_softmax) cc_.add(py2, bytes);
   cc_.dec(rows);
   cc_.jmp(L_row);
   cc_.bind(L_end);
@@ -408,6 +436,7 @@ const char* row_op_name(RowOp op) {
     case RowOp::log_softmax: return "log_softmax";
     case RowOp::layer_norm: return "layer_norm";
     case RowOp::rms_norm: return "rms_norm";
+    case RowOp::softmax_and_log_softmax: return "softmax+log_softmax";
   }
   return "?";
 }
@@ -443,6 +472,7 @@ void RowKernel::run(const RowArgs& a) const {
     RowArgs part = a;
     part.x += r0 * a.n;
     part.y += r0 * a.n;
+    if (part.y2) part.y2 += r0 * a.n;
     part.rows = r1 - r0;
     f(&part);
   });
@@ -451,7 +481,8 @@ void RowKernel::run(const RowArgs& a) const {
 bool can_generate_row(const RowKernelKey& key) {
   return key.dtype == DType::float32 && key.target <= host_cpu_target() &&
          !(key.op == RowOp::rms_norm && key.has_bias) &&
-         !((key.op == RowOp::softmax || key.op == RowOp::log_softmax) && (key.has_weight || key.has_bias));
+         !((key.op == RowOp::softmax || key.op == RowOp::log_softmax || key.op == RowOp::softmax_and_log_softmax) &&
+           (key.has_weight || key.has_bias));
 }
 
 std::unique_ptr<RowKernel> generate_row_kernel(const RowKernelKey& key, bool want_disassembly) {
@@ -465,7 +496,7 @@ const RowKernel* cached_row_kernel(RowOp op, bool has_weight, bool has_bias, DTy
   if (!can_generate_row(key)) return nullptr;
   // one slot per (op, weight, bias, target) of float32; read without a lock
   constexpr int kTargets = 3;
-  static std::array<std::atomic<const RowKernel*>, 4 * 2 * 2 * kTargets> slots{};
+  static std::array<std::atomic<const RowKernel*>, 5 * 2 * 2 * kTargets> slots{};  // 5 RowOps
   static std::mutex mu;
   const size_t idx = ((size_t(op) * 2 + has_weight) * 2 + has_bias) * kTargets + size_t(key.target);
   if (const RowKernel* k = slots[idx].load(std::memory_order_acquire)) return k;

@@ -6,6 +6,9 @@
 //
 //   softmax      max; e = exp(x - max) stored and summed; y = e * (1 / sum)
 //   log_softmax  max; sum of exp(x - max); y = (x - max) - log(sum)
+//   softmax_and_log_softmax  both of one x in one kernel (y = softmax,
+//                y2 = log_softmax; each the bits of its own kernel): a loss
+//                and its gradient read the logits once
 //   layer_norm   mean0; sums of d = x - mean0 and d^2 (corrected two-pass);
 //                y = (d - c) * rstd [* w] [+ b], c = mean(d),
 //                rstd = 1 / sqrt(mean(d^2) - c^2 + eps)
@@ -47,7 +50,7 @@
 
 namespace kiln::codegen {
 
-enum class RowOp : uint8_t { softmax, log_softmax, layer_norm, rms_norm };
+enum class RowOp : uint8_t { softmax, log_softmax, layer_norm, rms_norm, softmax_and_log_softmax };
 const char* row_op_name(RowOp op);
 /// The RowOp of op-table row `op`; nullopt for rows of other categories.
 std::optional<RowOp> row_op_of(OpId op);
@@ -67,6 +70,7 @@ struct RowKernelKey {
 struct RowArgs {
   const float* x = nullptr;
   float* y = nullptr;
+  float* y2 = nullptr;  ///< softmax_and_log_softmax: the log_softmax rows (y gets softmax)
   const float* weight = nullptr;
   const float* bias = nullptr;
   int64_t rows = 0;
