@@ -6,8 +6,9 @@
 // hand (see sgd_step). Optimiser: SGD with (PyTorch-style) momentum.
 //
 // Eager vs compiled (the numerics contract in jit/compiled_callable.h): the
-// matmuls, sums and row ops (softmax, log_softmax) run the same kernels, so
-// differences come from the fused elementwise code only: a*b+c may contract
+// matmuls, sums and row ops (softmax, log_softmax) run the same kernels' arithmetic
+// (dz2 W2^T may go through another OpenBLAS kernel: the same dot products), so
+// differences come from the fused elementwise code: a*b+c may contract
 // to one FMA (<= 1 ulp) and tanh is within 4 ulp. One step therefore differs
 // by a few ulp of each weight; over training the differences are carried
 // forward (and mildly amplified) by later steps, so the tolerance that
