@@ -219,6 +219,13 @@ PlanStep op_step(const Node& n) {
   return s;
 }
 
+// A row step's handle on cached kernel k: the cached kernel is never freed
+// (aliasing, not owning); a dump gets the same code with its disassembly.
+std::shared_ptr<const RowKernel> step_row_kernel(const RowKernel* k, const KernelOptions& opt) {
+  if (opt.dump) return std::shared_ptr<const RowKernel>(generate_row_kernel(k->key(), true));
+  return std::shared_ptr<const RowKernel>(std::shared_ptr<const RowKernel>(), k);
+}
+
 // A RowNorm node on float32 (x, weight, bias) along the last axis becomes a
 // row step running the cached generated kernel eager runs too (bitwise equal
 // results). Returns false when the node keeps an op step.
@@ -236,9 +243,7 @@ bool build_row_step(const Graph& g, const Node& n, const KernelOptions& opt, Pla
   if (!k) return false;
   s = op_step(n);
   s.kind = PlanStep::Kind::row;
-  // the cached kernel is never freed (aliasing, not owning); a dump gets the same code with its disassembly
-  s.row_kernel = opt.dump ? std::shared_ptr<const RowKernel>(generate_row_kernel(k->key(), true))
-                          : std::shared_ptr<const RowKernel>(std::shared_ptr<const RowKernel>(), k);
+  s.row_kernel = step_row_kernel(k, opt);
   s.row_n = shape.back();
   s.rows = s.row_n == 0 ? 0 : g.type(n.inputs[0]).layout().numel() / s.row_n;
   s.out_layouts = {g.type(n.outputs[0]).layout()};
@@ -272,12 +277,13 @@ bool build_gemm_step(const Graph& g, const Node& n, const KernelOptions& opt, Pl
     cs[j] = transposed ? ld : 1;
   }
   const int64_t m = out.shape[0], nn = out.shape[1], k = g.type(n.inputs[0]).shape[1];
-  const cpu::GemmPlan gp = cpu::plan_gemm(out.dtype == DType::float64, m, nn, k, rs[0], cs[0], rs[1], cs[1]);
-  if (!gp.ok) return false;
+  const std::optional<cpu::GemmCall> call =
+      cpu::plan_gemm(out.dtype == DType::float64, m, nn, k, rs[0], cs[0], rs[1], cs[1]);
+  if (!call) return false;
   s = op_step(n);
   s.kind = PlanStep::Kind::gemm;
   s.inputs = {base[0], base[1]};
-  s.gemm = gp.call;
+  s.gemm = *call;
   s.gemm.pack_b = !opt.strict && cpu::gemm_pack_b_pays(s.gemm);  // bits of the BLAS's other kernel
   return true;
 }
@@ -306,8 +312,8 @@ bool build_column_sum_step(const Graph& g, const Node& n, PlanStep& s) {
 // add runs in the gemm step, right after the call (GemmCall::bias; the same
 // IEEE adds, so bitwise eager's). Returns {the product value, the bias
 // value}, or {-1, -1}.
-std::pair<int32_t, int32_t> gemm_bias_of(const Graph& g, const Node& add, const std::vector<PlanStep>& gemm_of,
-                                         const std::vector<char>& is_gemm, const std::vector<int>& total_uses,
+std::pair<int32_t, int32_t> gemm_bias_of(const Graph& g, const Node& add, const std::vector<char>& is_gemm,
+                                         const std::vector<int>& total_uses,
                                          const std::vector<char>& is_output,
                                          const std::vector<char>& feeds_elementwise) {
   if (add.kind != NodeKind::op || add.op != OpId::Add || feeds_elementwise[add.outputs[0]]) return {-1, -1};
@@ -321,8 +327,7 @@ std::pair<int32_t, int32_t> gemm_bias_of(const Graph& g, const Node& add, const 
     if (bp.kind == NodeKind::op && g.producer(b) > mm) continue;
     const Shape& bs = g.type(b).shape;
     const int64_t n = out.shape[1];
-    if (g.type(b).dtype == out.dtype && ((bs.size() == 1 && bs[0] == n) || (bs.size() == 2 && bs[0] == 1 && bs[1] == n)) &&
-        gemm_of[mm].gemm.ldc == n)
+    if (g.type(b).dtype == out.dtype && ((bs.size() == 1 && bs[0] == n) || (bs.size() == 2 && bs[0] == 1 && bs[1] == n)))
       return {p, b};
   }
   return {-1, -1};
@@ -399,7 +404,7 @@ ExecutionPlan::ExecutionPlan(std::shared_ptr<const Graph> graph, const KernelOpt
       if (g.node(i).kind == NodeKind::op) is_gemm[i] = build_gemm_step(g, g.node(i), opt, gemm_of[i]);
     for (size_t i = 0; i < g.num_nodes(); ++i) {
       const Node& n = g.node(i);
-      const auto [product, b] = gemm_bias_of(g, n, gemm_of, is_gemm, total_uses, is_output, feeds_elementwise);
+      const auto [product, b] = gemm_bias_of(g, n, is_gemm, total_uses, is_output, feeds_elementwise);
       if (product < 0) continue;
       in_gemm[i] = product;
       PlanStep& st = gemm_of[g.producer(product)];
@@ -580,8 +585,7 @@ ExecutionPlan::ExecutionPlan(std::shared_ptr<const Graph> graph, const KernelOpt
         build_row_step(g, sm, opt, rs);
         const RowKernel* k = cached_row_kernel(RowOp::softmax_and_log_softmax, false, false, DType::float32);
         if (k) {
-          rs.row_kernel = opt.dump ? std::shared_ptr<const RowKernel>(generate_row_kernel(k->key(), true))
-                                   : std::shared_ptr<const RowKernel>(std::shared_ptr<const RowKernel>(), k);
+          rs.row_kernel = step_row_kernel(k, opt);
           rs.output2 = lsm.outputs[0];
           emitted[partner[it.node]] = 1;
           steps_.push_back(std::move(rs));

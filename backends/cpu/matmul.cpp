@@ -141,6 +141,15 @@ void eigen_gemm(const Gemm<T>& g) {
   }
 }
 
+// Rows [r0, r0 + kRowChunk) of g (fewer at the end): one Eigen work item.
+template <class T>
+void eigen_row_chunk(Gemm<T> g, int64_t r0) {
+  g.m = std::min(kRowChunk, g.m - r0);
+  g.a += r0 * (g.ga.trans ? 1 : g.ga.ld);
+  g.c += r0 * g.ldc;
+  eigen_gemm(g);
+}
+
 #ifdef KILN_HAVE_OPENBLAS
 template <class T>
 void blas_gemm(const Gemm<T>& g) {
@@ -168,8 +177,7 @@ void gemm_float(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
   };
 #ifdef KILN_HAVE_OPENBLAS
   const bool fits_int = M <= INT_MAX && N <= INT_MAX && K <= INT_MAX;
-  const double mnk = double(M) * double(N) * double(K);
-  if (fits_int && (B.n == 1 || mnk > kSmallGemm)) {
+  if (fits_int && (B.n == 1 || double(M) * double(N) * double(K) > kSmallGemm)) {
     // One call per matrix; OpenBLAS threads inside each call.
     Odometer<3> od(B.dims.data(), static_cast<int>(B.dims.size()));
     for (int64_t i = 0; i < B.n; ++i, od.next()) blas_gemm(problem(od));
@@ -182,12 +190,7 @@ void gemm_float(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
     Odometer<3> od(B.dims.data(), static_cast<int>(B.dims.size()));
     for (int64_t i = i0; i < i1; ++i) {
       od.seek(i / chunks);
-      Gemm<T> g = problem(od);
-      const int64_t r0 = (i % chunks) * kRowChunk;
-      g.m = std::min(kRowChunk, M - r0);
-      g.a += r0 * (ga.trans ? 1 : ga.ld);
-      g.c += r0 * g.ldc;
-      eigen_gemm(g);
+      eigen_row_chunk(problem(od), (i % chunks) * kRowChunk);
     }
   });
 }
@@ -242,21 +245,6 @@ const char* gemm_backend() {
 
 namespace {
 template <class T>
-void gemm_product(const GemmCall& g, const T* a, const T* b, T* c);
-
-template <class T>
-void gemm_t(const GemmCall& g, const T* a, const T* b, T* c, const T* bias) {
-  if (g.m == 0 || g.n == 0) return;
-  gemm_product(g, a, b, c);
-  if (g.bias)
-    for (int64_t r = 0; r < g.m; ++r) {
-      T* __restrict row = c + r * g.ldc;
-#pragma omp simd
-      for (int64_t j = 0; j < g.n; ++j) row[j] = row[j] + bias[j];
-    }
-}
-
-template <class T>
 void gemm_product(const GemmCall& g, const T* a, const T* b, T* c) {
   if (g.k == 0) {  // a sum of nothing
     for (int64_t r = 0; r < g.m; ++r) std::fill(c + r * g.ldc, c + r * g.ldc + g.n, T(0));
@@ -282,14 +270,20 @@ void gemm_product(const GemmCall& g, const T* a, const T* b, T* c) {
   // eager's Eigen path: items of kRowChunk rows, split among threads
   const int64_t chunks = (g.m + kRowChunk - 1) / kRowChunk;
   parallel_ranges(chunks, gemm_work(1, g.m, g.n, g.k) / 8, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      Gemm<T> q = p;
-      q.m = std::min(kRowChunk, g.m - i * kRowChunk);
-      q.a += i * kRowChunk * (g.ta ? 1 : g.lda);
-      q.c += i * kRowChunk * g.ldc;
-      eigen_gemm(q);
-    }
+    for (int64_t i = i0; i < i1; ++i) eigen_row_chunk(p, i * kRowChunk);
   });
+}
+
+template <class T>
+void gemm_t(const GemmCall& g, const T* a, const T* b, T* c, const T* bias) {
+  if (g.m == 0 || g.n == 0) return;
+  gemm_product(g, a, b, c);
+  if (g.bias)
+    for (int64_t r = 0; r < g.m; ++r) {
+      T* __restrict row = c + r * g.ldc;
+#pragma omp simd
+      for (int64_t j = 0; j < g.n; ++j) row[j] = row[j] + bias[j];
+    }
 }
 }  // namespace
 
@@ -304,10 +298,11 @@ bool gemm_pack_b_pays(const GemmCall& g) {
 #endif
 }
 
-GemmPlan plan_gemm(bool f64, int64_t m, int64_t n, int64_t k, int64_t a_rs, int64_t a_cs, int64_t b_rs, int64_t b_cs) {
+std::optional<GemmCall> plan_gemm(bool f64, int64_t m, int64_t n, int64_t k, int64_t a_rs, int64_t a_cs,
+                                  int64_t b_rs, int64_t b_cs) {
   const GemmArg ga = gemm_arg(m, k, a_rs, a_cs), gb = gemm_arg(k, n, b_rs, b_cs);
-  if (!ga.ok || !gb.ok || ga.ld > INT_MAX || gb.ld > INT_MAX) return {};
-  return {true, GemmCall{f64, ga.trans, gb.trans, m, n, k, ga.ld, gb.ld, n}};
+  if (!ga.ok || !gb.ok || ga.ld > INT_MAX || gb.ld > INT_MAX) return std::nullopt;
+  return GemmCall{f64, ga.trans, gb.trans, m, n, k, ga.ld, gb.ld, n};
 }
 
 void gemm(const GemmCall& g, const void* a, const void* b, void* c, const void* bias) {

@@ -1,5 +1,7 @@
 // kiln (internal): batched matrix multiplication on the CPU.
 #pragma once
+#include <optional>
+
 #include "../../tensor/tensor.h"
 
 namespace kiln::cpu {
@@ -35,13 +37,10 @@ struct GemmCall {
 };
 
 /// The GemmCall for C (m x n) = A (m x k, element strides a_rs, a_cs) times
-/// B (k x n, strides b_rs, b_cs) as matmul() would issue it, or ok = false
+/// B (k x n, strides b_rs, b_cs) as matmul() would issue it, or nullopt
 /// when a stride pattern needs a copy first (matmul() copies such operands).
-struct GemmPlan {
-  bool ok = false;
-  GemmCall call;
-};
-GemmPlan plan_gemm(bool f64, int64_t m, int64_t n, int64_t k, int64_t a_rs, int64_t a_cs, int64_t b_rs, int64_t b_cs);
+std::optional<GemmCall> plan_gemm(bool f64, int64_t m, int64_t n, int64_t k, int64_t a_rs, int64_t a_cs,
+                                  int64_t b_rs, int64_t b_cs);
 
 /// Runs the GEMM `g` on A at a, B at b (element type float, or double when
 /// g.f64), writing C at c; `bias` (n elements) when g.bias. Without bias and
