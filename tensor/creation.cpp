@@ -7,8 +7,8 @@
 #include <string>
 #include <type_traits>
 
-#include "../backends/cpu/copy.h"
 #include "dispatch.h"
+#include "kernel_registry.h"
 #include "num_str.h"
 
 // Values must match numpy's bit for bit: no fused multiply-add contraction
@@ -72,7 +72,7 @@ void fill_indexed(const Tensor& t, F&& f) {
 Tensor converted(const Tensor& t, DType dtype) {
   if (t.dtype() == dtype) return t;
   Tensor out = Tensor::empty(t.shape(), dtype);
-  if (out.numel() > 0) cpu::copy_into(t, out);
+  if (out.numel() > 0) detail::copy_into(t, out);
   return out;
 }
 

@@ -3,9 +3,9 @@
 #include <string>
 
 #include "num_str.h"
-#include "../backends/cpu/elementwise_kernels.h"
 #include "dispatch.h"
 #include "elementwise_util.h"
+#include "kernel_registry.h"
 #include "op_table.h"
 #include "ops.h"
 
@@ -31,11 +31,11 @@ DType binary_compute_dtype(OpId op, DType promoted, DType result) {
 /// exponent have no value: raise before running the kernel.
 void check_integer_domain(OpId op, const Tensor& b) {
   if (op == OpId::FloorDivide || op == OpId::Remainder || op == OpId::Fmod) {
-    if (cpu::any_element(b, cpu::ElementTest::zero))
+    if (device_utilities(b.device(), op_name(op).data()).any_zero(b))
       throw ValueError(op_prefix(op) + "integer division by zero (the divisor has a zero element; dtype " +
                        std::string(name(b.dtype())) + ")");
   } else if (op == OpId::Pow) {
-    if (is_signed(b.dtype()) && cpu::any_element(b, cpu::ElementTest::negative))
+    if (is_signed(b.dtype()) && device_utilities(b.device(), op_name(op).data()).any_negative(b))
       throw ValueError(op_prefix(op) + "integers to negative integer powers are not allowed (the exponent has a "
                        "negative element; dtype " + std::string(name(b.dtype())) + ")");
   }
@@ -60,6 +60,7 @@ TensorLayout infer_binary(OpId op, std::span<const TensorLayout> in, const Attrs
 }
 
 Tensor eager_binary(OpId op, std::span<const Tensor> in, const Attrs& attrs) {
+  check_same_device(op, in);
   const Tensor& a = in[0];
   const Tensor& b = in[1];
   const DType d[2] = {a.dtype(), b.dtype()};
@@ -72,11 +73,11 @@ Tensor eager_binary(OpId op, std::span<const Tensor> in, const Attrs& attrs) {
   Tensor out = detail::output_tensor(same ? a.shape() : bshape, od, a.device());
   if (d[0] == cd && d[1] == cd) {
     if (is_integral(cd) && out.numel() > 0) check_integer_domain(op, b);
-    cpu::binary_kernel(op, a, b, out);
+    run_kernel(op, cd, in, out, attrs);
   } else {
-    Tensor ac = converted(a, cd), bc = converted(b, cd);
-    if (is_integral(cd) && out.numel() > 0) check_integer_domain(op, bc);
-    cpu::binary_kernel(op, ac, bc, out);
+    const Tensor conv[2] = {converted(a, cd), converted(b, cd)};
+    if (is_integral(cd) && out.numel() > 0) check_integer_domain(op, conv[1]);
+    run_kernel(op, cd, conv, out, attrs);
   }
   return out;
 }

@@ -6,8 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "../backends/cpu/data_kernels.h"
-#include "eager_cpu.h"
+#include "kernel_registry.h"
 #include "op_table.h"
 
 namespace kiln::detail {
@@ -142,7 +141,7 @@ DataOut data_out(OpId op, std::span<const InDesc> in, const Attrs& a) {
 
 // Throws IndexError for the first index outside [-n, n).
 void check_axis_indices(OpId op, const Tensor& index, int64_t ax, int64_t n) {
-  if (auto bad = cpu::first_index_outside(index, -n, n))
+  if (auto bad = device_utilities(index.device(), op_name(op).data()).first_index_outside(index, -n, n))
     throw IndexError(op_prefix(op) + "index " + str(*bad) + " is out of range for axis " + str(ax) + " with extent " +
                      str(n) + " (expected " + str(-n) + " <= index < " + str(n) + ")");
 }
@@ -157,31 +156,19 @@ TensorLayout infer_data(OpId op, std::span<const TensorLayout> in, const Attrs& 
 }
 
 Tensor eager_data(OpId op, std::span<const Tensor> in, const Attrs& attrs) {
-  require_cpu(op, in);
+  check_same_device(op, in);
   std::vector<InDesc> d(in.size());
   for (size_t i = 0; i < in.size(); ++i) {
     in[i].realize();
     d[i] = {in[i].dtype(), &in[i].shape()};
   }
   DataOut o = data_out(op, d, attrs);
-  Tensor out = detail::output_tensor(o.shape, o.dtype);
+  Tensor out = detail::output_tensor(o.shape, o.dtype, in[0].device());
   const Tensor& x = in[0];
   switch (op) {
-    case OpId::Concat:
-      cpu::concat_into(out, in, normalize_axis(attrs.axis, x.ndim(), "concat"));
-      break;
-    case OpId::Pad: cpu::pad_into(out, x, attrs.ints, attrs.scalar); break;
-    case OpId::Tile: {
-      // reps padded with leading 1s to the result's rank
-      std::vector<int64_t> reps(out.ndim() - attrs.ints.size(), 1);
-      reps.insert(reps.end(), attrs.ints.begin(), attrs.ints.end());
-      cpu::tile_into(out, x, reps);
-      break;
-    }
     case OpId::Gather: {
       const int64_t ax = normalize_axis(attrs.axis, x.ndim(), "gather");
       check_axis_indices(op, in[1], ax, x.shape()[ax]);
-      cpu::gather_into(out, x, ax, in[1]);
       break;
     }
     case OpId::IndexSelect: {
@@ -194,17 +181,20 @@ Tensor eager_data(OpId op, std::span<const Tensor> in, const Attrs& attrs) {
       Strides ist(out.ndim(), 0);
       is[ax] = idx.shape()[0];
       ist[ax] = idx.strides()[0];
-      cpu::gather_into(out, x, ax, Tensor(idx.buffer(), idx.dtype(), std::move(is), std::move(ist), idx.offset()));
-      break;
+      const Tensor args[2] = {x, Tensor(idx.buffer(), idx.dtype(), std::move(is), std::move(ist), idx.offset())};
+      run_kernel(op, x.dtype(), args, out, attrs);
+      return out;
     }
     case OpId::OneHot:
-      if (auto bad = cpu::first_index_outside(x, 0, attrs.axis))
+      if (auto bad = device_utilities(x.device(), "one_hot").first_index_outside(x, 0, attrs.axis))
         throw IndexError("one_hot: index " + str(*bad) + " is out of range for " + str(attrs.axis) +
                          " classes (expected 0 <= index < " + str(attrs.axis) + ")");
-      cpu::one_hot_into(out, x, attrs.axis);
       break;
     default: break;
   }
+  // Concat's inputs may differ in dtype: its kernel converts each one into
+  // the result dtype as it copies.
+  run_kernel(op, o.dtype, in, out, attrs);
   return out;
 }
 

@@ -3,8 +3,7 @@
 #include <limits>
 #include <string>
 
-#include "../backends/cpu/matmul.h"
-#include "eager_cpu.h"
+#include "kernel_registry.h"
 #include "op_table.h"
 #include "ops.h"
 
@@ -82,17 +81,17 @@ TensorLayout infer_matmul(OpId, std::span<const TensorLayout> in, const Attrs&) 
   return TensorLayout(g.dtype, std::move(g.out), in[0].device);
 }
 
-Tensor eager_matmul(OpId op, std::span<const Tensor> in, const Attrs&) {
-  require_cpu(op, in);
+Tensor eager_matmul(OpId op, std::span<const Tensor> in, const Attrs& attrs) {
+  check_same_device(op, in);
   const Tensor& a = in[0].realize();
   const Tensor& b = in[1].realize();
   const MatmulGeom g = matmul_geometry(a.shape(), b.shape(), a.dtype(), b.dtype());
-  Tensor out = detail::output_tensor(g.out, g.dtype);
+  Tensor out = detail::output_tensor(g.out, g.dtype, a.device());
   if (out.numel() == 0) return out;
   Shape full = g.batch;
   full.insert(full.end(), {g.m, g.n});
-  cpu::matmul(as_batched(a, g, true), as_batched(b, g, false),
-              Tensor(out.buffer(), g.dtype, full, contiguous_strides(full), out.offset()));
+  const Tensor operands[2] = {as_batched(a, g, true), as_batched(b, g, false)};
+  run_kernel(op, g.dtype, operands, Tensor(out.buffer(), g.dtype, full, contiguous_strides(full), out.offset()), attrs);
   return out;
 }
 

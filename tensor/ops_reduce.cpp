@@ -3,8 +3,7 @@
 // (backends/cpu/reduce_kernels.cpp) and the public functions of ops.h.
 #include <string>
 
-#include "../backends/cpu/reduce_kernels.h"
-#include "eager_cpu.h"
+#include "kernel_registry.h"
 #include "op_table.h"
 #include "ops.h"
 
@@ -64,12 +63,12 @@ TensorLayout infer_reduce(OpId op, std::span<const TensorLayout> in, const Attrs
 }
 
 Tensor eager_reduce(OpId op, std::span<const Tensor> in, const Attrs& attrs) {
-  require_cpu(op, in);
+  check_same_device(op, in);
   const Tensor& x = in[0];
   x.realize();
   ReduceGeom g = reduce_geometry(op, x.dtype(), x.shape(), attrs);
-  Tensor out = detail::output_tensor(g.shape, g.dtype);
-  cpu::reduce(op, x, g.reduced, attrs.scalar, out);
+  Tensor out = detail::output_tensor(g.shape, g.dtype, x.device());
+  run_kernel(op, x.dtype(), in, out, attrs);
   return out;
 }
 

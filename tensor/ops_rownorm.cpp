@@ -4,9 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "../backends/cpu/copy.h"
-#include "../backends/cpu/rownorm_kernels.h"
-#include "eager_cpu.h"
+#include "kernel_registry.h"
 #include "op_table.h"
 #include "ops.h"
 
@@ -55,23 +53,23 @@ TensorLayout infer_rownorm(OpId op, std::span<const TensorLayout> in, const Attr
 }
 
 Tensor eager_rownorm(OpId op, std::span<const Tensor> in, const Attrs& attrs) {
-  require_cpu(op, in);
+  check_same_device(op, in);
   std::vector<TensorLayout> ls;
   for (const Tensor& t : in) ls.emplace_back(t.realize().dtype(), t.shape(), t.device());
   const DType dt = rownorm_check(op, ls, attrs);
   Tensor x = in[0];
   if (x.dtype() != dt) {  // integer x, or a weight of a wider dtype: compute in the result dtype
-    Tensor c = Tensor::empty(x.shape(), dt);
-    cpu::copy_into(x, c);
+    Tensor c = Tensor::empty(x.shape(), dt, x.device());
+    copy_into(x, c);
     x = c;
   }
-  Tensor out = detail::output_tensor(x.shape(), dt);
-  if (!is_norm(op)) {
-    cpu::softmax(x, normalize_axis(attrs.axis, x.ndim(), op_name(op)), op == OpId::LogSoftmax, out);
+  Tensor out = detail::output_tensor(x.shape(), dt, x.device());
+  if (x.is_same(in[0])) {
+    run_kernel(op, dt, in, out, attrs);
   } else {
-    const Tensor w = attrs.ints[0] ? in[1] : Tensor();
-    const Tensor b = attrs.ints[1] ? in[1 + attrs.ints[0]] : Tensor();
-    cpu::layer_norm(x, w, b, attrs.scalar, op == OpId::RmsNorm, out);
+    std::vector<Tensor> args(in.begin(), in.end());
+    args[0] = x;
+    run_kernel(op, dt, args, out, attrs);
   }
   return out;
 }

@@ -1,7 +1,6 @@
 // kiln: the Scan category (cumsum along attrs.axis): shape rule, eager call
 // and the public function.
-#include "../backends/cpu/reduce_kernels.h"
-#include "eager_cpu.h"
+#include "kernel_registry.h"
 #include "op_table.h"
 #include "ops.h"
 
@@ -15,13 +14,13 @@ TensorLayout infer_scan(OpId op, std::span<const TensorLayout> in, const Attrs& 
 }
 
 Tensor eager_scan(OpId op, std::span<const Tensor> in, const Attrs& attrs) {
-  require_cpu(op, in);
+  check_same_device(op, in);
   const Tensor& x = in[0];
   x.realize();
-  const int64_t axis = normalize_axis(attrs.axis, x.ndim(), op_name(op));
+  normalize_axis(attrs.axis, x.ndim(), op_name(op));  // IndexError for a bad axis before any allocation
   const DType xd = x.dtype();
-  Tensor out = detail::output_tensor(x.shape(), result_dtype(op, std::span<const DType>(&xd, 1), attrs));
-  cpu::cumsum(x, axis, out);
+  Tensor out = detail::output_tensor(x.shape(), result_dtype(op, std::span<const DType>(&xd, 1), attrs), x.device());
+  run_kernel(op, xd, in, out, attrs);
   return out;
 }
 

@@ -3,9 +3,9 @@
 #include <limits>
 #include <string>
 
-#include "../backends/cpu/elementwise_kernels.h"
 #include "dispatch.h"
 #include "elementwise_util.h"
+#include "kernel_registry.h"
 #include "op_table.h"
 #include "ops.h"
 
@@ -44,13 +44,15 @@ TensorLayout infer_ternary(OpId op, std::span<const TensorLayout> in, const Attr
 }
 
 Tensor eager_ternary(OpId op, std::span<const Tensor> in, const Attrs& attrs) {
+  check_same_device(op, in);
   const DType d[3] = {in[0].dtype(), in[1].dtype(), in[2].dtype()};
   const DType od = result_dtype(op, d, attrs);
   Tensor out = detail::output_tensor(broadcast3(op, in[0].shape(), in[1].shape(), in[2].shape()), od, in[0].device());
   // where's condition is read as bool (nonzero and NaN are true); the value
   // operands are promoted to the result dtype.
   const DType d0 = op == OpId::Where ? DType::bool_ : od;
-  cpu::ternary_kernel(op, converted(in[0], d0), converted(in[1], od), converted(in[2], od), out);
+  const Tensor conv[3] = {converted(in[0], d0), converted(in[1], od), converted(in[2], od)};
+  run_kernel(op, od, conv, out, attrs);
   return out;
 }
 

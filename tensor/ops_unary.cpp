@@ -1,9 +1,8 @@
 // The Unary rows: shape rule, eager execution and the public functions.
 #include <string>
 
-#include "../backends/cpu/copy.h"
-#include "../backends/cpu/elementwise_kernels.h"
 #include "elementwise_util.h"
+#include "kernel_registry.h"
 #include "op_table.h"
 #include "ops.h"
 
@@ -14,7 +13,7 @@ namespace detail {
 Tensor converted(const Tensor& x, DType d) {
   if (x.dtype() == d) return x;
   Tensor out = Tensor::empty(x.shape(), d, x.device());
-  cpu::copy_into(x, out);
+  copy_into(x, out);
   return out;
 }
 
@@ -28,15 +27,15 @@ Tensor eager_unary(OpId op, std::span<const Tensor> in, const Attrs& attrs) {
   const DType xd = x.dtype();
   const DType od = result_dtype(op, std::span<const DType>(&xd, 1), attrs);
   Tensor out = detail::output_tensor(x.shape(), od, x.device());
-  if (op == OpId::Cast) {
-    cpu::copy_into(x, out);
-    return out;
+  // Cast converts as it copies; Float rows compute integer and bool inputs
+  // in float32 (the result dtype); the others compute in the input's dtype.
+  const DType cd = op != OpId::Cast && op_info(op).dtype_rule == DTypeRule::Float ? od : xd;
+  if (cd == xd) {
+    run_kernel(op, cd, in, out, attrs);
+  } else {
+    const Tensor xc[1] = {converted(x, cd)};
+    run_kernel(op, cd, xc, out, attrs);
   }
-  // Float rows compute integer and bool inputs in float32 (the result dtype);
-  // the others compute in the input's dtype.
-  const DType cd = op_info(op).dtype_rule == DTypeRule::Float ? od : xd;
-  if (cd == xd) cpu::unary_kernel(op, x, out);
-  else cpu::unary_kernel(op, converted(x, cd), out);
   return out;
 }
 

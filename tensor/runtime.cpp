@@ -5,8 +5,8 @@
 
 #include <string>
 
-#include "../backends/cpu/matmul.h"
 #include "error.h"
+#include "kernel_registry.h"
 
 #ifdef KILN_HAVE_OPENBLAS
 #include <cblas.h>
@@ -32,6 +32,6 @@ void set_num_threads(int n) {
 
 int get_num_threads() { return omp_get_max_threads(); }
 
-const char* blas_backend() { return cpu::gemm_backend(); }
+const char* blas_backend() { return detail::device_utilities(Device::cpu(), "blas_backend").blas_name(); }
 
 }  // namespace kiln

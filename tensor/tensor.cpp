@@ -4,8 +4,8 @@
 #include <cstring>
 #include <ostream>
 
-#include "../backends/cpu/copy.h"
 #include "dispatch.h"
+#include "kernel_registry.h"
 #include "op_table.h"
 #include "realize_hook.h"
 
@@ -190,7 +190,7 @@ Tensor Tensor::contiguous() const {
 Tensor Tensor::clone() const {
   realize();
   Tensor out = empty(shape(), dtype(), device());
-  cpu::copy_into(*this, out);
+  detail::copy_into(*this, out);
   return out;
 }
 

@@ -1,0 +1,79 @@
+#include "kernel_registry.h"
+
+#include <string>
+
+namespace kiln::detail {
+
+namespace {
+
+constexpr int kNumDeviceTypes = 2;  // DeviceType::cpu, DeviceType::cuda
+
+struct Entry {
+  Kernel kernel;
+  DTypeMask dtypes;
+};
+
+// Plain aggregates with constant (zero) initialisation: they are ready before
+// any backend's dynamic initialiser registers into them, whatever the order
+// of initialisation across translation units.
+Entry g_kernels[kNumDeviceTypes][kNumOps];
+DeviceUtilities g_utilities[kNumDeviceTypes];
+bool g_has_utilities[kNumDeviceTypes];
+
+size_t dev_index(DeviceType d) { return static_cast<size_t>(d); }
+
+/// The device's own word for why it cannot run kernels, if its backend is
+/// missing from this build; empty when it is present.
+std::string backend_missing(Device dev) {
+  if (g_has_utilities[dev_index(dev.type)]) return {};
+  return dev.type == DeviceType::cuda ? " (this kiln was built without the CUDA backend)" : " (no backend registered)";
+}
+
+}  // namespace
+
+void register_kernel(OpId op, DeviceType dev, Kernel k, DTypeMask dtypes) {
+  g_kernels[dev_index(dev)][static_cast<size_t>(op)] = Entry{k, dtypes};
+}
+
+void register_device_utilities(DeviceType dev, const DeviceUtilities& u) {
+  g_utilities[dev_index(dev)] = u;
+  g_has_utilities[dev_index(dev)] = true;
+}
+
+bool has_kernel(OpId op, DeviceType dev, DType dtype) noexcept {
+  const Entry& e = g_kernels[dev_index(dev)][static_cast<size_t>(op)];
+  return e.kernel != nullptr && (e.dtypes & dtype_bit(dtype)) != 0;
+}
+
+Kernel kernel_for(OpId op, Device dev, DType dtype) {
+  const Entry& e = g_kernels[dev_index(dev.type)][static_cast<size_t>(op)];
+  if (e.kernel != nullptr && (e.dtypes & dtype_bit(dtype)) != 0) [[likely]]
+    return e.kernel;
+  throw DeviceError(op_prefix(op) + "no kernel for " + dev.str() + " of dtype " + std::string(name(dtype)) +
+                    backend_missing(dev));
+}
+
+const DeviceUtilities& device_utilities(Device dev, const char* who) {
+  if (!g_has_utilities[dev_index(dev.type)])
+    throw DeviceError(std::string(who) + ": no kernels for " + dev.str() + backend_missing(dev));
+  return g_utilities[dev_index(dev.type)];
+}
+
+void check_same_device(OpId op, std::span<const Tensor> in) {
+  for (size_t i = 1; i < in.size(); ++i)
+    if (!(in[i].device() == in[0].device())) [[unlikely]]
+      throw DeviceError(op_prefix(op) + "input " + std::to_string(i) + " is on " + in[i].device().str() +
+                        " but input 0 is on " + in[0].device().str() +
+                        " (move one with .to(device); eager ops never copy between devices)");
+}
+
+void copy_into(const Tensor& src, const Tensor& dst) {
+  if (!(src.device() == dst.device()))
+    throw DeviceError("copy: source is on " + src.device().str() + " but the destination is on " + dst.device().str());
+  Attrs a;
+  a.dtype = dst.dtype();
+  const Tensor in[1] = {src};
+  run_kernel(OpId::Cast, src.dtype(), std::span<const Tensor>(in, 1), dst, a);
+}
+
+}  // namespace kiln::detail
