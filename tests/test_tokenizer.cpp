@@ -123,6 +123,9 @@ TEST_SUITE("tokenizer") {
     CHECK(t.tokenize(std::string("a\0a", 3)) == Pieces{"a", "##a"});
     CHECK(t.tokenize("a\x07" "a\xEF\xBF\xBD" "a") == Pieces{"a", "##a", "##a"});  // BEL, U+FFFD
     CHECK(t.tokenize("a\xC2\xAD" "a\xE2\x80\x8D" "a") == Pieces{"a", "##a", "##a"});  // soft hyphen, ZWJ (Cf)
+    CHECK(t.tokenize("a\xEE\x80\x80" "a") == Pieces{"a", "##a"});  // U+E000 private use (Co)
+    // Unassigned code points (Cn) stay, as in HuggingFace's Rust tokenizer: "a?a" matches nothing.
+    CHECK(t.tokenize("a\xCD\xB8" "a the") == Pieces{"[UNK]", "the"});  // U+0378
   }
 
   TEST_CASE("accents are stripped after NFD (precomposed and combining forms alike)") {
@@ -148,6 +151,11 @@ TEST_SUITE("tokenizer") {
     CHECK(t.tokenize("a\xE6\x9D\xB1" "a") == Pieces{"a", "\xE6\x9D\xB1", "a"});
     CHECK(t.tokenize("\xE3\x81\xAF\xE3\x81\xAF") == Pieces{"[UNK]"});  // はは: one word
     CHECK(t.tokenize("\xE6\x9D\xB1\xE3\x81\xAF") == Pieces{"\xE6\x9D\xB1", "[UNK]"});
+    // U+F900 (a compatibility ideograph) and U+2B820 (in BERT's list, not in
+    // the Rust tokenizer's) are split off.
+    CHECK(t.tokenize("a\xEF\xA4\x80" "a") == Pieces{"a", "[UNK]", "a"});
+    CHECK(t.tokenize("a\xF0\xAB\xA0\xA0" "a") == Pieces{"a", "[UNK]", "a"});  // U+2B820
+    CHECK(t.tokenize("a\xEA\xB0\x80" "a") == Pieces{"[UNK]"});  // U+AC00 Hangul: not in the list
   }
 
   TEST_CASE("emoji and symbols are not punctuation: an unknown word is one [UNK]") {

@@ -21,12 +21,15 @@ bool is_whitespace(Cp c) {
   return cat == UTF8PROC_CATEGORY_ZS || cat == UTF8PROC_CATEGORY_ZL || cat == UTF8PROC_CATEGORY_ZP;
 }
 
-// BERT's _is_control: category C* (Cc, Cf, Cs, Co, Cn), except tab, newline, CR.
+// BERT's _is_control as the Rust tokenizer (BertTokenizerFast, which
+// computed the reference ids) has it: categories Cc, Cf, Cs, Co, except tab,
+// newline and CR. Unassigned code points (Cn) are kept, as there: the Python
+// BertTokenizer drops them too, so the two differ only on those.
 bool is_control(Cp c) {
   if (c == '\t' || c == '\n' || c == '\r') return false;
   switch (utf8proc_category(c)) {
     case UTF8PROC_CATEGORY_CC: case UTF8PROC_CATEGORY_CF: case UTF8PROC_CATEGORY_CS:
-    case UTF8PROC_CATEGORY_CO: case UTF8PROC_CATEGORY_CN: return true;
+    case UTF8PROC_CATEGORY_CO: return true;
     default: return false;
   }
 }

@@ -13,10 +13,12 @@
 
 namespace kiln::text {
 
-/// Text -> token ids, as BERT's tokenizer does it:
+/// Text -> token ids, as HuggingFace's BertTokenizer (transformers 5, whose
+/// BertTokenizer is the Rust `tokenizers` one) does it:
 ///  1. basic tokenizer: drop NUL, U+FFFD and control characters (Unicode
-///     category C*, except tab/newline/CR) and map whitespace (tab, newline,
-///     CR, categories Zs/Zl/Zp) to a space; put spaces around CJK ideographs
+///     categories Cc, Cf, Co, Cs, except tab/newline/CR; unassigned code
+///     points are kept, as there) and map whitespace (tab, newline, CR,
+///     categories Zs/Zl/Zp) to a space; put spaces around CJK ideographs
 ///     (BERT's fixed list of blocks); with `lowercase`: lowercase (utf8proc's
 ///     simple mapping), Unicode NFD, drop nonspacing marks (category Mn);
 ///     without it: Unicode NFC. Then split on whitespace and punctuation
@@ -28,9 +30,12 @@ namespace kiln::text {
 /// All text is UTF-8; invalid UTF-8 throws ValueError naming the byte offset.
 /// Immutable after construction: one tokenizer may be used from many threads.
 ///
-/// Not done (as in BertTokenizer's defaults these models do not need): text
-/// that spells a special token ("[CLS]") is tokenized as ordinary text, and
-/// a final capital sigma lowercases to "σ", not "ς".
+/// Known differences from HuggingFace's: text that spells a special token
+/// ("[CLS]") is tokenized as ordinary text; the Unicode data are utf8proc's
+/// (Unicode 15 in 2.8) where `tokenizers` has older tables, so characters
+/// added or re-categorised since (e.g. U+061D, U+2E55 as punctuation)
+/// can split differently; U+2B820..U+2B91F are split as CJK, as BERT's list
+/// says (`tokenizers` starts that block at U+2B920).
 class WordPieceTokenizer {
  public:
   /// Reads vocab.txt: one token per line (a final newline is optional, a CR
