@@ -18,6 +18,8 @@ namespace fs = std::filesystem;
 using Pieces = std::vector<std::string>;
 using Ids = std::vector<int64_t>;
 
+// Test names carry no ',' or ';': ctest runs each case by name through
+// doctest's --test-case filter, which splits at those.
 namespace {
 
 /// Writes `text` to a fresh file under the temp folder; removed on destruction.
@@ -79,7 +81,7 @@ std::string repeat(const std::string& s, int n) {
 }  // namespace
 
 TEST_SUITE("tokenizer") {
-  TEST_CASE("vocab: ids are line numbers; token_id is -1 when absent") {
+  TEST_CASE("vocab: ids are line numbers and token_id is -1 when absent") {
     const auto& t = small();
     CHECK(t.vocab_size() == 26);
     CHECK(t.token_id("[PAD]") == 0);
@@ -100,7 +102,7 @@ TEST_SUITE("tokenizer") {
     CHECK(t.encode("    ") == Ids{2, 3});
   }
 
-  TEST_CASE("greedy longest-match-first with ## continuations; lowercase") {
+  TEST_CASE("greedy longest-match-first with ## continuations and lowercasing") {
     const auto& t = small();
     CHECK(t.tokenize("unaffable") == Pieces{"un", "##aff", "##able"});
     CHECK(t.tokenize("UnAffABLE the QUICK") == Pieces{"un", "##aff", "##able", "the", "quick"});
@@ -111,14 +113,14 @@ TEST_SUITE("tokenizer") {
     CHECK(t.tokenize("able") == Pieces{"[UNK]"});  // only "##able" is in the vocab
   }
 
-  TEST_CASE("whitespace: tab, newline, CR, no-break space and line separator split words") {
+  TEST_CASE("whitespace: tab and newline and CR and no-break space and line separator split words") {
     const auto& t = small();
     CHECK(t.tokenize("the\tquick\nbrown\rthe") == Pieces{"the", "quick", "brown", "the"});
     CHECK(t.tokenize("the\xC2\xA0quick\xE2\x80\xA8" "brown\xE3\x80\x80the") ==
           Pieces{"the", "quick", "brown", "the"});  // U+00A0, U+2028, U+3000
   }
 
-  TEST_CASE("cleaning drops NUL, U+FFFD and control/format characters inside words") {
+  TEST_CASE("cleaning drops NUL and U+FFFD and control/format characters inside words") {
     const auto& t = small();
     CHECK(t.tokenize(std::string("a\0a", 3)) == Pieces{"a", "##a"});
     CHECK(t.tokenize("a\x07" "a\xEF\xBF\xBD" "a") == Pieces{"a", "##a", "##a"});  // BEL, U+FFFD
@@ -137,7 +139,7 @@ TEST_SUITE("tokenizer") {
     CHECK(t.tokenize("\xCC\x81" "the") == Pieces{"the"});                 // a leading lone mark
   }
 
-  TEST_CASE("cased tokenizer: no lowercasing, no accent stripping, NFC") {
+  TEST_CASE("cased tokenizer: no lowercasing and no accent stripping but NFC") {
     TempFile f(kVocab);
     auto t = WordPieceTokenizer::from_vocab_file(f.path.string(), /*lowercase=*/false);
     CHECK(t.tokenize("Caf\xC3\xA9") == Pieces{"Caf\xC3\xA9"});
@@ -145,7 +147,7 @@ TEST_SUITE("tokenizer") {
     CHECK(t.tokenize("caf\xC3\xA9 The the") == Pieces{"[UNK]", "[UNK]", "the"});
   }
 
-  TEST_CASE("CJK ideographs are words of their own; kana and Hangul are not split") {
+  TEST_CASE("CJK ideographs are words of their own but kana and Hangul are not split") {
     const auto& t = small();
     CHECK(t.tokenize("\xE6\x9D\xB1\xE4\xBA\xAC") == Pieces{"\xE6\x9D\xB1", "\xE4\xBA\xAC"});  // 東京
     CHECK(t.tokenize("a\xE6\x9D\xB1" "a") == Pieces{"a", "\xE6\x9D\xB1", "a"});
@@ -165,7 +167,7 @@ TEST_SUITE("tokenizer") {
     CHECK(t.tokenize("a\xC2\xA9" "a") == Pieces{"[UNK]"});                       // © (So) does not split
   }
 
-  TEST_CASE("punctuation splits: Unicode P* and all ASCII punctuation, symbols like ^ $ ` + included") {
+  TEST_CASE("punctuation splits: Unicode P categories and all ASCII punctuation with symbols like ^ $ ` + included") {
     const auto& t = small();
     CHECK(t.tokenize("hello,world!") == Pieces{"hello", ",", "world", "!"});
     CHECK(t.tokenize("^$`+") == Pieces{"^", "$", "`", "+"});
@@ -175,7 +177,7 @@ TEST_SUITE("tokenizer") {
     CHECK(t.tokenize("...") == Pieces{".", ".", "."});
   }
 
-  TEST_CASE("a word of more than 100 characters is [UNK]; 100 are split") {
+  TEST_CASE("a word of more than 100 characters is [UNK] and one of 100 is split") {
     const auto& t = small();
     CHECK(t.tokenize(repeat("a", 101)) == Pieces{"[UNK]"});
     Pieces hundred{"a"};
@@ -186,7 +188,7 @@ TEST_SUITE("tokenizer") {
     CHECK(t.tokenize(repeat("\xC3\xA0", 101) + " the") == Pieces{"[UNK]", "the"});
   }
 
-  TEST_CASE("truncation keeps [CLS] and [SEP] and cuts pieces, mid-word too") {
+  TEST_CASE("truncation keeps [CLS] and [SEP] and cuts pieces (mid-word too)") {
     const auto& t = small();
     CHECK(t.encode("the quick brown", 2) == Ids{2, 3});
     CHECK(t.encode("the quick brown", 3) == Ids{2, 4, 3});
@@ -198,7 +200,7 @@ TEST_SUITE("tokenizer") {
     CHECK_THROWS_WITH(t.encode("the", -5), doctest::Contains("max_length must be >= 2"));
   }
 
-  TEST_CASE("encode_batch pads to the longest row or pad_to; mask marks the ids") {
+  TEST_CASE("encode_batch pads to the longest row or pad_to and the mask marks the ids") {
     const auto& t = small();
     std::vector<std::string> texts{"the quick", "", "unaffable brown"};
     auto b = t.encode_batch(texts);
@@ -250,7 +252,7 @@ TEST_SUITE("tokenizer") {
     CHECK_THROWS_AS(t.encode("the quick brown \xFF", 3), ValueError);
   }
 
-  TEST_CASE("bad vocab files: missing, empty, duplicate, empty line, no specials, bad UTF-8; CRLF works") {
+  TEST_CASE("vocab files: missing or empty or duplicate or empty line or no specials or bad UTF-8 are errors and CRLF works") {
     CHECK_THROWS_WITH_AS(WordPieceTokenizer::from_vocab_file("/nonexistent/kiln/vocab.txt"),
                          doctest::Contains("cannot open '/nonexistent/kiln/vocab.txt'"), IoError);
     CHECK_THROWS_AS(WordPieceTokenizer::from_vocab_file(""), IoError);
