@@ -336,7 +336,7 @@ TEST_SUITE("digits") {
     for (int64_t i = 0; i < 100; ++i) CHECK(sorted[static_cast<size_t>(i)] == i);
 
     CsvTable t{Tensor::from_vector(std::vector<float>{0, 16, 8, 4, 2, 1, 3, 5, 6, 7}, {10, 1}),
-               Tensor::from_vector(std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9})};
+               Tensor::from_vector(std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}), {}};
     digits::Split s = digits::split_dataset(t, 0.2, 11);
     CHECK(s.x_train.shape() == Shape{8, 1});
     CHECK(s.x_test.shape() == Shape{2, 1});
@@ -393,7 +393,7 @@ TEST_SUITE("digits") {
     TempDir tmp;
     CsvTable all = training_table(tmp);
     // 320 rows: 256 train (4 batches of 64), 64 test.
-    CsvTable slice320{slice(all.features, 0, 0, 320), slice(all.labels, 0, 0, 320)};
+    CsvTable slice320{slice(all.features, 0, 0, 320), slice(all.labels, 0, 0, 320), {}};
     digits::Split d = digits::split_dataset(slice320, 0.2, 1);
     REQUIRE(d.x_train.size(0) == 256);
     Tensor y = digits::one_hot_targets(d.y_train);
