@@ -1,14 +1,18 @@
 // kiln: isclose, allclose, array_equal, max_ulp_diff and assert_close.
-// They read the operands' memory directly (strides as they are, broadcast
-// axes as stride 0) instead of composing ops, so a comparison is exact
+// They read the operands' memory directly, a chunk at a time (strides as
+// they are, broadcast axes as stride 0), instead of composing ops, so a
+// comparison needs no copy of the operands, is exact
 // (float64 or int64 arithmetic, not the operands' dtype), records nothing
 // into a graph and does not depend on which realization context is current.
 #include "testing.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "dispatch.h"
@@ -45,33 +49,67 @@ Strides broadcast_strides(const Tensor& t, const Shape& shape) {
   return out;
 }
 
-/// Every element of `t` broadcast to `shape`, in row-major order, converted to T.
+/// Reads the elements of `t` broadcast to `shape`, in row-major order and
+/// converted to T, a chunk at a time (so a comparison needs no copy of
+/// whole operands).
 template <class T>
-std::vector<T> gather(const Tensor& t, const Shape& shape) {
-  const int64_t n = checked_numel(shape);
-  std::vector<T> out(static_cast<size_t>(n));
-  if (n == 0) return out;
-  const Strides st = broadcast_strides(t, shape);
-  const size_t nd = shape.size();
-  detail::visit_dtype(t.dtype(), [&](auto tag) {
-    using S = typename decltype(tag)::type;
-    const S* base = static_cast<const S*>(t.data_ptr());
-    std::vector<int64_t> idx(nd, 0);
-    int64_t off = 0;
-    for (int64_t k = 0; k < n; ++k) {
-      out[static_cast<size_t>(k)] = detail::convert<T>(base[off]);
-      // odometer step over the last axes
-      for (size_t d = nd; d-- > 0;) {
-        if (++idx[d] < shape[d]) {
-          off += st[d];
-          break;
+class Reader {
+ public:
+  Reader(const Tensor& t, const Shape& shape)
+      : t_(t), shape_(shape), strides_(broadcast_strides(t, shape)), idx_(shape.size(), 0) {}
+
+  /// Writes the next n elements to out.
+  void next(T* out, size_t n) {
+    detail::visit_dtype(t_.dtype(), [&](auto tag) {
+      using S = typename decltype(tag)::type;
+      const S* base = static_cast<const S*>(t_.data_ptr());
+      for (size_t k = 0; k < n; ++k) {
+        out[k] = detail::convert<T>(base[off_]);
+        // odometer step, last axis fastest
+        for (size_t d = shape_.size(); d-- > 0;) {
+          if (++idx_[d] < shape_[d]) {
+            off_ += strides_[d];
+            break;
+          }
+          off_ -= strides_[d] * (shape_[d] - 1);
+          idx_[d] = 0;
         }
-        off -= st[d] * (shape[d] - 1);
-        idx[d] = 0;
       }
-    }
-  });
-  return out;
+    });
+  }
+
+ private:
+  const Tensor& t_;
+  const Shape& shape_;
+  Strides strides_;
+  std::vector<int64_t> idx_;
+  int64_t off_ = 0;
+};
+
+/// Calls f(k0, n, a_values, b_values) for consecutive chunks of the
+/// elements of a and b broadcast to `shape`; stops early when f returns false.
+template <class T, class F>
+void for_each_chunk(const Tensor& a, const Tensor& b, const Shape& shape, F&& f) {
+  constexpr size_t kChunk = 4096;
+  const auto n = static_cast<size_t>(checked_numel(shape));
+  Reader<T> ra(a, shape), rb(b, shape);
+  std::vector<T> va(std::min(n, kChunk)), vb(va.size());
+  for (size_t k0 = 0; k0 < n; k0 += kChunk) {
+    const size_t m = std::min(kChunk, n - k0);
+    ra.next(va.data(), m);
+    rb.next(vb.data(), m);
+    if (!f(k0, m, va.data(), vb.data())) return;
+  }
+}
+
+/// for_each_chunk with int64 values when neither operand is floating (exact
+/// comparison), float64 otherwise; f is generic in the value type.
+template <class F>
+void for_each_chunk_auto(const Tensor& a, const Tensor& b, const Shape& shape, F&& f) {
+  if (!is_floating(a.dtype()) && !is_floating(b.dtype()))
+    for_each_chunk<int64_t>(a, b, shape, f);
+  else
+    for_each_chunk<double>(a, b, shape, f);
 }
 
 /// The multi-dimensional index of row-major position `k` in `shape`, as "[i, j]".
@@ -103,29 +141,10 @@ bool close_i(int64_t x, int64_t y, double rtol, double atol) {
   return x == y || abs_diff_i(x, y) <= atol + rtol * std::fabs(static_cast<double>(y));
 }
 
-/// Both operands' elements, broadcast to one shape, as int64 when neither is
-/// floating (exact) and as float64 otherwise.
-struct Operands {
-  Shape shape;
-  bool integral = false;
-  std::vector<double> fa, fb;
-  std::vector<int64_t> ia, ib;
-
-  Operands(const Tensor& a, const Tensor& b, const Shape& s) : shape(s) {
-    integral = !is_floating(a.dtype()) && !is_floating(b.dtype());
-    if (integral) {
-      ia = gather<int64_t>(a, shape);
-      ib = gather<int64_t>(b, shape);
-    } else {
-      fa = gather<double>(a, shape);
-      fb = gather<double>(b, shape);
-    }
-  }
-  size_t size() const { return integral ? ia.size() : fa.size(); }
-  bool close(size_t k, double rtol, double atol, bool equal_nan) const {
-    return integral ? close_i(ia[k], ib[k], rtol, atol) : close_f(fa[k], fb[k], rtol, atol, equal_nan);
-  }
-};
+bool close(double x, double y, double rtol, double atol, bool equal_nan) {
+  return close_f(x, y, rtol, atol, equal_nan);
+}
+bool close(int64_t x, int64_t y, double rtol, double atol, bool /*equal_nan*/) { return close_i(x, y, rtol, atol); }
 
 // ---- units in the last place ------------------------------------------------------
 
@@ -156,13 +175,23 @@ bool is_nan_value(S v) {
 
 // ---- the report --------------------------------------------------------------------
 
-std::string value_str(const Operands& o, bool actual, size_t k, DType dt) {
-  if (o.integral) {
-    const int64_t v = actual ? o.ia[k] : o.ib[k];
-    if (dt == DType::bool_) return v ? "True" : "False";
-    return std::to_string(v);
-  }
-  return shortest_str(actual ? o.fa[k] : o.fb[k], dt);
+std::string value_str(int64_t v, DType dt) {
+  if (dt == DType::bool_) return v ? "True" : "False";
+  return std::to_string(v);
+}
+std::string value_str(double v, DType dt) { return shortest_str(v, dt); }
+
+/// |x - y| and |x - y| / |y| of a mismatched pair (see assert_close).
+std::pair<double, double> differences(int64_t x, int64_t y) {
+  const double abs_d = abs_diff_i(x, y);
+  return {abs_d, y == 0 ? std::numeric_limits<double>::infinity() : abs_d / std::fabs(static_cast<double>(y))};
+}
+std::pair<double, double> differences(double x, double y) {
+  const double abs_d = std::fabs(x - y);  // NaN when either is NaN; inf against an infinity
+  const double rel_d = std::isnan(abs_d)                  ? abs_d
+                       : y == 0 || std::isinf(y) ? std::numeric_limits<double>::infinity()
+                                                 : abs_d / std::fabs(y);
+  return {abs_d, rel_d};
 }
 
 // Ranks differences for "greatest": NaN above +inf above every finite value.
@@ -185,10 +214,14 @@ Tensor isclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool 
   readable(b, "isclose", "b");
   check_tolerance("isclose", "rtol", rtol);
   check_tolerance("isclose", "atol", atol);
-  const Operands o(a, b, broadcast_shapes(a.shape(), b.shape(), "isclose"));
-  std::vector<uint8_t> r(o.size());
-  for (size_t k = 0; k < r.size(); ++k) r[k] = o.close(k, rtol, atol, equal_nan);
-  return Tensor::from_data(r.data(), DType::bool_, r.size(), o.shape);
+  const Shape shape = broadcast_shapes(a.shape(), b.shape(), "isclose");
+  Tensor out = Tensor::empty(shape, DType::bool_);
+  bool* r = out.numel() ? static_cast<bool*>(out.data_ptr()) : nullptr;
+  for_each_chunk_auto(a, b, shape, [&](size_t k0, size_t m, const auto* x, const auto* y) {
+    for (size_t k = 0; k < m; ++k) r[k0 + k] = close(x[k], y[k], rtol, atol, equal_nan);
+    return true;
+  });
+  return out;
 }
 
 bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool equal_nan) {
@@ -196,23 +229,29 @@ bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool e
   readable(b, "allclose", "b");
   check_tolerance("allclose", "rtol", rtol);
   check_tolerance("allclose", "atol", atol);
-  const Operands o(a, b, broadcast_shapes(a.shape(), b.shape(), "allclose"));
-  for (size_t k = 0; k < o.size(); ++k)
-    if (!o.close(k, rtol, atol, equal_nan)) return false;
-  return true;
+  bool all = true;
+  for_each_chunk_auto(a, b, broadcast_shapes(a.shape(), b.shape(), "allclose"),
+                      [&](size_t, size_t m, const auto* x, const auto* y) {
+                        for (size_t k = 0; k < m && all; ++k) all = close(x[k], y[k], rtol, atol, equal_nan);
+                        return all;
+                      });
+  return all;
 }
 
 bool array_equal(const Tensor& a, const Tensor& b, bool equal_nan) {
   readable(a, "array_equal", "a");
   readable(b, "array_equal", "b");
   if (a.shape() != b.shape()) return false;
-  const Operands o(a, b, a.shape());
-  for (size_t k = 0; k < o.size(); ++k) {
-    const bool eq = o.integral ? o.ia[k] == o.ib[k]
-                               : o.fa[k] == o.fb[k] || (equal_nan && std::isnan(o.fa[k]) && std::isnan(o.fb[k]));
-    if (!eq) return false;
-  }
-  return true;
+  bool eq = true;
+  for_each_chunk_auto(a, b, a.shape(), [&](size_t, size_t m, const auto* x, const auto* y) {
+    for (size_t k = 0; k < m && eq; ++k) {
+      eq = x[k] == y[k];
+      if constexpr (std::is_same_v<std::decay_t<decltype(*x)>, double>)
+        eq = eq || (equal_nan && std::isnan(x[k]) && std::isnan(y[k]));
+    }
+    return eq;
+  });
+  return eq;
 }
 
 int64_t max_ulp_diff(const Tensor& a, const Tensor& b) {
@@ -223,28 +262,34 @@ int64_t max_ulp_diff(const Tensor& a, const Tensor& b) {
                      "float64), got " + std::string(name(a.dtype())) + " and " + std::string(name(b.dtype())));
   const Shape shape = broadcast_shapes(a.shape(), b.shape(), "max_ulp_diff");
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
-  return detail::visit_dtype(a.dtype(), [&](auto tag) -> int64_t {
+  int64_t worst = 0;
+  detail::visit_dtype(a.dtype(), [&](auto tag) {
     using S = typename decltype(tag)::type;
     if constexpr (std::is_same_v<S, float16_t> || std::is_same_v<S, bfloat16_t> || std::is_same_v<S, float> ||
                   std::is_same_v<S, double>) {
-      const std::vector<S> va = gather<S>(a, shape), vb = gather<S>(b, shape);
-      int64_t worst = 0;
-      for (size_t k = 0; k < va.size(); ++k) {
-        const bool na = is_nan_value(va[k]), nb = is_nan_value(vb[k]);
-        if (na || nb) {
-          if (na != nb) return kMax;
-          continue;
+      for_each_chunk<S>(a, b, shape, [&](size_t, size_t m, const S* x, const S* y) {
+        for (size_t k = 0; k < m; ++k) {
+          const bool nx = is_nan_value(x[k]), ny = is_nan_value(y[k]);
+          if (nx || ny) {
+            if (nx != ny) {
+              worst = kMax;
+              return false;
+            }
+            continue;
+          }
+          __int128 d = static_cast<__int128>(ulp_key(x[k])) - ulp_key(y[k]);
+          if (d < 0) d = -d;
+          if (d >= kMax) {
+            worst = kMax;
+            return false;
+          }
+          worst = std::max(worst, static_cast<int64_t>(d));
         }
-        __int128 d = static_cast<__int128>(ulp_key(va[k])) - ulp_key(vb[k]);
-        if (d < 0) d = -d;
-        if (d >= kMax) return kMax;
-        worst = std::max(worst, static_cast<int64_t>(d));
-      }
-      return worst;
-    } else {
-      return 0;  // unreachable: checked above
+        return true;
+      });
     }
   });
+  return worst;
 }
 
 Tolerance default_tolerance(DType dtype) {
@@ -274,37 +319,31 @@ std::string close_report(const Tensor& actual, const Tensor& expected, std::opti
     return std::string(kOp) + ": dtypes differ: actual " + std::string(name(actual.dtype())) + ", expected " +
            std::string(name(dt)) + " (convert one with .to(dtype) to compare the values)";
 
-  const Operands o(actual, expected, expected.shape());
+  const Shape& shape = expected.shape();
   // Differences print with float32's digits for 16-bit and 32-bit floats
   // (a 16-bit type may not hold a difference or a ratio), float64's otherwise.
   const DType diff_dt = dt == DType::float64 || !is_floating(dt) ? DType::float64 : DType::float32;
   constexpr size_t kListed = 5;
-  std::vector<size_t> listed;
+  std::vector<std::string> listed;  // "[i, j]: actual vs expected"
   int64_t mismatches = 0;
   double worst_abs = 0, worst_rel = 0;
   size_t worst_abs_at = 0, worst_rel_at = 0;
-  for (size_t k = 0; k < o.size(); ++k) {
-    if (o.close(k, rtol, atol, equal_nan)) continue;
-    double abs_d, rel_d;
-    if (o.integral) {
-      abs_d = abs_diff_i(o.ia[k], o.ib[k]);
-      rel_d = o.ib[k] == 0 ? std::numeric_limits<double>::infinity() : abs_d / std::fabs(static_cast<double>(o.ib[k]));
-    } else {
-      const double x = o.fa[k], y = o.fb[k];
-      abs_d = std::fabs(x - y);  // NaN when either is NaN; inf against an infinity
-      rel_d = std::isnan(abs_d) ? abs_d
-              : y == 0 || std::isinf(y) ? std::numeric_limits<double>::infinity()
-                                        : abs_d / std::fabs(y);
+  for_each_chunk_auto(actual, expected, shape, [&](size_t k0, size_t m, const auto* x, const auto* y) {
+    for (size_t k = 0; k < m; ++k) {
+      if (close(x[k], y[k], rtol, atol, equal_nan)) continue;
+      const auto [abs_d, rel_d] = differences(x[k], y[k]);
+      if (mismatches == 0 || worse(abs_d, worst_abs)) worst_abs = abs_d, worst_abs_at = k0 + k;
+      if (mismatches == 0 || worse(rel_d, worst_rel)) worst_rel = rel_d, worst_rel_at = k0 + k;
+      if (listed.size() < kListed)
+        listed.push_back(index_str(static_cast<int64_t>(k0 + k), shape) + ": " + value_str(x[k], dt) + " vs " +
+                         value_str(y[k], dt));
+      ++mismatches;
     }
-    if (mismatches == 0 || worse(abs_d, worst_abs)) worst_abs = abs_d, worst_abs_at = k;
-    if (mismatches == 0 || worse(rel_d, worst_rel)) worst_rel = rel_d, worst_rel_at = k;
-    if (listed.size() < kListed) listed.push_back(k);
-    ++mismatches;
-  }
+    return true;
+  });
   if (mismatches == 0) return "";
 
-  const Shape& shape = expected.shape();
-  const int64_t n = static_cast<int64_t>(o.size());
+  const int64_t n = checked_numel(shape);
   std::string r = std::string(kOp) + ": tensors are not close (" + std::string(name(dt)) + ", shape " +
                   shape_str(shape) + "; rtol=" + shortest_str(rtol, DType::float64) +
                   ", atol=" + shortest_str(atol, DType::float64) + (equal_nan ? ", equal_nan" : "") + ")\n";
@@ -320,9 +359,7 @@ std::string close_report(const Tensor& actual, const Tensor& expected, std::opti
            ? std::string("Mismatches (index: actual vs expected):")
            : "First " + std::to_string(listed.size()) + " of " + std::to_string(mismatches) +
                  " mismatches (index: actual vs expected):";
-  for (size_t k : listed)
-    r += "\n  " + index_str(static_cast<int64_t>(k), shape) + ": " + value_str(o, true, k, dt) + " vs " +
-         value_str(o, false, k, dt);
+  for (const std::string& line : listed) r += "\n  " + line;
   return r;
 }
 

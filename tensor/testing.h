@@ -67,15 +67,18 @@ Tolerance default_tolerance(DType dtype);
 ///     Mismatched elements: 2 / 6 (33.3%)
 ///     Greatest absolute difference: 0.5 at index [1, 0] (up to 1e-05 allowed)
 ///     Greatest relative difference: 0.25 at index [1, 0] (up to 1.3e-06 allowed)
-///     Mismatches (index: actual vs expected), first 2 of 2:
+///     Mismatches (index: actual vs expected):
 ///       [0, 2]: 3.001 vs 3
 ///       [1, 0]: 2.5 vs 2
 ///
 /// "Greatest" ranks the mismatched elements only (as numpy and torch do),
 /// NaN above infinity above finite values, the first index winning ties;
-/// a relative difference against expected 0 is inf. At most 5 mismatches
-/// are listed, in row-major order. Values print with the digits that read
-/// back in their dtype. A shape or dtype mismatch is reported on its own
+/// a relative difference against expected 0 or an infinity is inf. At most
+/// 5 mismatches are listed, in row-major order (headed "First 5 of N
+/// mismatches" when there are more). Values print with the digits that
+/// read back in their dtype (bool as True/False); differences with float32's
+/// digits for 16- and 32-bit floats, float64's otherwise. Indices count
+/// from 0; a 0-d tensor's is []. A shape or dtype mismatch is reported on its own
 /// ("assert_close: shapes differ: actual [2, 3], expected [3, 2]"). A
 /// non-empty `msg` is appended as a last line. Throws ValueError for a
 /// negative or NaN tolerance.

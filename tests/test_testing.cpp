@@ -347,6 +347,47 @@ TEST_SUITE("testing") {
           "  []: 1 vs 2");
   }
 
+  TEST_CASE("large operands are read in chunks: mismatches at chunk edges, any view") {
+    // 3 x 3001 = 9003 elements: three chunks of the reader (4096 each);
+    // mismatches at flat positions 4095, 4096 (either side of the first edge) and the last
+    std::vector<float> ev = kt::random_tensor({3, 3001}, DType::float32, 31).to_vector<float>(), av = ev;
+    ev[4095] = 0.5f, av[4095] = 1.5f;
+    ev[4096] = 1.0f, av[4096] = 4.0f;
+    ev[9002] = 2.0f, av[9002] = 4.0f;
+    Tensor a = Tensor::from_vector(av, {3, 3001}), e = Tensor::from_vector(ev, {3, 3001});
+    const std::string want =
+        "assert_close: tensors are not close (float32, shape [3, 3001]; rtol=1.3e-06, atol=1e-05)\n"
+        "Mismatched elements: 3 / 9003 (0.0%)\n"
+        "Greatest absolute difference: 3 at index [1, 1095] (up to 1e-05 allowed)\n"
+        "Greatest relative difference: 3 at index [1, 1095] (up to 1.3e-06 allowed)\n"
+        "Mismatches (index: actual vs expected):\n"
+        "  [1, 1094]: 1.5 vs 0.5\n"
+        "  [1, 1095]: 4 vs 1\n"
+        "  [2, 3000]: 4 vs 2";
+    for (auto k : {kt::ViewKind::contiguous, kt::ViewKind::negative, kt::ViewKind::transposed}) {
+      CAPTURE(kt::view_name(k));
+      Tensor ak = kt::relayout(a, k), ek = kt::relayout(e, k);
+      CHECK(close_report(ak, ek) == want);
+      std::vector<bool> c = bools(isclose(ak, ek, 1.3e-6, 1e-5));
+      for (size_t i = 0; i < c.size(); ++i) {
+        const bool ref = ref_isclose(av[i], ev[i], 1.3e-6, 1e-5, false);
+        if (c[i] != ref) {
+          CAPTURE(i);
+          CHECK(c[i] == ref);
+        }
+      }
+      CHECK(std::count(c.begin(), c.end(), false) == 3);
+      CHECK_FALSE(allclose(ak, ek, 1.3e-6, 1e-5));
+      CHECK_FALSE(array_equal(ak, ek));
+      CHECK(array_equal(ak, a));
+      CHECK(max_ulp_diff(ak, ek) > 0);
+    }
+    // the last element alone differs by one ulp
+    std::vector<float> bv = ev;
+    bv[9002] = std::nextafter(bv[9002], 10.0f);
+    CHECK(max_ulp_diff(kt::relayout(Tensor::from_vector(bv, {3, 3001}), kt::ViewKind::negative), e) == 1);
+  }
+
   TEST_CASE("assert_close: shape and dtype mismatches are their own message") {
     CHECK(report_of(zeros({2, 3}), zeros({3, 2})) == "assert_close: shapes differ: actual [2, 3], expected [3, 2]");
     CHECK(report_of(zeros({3}), zeros({3}, DType::float64)) ==
