@@ -2,7 +2,8 @@
 // headers), so it parses fast in Cling/clang-repl. Eigen interop is in
 // <kiln/eigen.h>. Not included here: the MEF format internals
 // (<kiln/jit/mef.h>, encoders and test helpers; engine::read in jit/engine.h
-// is the public loader) and the code generator's headers.
+// is the public loader), the code generator's headers, and the doctest
+// integration <kiln/tensor/doctest_close.h> (it needs doctest).
 #pragma once
 #include "tensor/allocator.h"
 #include "tensor/creation.h"
@@ -10,9 +11,11 @@
 #include "tensor/error.h"
 #include "tensor/op_table.h"
 #include "tensor/ops.h"
+#include "tensor/print_options.h"
 #include "tensor/random.h"
 #include "tensor/runtime.h"
 #include "tensor/tensor.h"
+#include "tensor/testing.h"
 #include "trace/graph.h"
 #include "trace/realization_context.h"
 #include "trace/pytree.h"

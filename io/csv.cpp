@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -142,56 +143,147 @@ std::string number_text(double v) {
   return std::string(buf, ec == std::errc() ? end : buf);
 }
 
-}  // namespace
 
-CsvTable read_csv_dataset(const std::string& path, int64_t num_label_classes) {
-  if (num_label_classes < 1)
-    throw ValueError(kOp + std::string("num_label_classes must be >= 1, got ") + std::to_string(num_label_classes));
-  const std::string text = file_contents(path);
-  // A UTF-8 byte-order mark (EF BB BF), as some editors and Excel write, is
-  // not part of the first field.
-  const size_t start = text.compare(0, 3, "\xEF\xBB\xBF") == 0 ? 3 : 0;
+/// A non-empty line of the text (without its '\n') and its number (from 1).
+struct Line {
+  std::string_view text;
+  int64_t number;
+};
 
-  std::vector<float> features;
-  std::vector<int64_t> labels;
-  std::vector<std::string_view> fields;
-  int64_t columns = 0, first_line = 0, line_no = 0;
-  size_t pos = start;
+std::vector<Line> nonempty_lines(const std::string& text, size_t pos) {
+  std::vector<Line> out;
+  int64_t line_no = 0;
   while (pos < text.size()) {
     size_t eol = text.find('\n', pos);
     if (eol == std::string::npos) eol = text.size();
     std::string_view line(text.data() + pos, eol - pos);
     pos = eol + 1;
     ++line_no;
-    if (trim(line).empty()) continue;
+    if (!trim(line).empty()) out.push_back({line, line_no});
+  }
+  return out;
+}
 
-    fields.clear();
-    for (size_t start = 0;;) {
-      size_t comma = line.find(',', start);
-      fields.push_back(trim(line.substr(start, comma == std::string_view::npos ? line.npos : comma - start)));
-      if (comma == std::string_view::npos) break;
-      start = comma + 1;
+/// The fields of one line: views into the text, or into `unquoted` for a
+/// quoted field that holds a doubled quote.
+struct Fields {
+  std::vector<std::string_view> view;
+  std::deque<std::string> unquoted;  // a deque: growing it keeps the views valid
+};
+
+/// Splits a line at commas outside double quotes. A field that starts
+/// (after spaces) with '"' is quoted (RFC 4180): it runs to the next lone
+/// '"', with "" standing for one '"'; only spaces may follow it. Elsewhere
+/// a '"' is an ordinary character.
+void split_fields(const std::string& path, const Line& line, Fields& out) {
+  out.view.clear();
+  out.unquoted.clear();
+  const std::string_view s = line.text;
+  size_t i = 0;
+  for (;;) {
+    const size_t begin = i;
+    while (i < s.size() && (s[i] == ' ' || s[i] == '\t')) ++i;
+    if (i < s.size() && s[i] == '"') {
+      const size_t open = i++;
+      std::string body;
+      bool doubled = false;
+      for (;; ++i) {
+        if (i >= s.size())
+          throw IoError(kOp + path + " line " + std::to_string(line.number) + ", column " +
+                        std::to_string(out.view.size() + 1) + ": the quoted field opened at character " +
+                        std::to_string(open + 1) + " has no closing quote on its line");
+        if (s[i] != '"') { body += s[i]; continue; }
+        if (i + 1 < s.size() && s[i + 1] == '"') { body += '"'; doubled = true; ++i; continue; }
+        break;
+      }
+      ++i;  // past the closing quote
+      const size_t after = i;
+      while (i < s.size() && s[i] != ',') ++i;
+      if (!trim(s.substr(after, i - after)).empty())
+        throw IoError(kOp + path + " line " + std::to_string(line.number) + ", column " +
+                      std::to_string(out.view.size() + 1) + ": text after the closing quote: " +
+                      quoted(trim(s.substr(after, i - after))));
+      if (doubled) {
+        out.unquoted.push_back(std::move(body));
+        out.view.push_back(out.unquoted.back());
+      } else {
+        out.view.push_back(s.substr(open + 1, after - open - 2));
+      }
+    } else {
+      while (i < s.size() && s[i] != ',') ++i;
+      out.view.push_back(trim(s.substr(begin, i - begin)));
     }
-    const auto n = static_cast<int64_t>(fields.size());
+    if (i >= s.size()) break;
+    ++i;  // past the comma
+  }
+}
+
+bool all_numbers(const std::vector<std::string_view>& fields) {
+  for (std::string_view f : fields)
+    if (!parse_number(f)) return false;
+  return true;
+}
+
+}  // namespace
+
+CsvTable read_csv_dataset(const std::string& path, int64_t num_label_classes, const CsvOptions& options) {
+  if (num_label_classes < 1)
+    throw ValueError(kOp + std::string("num_label_classes must be >= 1, got ") + std::to_string(num_label_classes));
+  const std::string text = file_contents(path);
+  // A UTF-8 byte-order mark (EF BB BF), as some editors and Excel write, is
+  // not part of the first field.
+  const size_t start = text.compare(0, 3, "\xEF\xBB\xBF") == 0 ? 3 : 0;
+  const std::vector<Line> lines = nonempty_lines(text, start);
+
+  Fields fields;
+  CsvTable out;
+  int64_t columns = 0, first_line = 0;
+  size_t first_data = 0;  // index into `lines`
+  auto set_columns = [&](int64_t n, int64_t line_no) {
+    if (n < 2) fail_at(path, line_no, "1 column; expected at least 2 (features, then a label)");
+    columns = n;
+    first_line = line_no;
+  };
+  if (options.header != CsvHeader::none && !lines.empty()) {
+    split_fields(path, lines[0], fields);
+    bool header = options.header == CsvHeader::skip;
+    if (!header && !all_numbers(fields.view)) {
+      Fields next;
+      if (lines.size() > 1) split_fields(path, lines[1], next);
+      header = lines.size() == 1 || all_numbers(next.view);
+    }
+    if (header) {
+      set_columns(static_cast<int64_t>(fields.view.size()), lines[0].number);
+      out.column_names.assign(fields.view.begin(), fields.view.end());
+      first_data = 1;
+      if (lines.size() == 1)
+        fail(path, "line " + std::to_string(lines[0].number) + " is a header row and no data lines follow it");
+    }
+  }
+
+  std::vector<float> features;
+  std::vector<int64_t> labels;
+  for (size_t li = first_data; li < lines.size(); ++li) {
+    const int64_t line_no = lines[li].number;
+    split_fields(path, lines[li], fields);
+    const auto n = static_cast<int64_t>(fields.view.size());
     if (columns == 0) {
-      if (n < 2) fail_at(path, line_no, "1 column; expected at least 2 (features, then a label)");
-      columns = n;
-      first_line = line_no;
+      set_columns(n, line_no);
     } else if (n != columns) {
       fail_at(path, line_no, std::to_string(n) + (n == 1 ? " column" : " columns") + ", expected " +
                                  std::to_string(columns) + " (as on line " + std::to_string(first_line) + ")");
     }
 
     for (int64_t c = 0; c < n; ++c) {
-      std::optional<double> v = parse_number(fields[c]);
+      std::optional<double> v = parse_number(fields.view[c]);
       if (!v)
         throw IoError(kOp + path + " line " + std::to_string(line_no) + ", column " + std::to_string(c + 1) + ": " +
-                      quoted(fields[c]) + " is not a finite number");
+                      quoted(fields.view[c]) + " is not a finite number");
       if (c + 1 < n) {
         auto f = static_cast<float>(*v);
         if (!std::isfinite(f))
           throw IoError(kOp + path + " line " + std::to_string(line_no) + ", column " + std::to_string(c + 1) + ": " +
-                        quoted(fields[c]) + " is outside float32's range");
+                        quoted(fields.view[c]) + " is outside float32's range");
         features.push_back(f);
         continue;
       }
@@ -205,7 +297,9 @@ CsvTable read_csv_dataset(const std::string& path, int64_t num_label_classes) {
   if (labels.empty()) fail(path, "the file is empty (no data lines)");
 
   const auto rows = static_cast<int64_t>(labels.size());
-  return CsvTable{Tensor::from_vector(features, {rows, columns - 1}), Tensor::from_vector(labels, {rows})};
+  out.features = Tensor::from_vector(features, {rows, columns - 1});
+  out.labels = Tensor::from_vector(labels, {rows});
+  return out;
 }
 
 }  // namespace kiln

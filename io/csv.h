@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "../tensor/error.h"
 #include "../tensor/tensor.h"
@@ -18,6 +19,28 @@ struct CsvTable {
   Tensor features;
   /// int64 [rows]: the last column, each in [0, num_label_classes).
   Tensor labels;
+  /// The header row's fields (quotes removed), one per column, the label
+  /// column's last; empty when the file was read without a header row.
+  std::vector<std::string> column_names;
+};
+
+/// What the first non-empty line of a CSV file is.
+enum class CsvHeader : uint8_t {
+  /// Data, like every line (the default: a text field there is an error).
+  none,
+  /// A header row: skipped as data, its fields become column_names. It must
+  /// have as many fields as the data lines.
+  skip,
+  /// A header row when some field of it is not a number while every field
+  /// of the next non-empty line is (or no line follows); otherwise data.
+  /// A header of numbers only (`"1","2"` too: quotes are removed before a
+  /// field is read) is therefore taken as data: use `skip` for such files.
+  detect,
+};
+
+/// Options of read_csv_dataset.
+struct CsvOptions {
+  CsvHeader header = CsvHeader::none;
 };
 
 /// Reads a CSV of numbers, one example per line: feature columns, then an
@@ -29,20 +52,29 @@ struct CsvTable {
 /// byte-order mark (EF BB BF) at the start of the text is skipped.
 ///
 /// Fields are separated by commas; spaces around a field and a trailing `\r`
-/// (CRLF files) are ignored, and so are empty lines. Every line must have the
-/// same number of columns (at least 2). Fields are decimal numbers as C++'s
-/// `std::from_chars` reads them; NaN and infinities are refused. A label
-/// must be an integer (written `3` or `3.0`).
+/// (CRLF files) are ignored, and so are empty lines. A field may be quoted
+/// as RFC 4180 has it (`"a, b"`, `""` for a quote inside), on one line; a
+/// quote later in an unquoted field is an ordinary character. Every line
+/// must have the same number of columns (at least 2). Fields are decimal
+/// numbers as C++'s `std::from_chars` reads them (quoted or not); NaN and
+/// infinities are refused. A label must be an integer (written `3` or `3.0`).
+///
+/// A header row is read only when `options.header` asks for it (CsvHeader:
+/// `skip` or `detect`); by default the first line is data. A
+/// file that holds a header row and no data lines is an error, as an empty
+/// file is: a data set without examples is never what the caller wants.
 ///
 /// Throws IoError (messages start with "read_csv_dataset: <path>") for an
 /// empty path, a missing or unreadable file, a corrupt or truncated gzip
-/// stream, trailing garbage after it, a file compressed twice, an empty file, a line
+/// stream, trailing garbage after it, a file compressed twice, an empty file
+/// or one with only a header row, a quoted field without its closing quote
+/// or with text after it (line and column), a line
 /// with a different column count (names the line, the count and the
 /// expected count), a field that is not a finite number (line, column and
 /// the text, quoted with non-printable bytes as \xNN and cut to 40
 /// characters) and a label that is not an integer in [0, num_label_classes)
 /// (line and value). Throws ValueError when num_label_classes < 1.
 /// Line and column numbers count from 1.
-CsvTable read_csv_dataset(const std::string& path, int64_t num_label_classes);
+CsvTable read_csv_dataset(const std::string& path, int64_t num_label_classes, const CsvOptions& options = {});
 
 }  // namespace kiln

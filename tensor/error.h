@@ -23,6 +23,9 @@ class IndexError : public Error { using Error::Error; };
 class ValueError : public Error { using Error::Error; };
 /// Realizing a tensor where that is not possible (graph context, current context).
 class RealizationError : public Error { using Error::Error; };
+/// A failed check of results (assert_close in testing.h); the message is
+/// the report of what differs.
+class AssertionError : public Error { using Error::Error; };
 /// A feature that this build of kiln does not include (e.g. CUDA not built).
 class NotBuiltError : public Error { using Error::Error; };
 

@@ -1,13 +1,15 @@
 // kiln: operator<< for tensors, in numpy's format. This follows numpy's
-// arrayprint.py (numpy 2.x, default print options) as
-// `numpy.array2string(a, separator=', ')`: repr without the "array(" wrapper.
+// arrayprint.py (numpy 2.x) as `numpy.array2string(a, separator=', ')`:
+// repr without the "array(" wrapper, under this thread's PrintOptions
+// (print_options.h; numpy's defaults unless changed):
 // - linewidth 75, threshold 1000 elements, 3 edge items, precision 8,
 //   floatmode "maxprec" (shortest round-trip digits, at most 8 decimals);
 // - a format is fitted to the elements that are shown (all, or the edge
 //   items of a summarised tensor) so that columns align;
 // - floats switch to scientific notation when the largest nonzero magnitude
 //   is >= 10^min(8, decimal precision of the dtype) (numpy >= 2.3), the
-//   smallest is < 1e-4, or their ratio is > 1000 (compared in the dtype).
+//   smallest is < 1e-4, or their ratio is > 1000 (compared in the dtype);
+//   SciMode::on / off force it either way.
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -21,16 +23,13 @@
 #include <vector>
 
 #include "dispatch.h"
+#include "num_str.h"
+#include "print_options.h"
 #include "tensor.h"
 
 namespace kiln {
 
 namespace {
-
-constexpr int kLineWidth = 75;
-constexpr int64_t kThreshold = 1000;
-constexpr int64_t kEdge = 3;
-constexpr int kPrecision = 8;
 
 // ---- shortest round-trip decimal digits -----------------------------------------
 
@@ -144,9 +143,9 @@ struct Scientific {
   int exp = 0;
 };
 
-// dragon4_positional(unique=True, precision=8, trim='.'): the shortest digits,
-// or the exact value rounded half-even to 8 decimals when they need more.
-Positional positional(double v, DType dt) {
+// dragon4_positional(unique=True, precision, trim='.'): the shortest digits,
+// or the exact value rounded half-even to `precision` decimals when they need more.
+Positional positional(double v, DType dt, int precision) {
   const Decimal d = shortest(v, dt);
   const int nd = static_cast<int>(d.digits.size());
   Positional p;
@@ -159,25 +158,26 @@ Positional positional(double v, DType dt) {
     p.fp = std::string(-d.exp - 1, '0') + d.digits;
   }
   strip_zeros(p.fp);
-  if (static_cast<int>(p.fp.size()) > kPrecision) {
-    char buf[400];
-    std::snprintf(buf, sizeof buf, "%.*f", kPrecision, std::fabs(v));
+  if (static_cast<int>(p.fp.size()) > precision) {
+    // up to 309 integer digits, the point and 100 decimals
+    char buf[420];
+    std::snprintf(buf, sizeof buf, "%.*f", precision, std::fabs(v));
     std::string s = buf;
-    const size_t dot = s.find('.');
+    const size_t dot = s.find('.');  // none at precision 0
     p.ip = s.substr(0, dot);
-    p.fp = s.substr(dot + 1);
+    p.fp = dot == std::string::npos ? std::string() : s.substr(dot + 1);
     strip_zeros(p.fp);
   }
   if (d.neg) p.ip = "-" + p.ip;
   return p;
 }
 
-// dragon4_scientific(unique=True, precision=8, trim='.').
-Scientific scientific(double v, DType dt) {
+// dragon4_scientific(unique=True, precision, trim='.').
+Scientific scientific(double v, DType dt, int precision) {
   Decimal d = shortest(v, dt);
-  if (static_cast<int>(d.digits.size()) - 1 > kPrecision) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.*e", kPrecision, std::fabs(v));
+  if (static_cast<int>(d.digits.size()) - 1 > precision) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%.*e", precision, std::fabs(v));
     const bool neg = d.neg;
     d = parse_sci(buf);
     d.neg = neg;
@@ -208,7 +208,8 @@ double in_dtype(double x, DType dt) {
 
 class FloatFormat {
  public:
-  FloatFormat(const std::vector<double>& vals, DType dt) : dt_(dt) {
+  FloatFormat(const std::vector<double>& vals, DType dt, int precision, SciMode mode)
+      : dt_(dt), max_precision_(precision) {
     std::vector<double> finite;
     bool nonfinite = false, neginf = false;
     for (double v : vals) {
@@ -225,7 +226,9 @@ class FloatFormat {
       mx = std::max(mx, a);
       mn = mn < 0 ? a : std::min(mn, a);
     }
-    if (mx > 0) {
+    if (mode == SciMode::on) {
+      exp_ = !finite.empty();
+    } else if (mx > 0 && mode == SciMode::auto_) {
       // numpy: 10 ** min(8, finfo(dtype).precision); bfloat16 (ml_dtypes) has precision 2.
       const int prec = dt == DType::float64 ? 15 : dt == DType::float32 ? 6 : dt == DType::float16 ? 3 : 2;
       const double cutoff = std::pow(10.0, std::min(8, prec));
@@ -235,7 +238,7 @@ class FloatFormat {
       pad_left_ = pad_right_ = 0;
     } else if (exp_) {
       for (double v : finite) {
-        Scientific s = scientific(v, dt);
+        Scientific s = scientific(v, dt, max_precision_);
         exp_size_ = std::max(exp_size_, static_cast<int>(exp_str(s.exp, 2).size()) - 1);
         precision_ = std::max(precision_, static_cast<int>(s.fp.size()));
         pad_left_ = std::max(pad_left_, static_cast<int>(s.ip.size()));
@@ -243,7 +246,7 @@ class FloatFormat {
       pad_right_ = exp_size_ + 2 + precision_;
     } else {
       for (double v : finite) {
-        Positional p = positional(v, dt);
+        Positional p = positional(v, dt, max_precision_);
         pad_left_ = std::max(pad_left_, static_cast<int>(p.ip.size()));
         pad_right_ = std::max(pad_right_, static_cast<int>(p.fp.size()));
       }
@@ -262,14 +265,14 @@ class FloatFormat {
     if (exp_) {
       // numpy pads to `precision` digits with further digits of the exact
       // value (Dragon4's min_digits), i.e. the exact value rounded there.
-      char buf[64];
+      char buf[160];
       std::snprintf(buf, sizeof buf, "%.*e", precision_, std::fabs(v));
       const char* e = std::strchr(buf, 'e');
       std::string ip = (std::signbit(v) ? "-" : "") + std::string(buf, 1);
       std::string fp = precision_ > 0 ? std::string(buf + 2, static_cast<size_t>(e - buf - 2)) : std::string();
       return pad(pad_left_ - static_cast<int>(ip.size())) + ip + "." + fp + "e" + exp_str(std::atoi(e + 1), exp_size_);
     }
-    Positional p = positional(v, dt_);
+    Positional p = positional(v, dt_, max_precision_);
     return pad(pad_left_ - static_cast<int>(p.ip.size())) + p.ip + "." + p.fp +
            pad(pad_right_ - static_cast<int>(p.fp.size()));
   }
@@ -277,6 +280,7 @@ class FloatFormat {
  private:
   static std::string pad(int n) { return std::string(n > 0 ? n : 0, ' '); }
   DType dt_;
+  int max_precision_;  // the print option; precision_ is the fitted digit count
   bool exp_ = false;
   int pad_left_ = 0, pad_right_ = 0, precision_ = 0, exp_size_ = 0;
 };
@@ -285,13 +289,14 @@ class FloatFormat {
 
 class Printer {
  public:
-  explicit Printer(const Tensor& t)
+  Printer(const Tensor& t, const PrintOptions& opt)
       : shape_(t.shape()), strides_(t.strides()), base_(static_cast<const char*>(t.data_ptr())),
-        item_(static_cast<int64_t>(t.itemsize())), summarise_(t.numel() > kThreshold) {
+        item_(static_cast<int64_t>(t.itemsize())), opt_(opt), edge_(opt.edgeitems),
+        summarise_(t.numel() > opt.threshold) {
     detail::visit_dtype(t.dtype(), [&](auto tag) { fit<typename decltype(tag)::type>(t.dtype()); });
   }
 
-  std::string str() { return rec(0, 0, " ", kLineWidth); }
+  std::string str() { return rec(0, 0, " ", opt_.linewidth); }
 
  private:
   template <class T>
@@ -306,9 +311,9 @@ class Printer {
   void for_shown(size_t axis, int64_t off, F&& f) const {
     if (axis == shape_.size()) return f(off);
     const int64_t n = shape_[axis];
-    const bool sum = summarise_ && n > 2 * kEdge;
+    const bool sum = summarise_ && edge_ < n - edge_;  // n > 2 * edge, without overflow
     for (int64_t i = 0; i < n; ++i) {
-      if (sum && i == kEdge) i = n - kEdge;
+      if (sum && i == edge_) i = n - edge_;
       for_shown(axis + 1, off + i * strides_[axis], f);
     }
   }
@@ -336,7 +341,7 @@ class Printer {
     } else {
       std::vector<double> vals;
       for_shown(0, 0, [&](int64_t off) { vals.push_back(static_cast<double>(static_cast<detail::compute_t<T>>(read<T>(off)))); });
-      auto ff = std::make_shared<FloatFormat>(vals, dt);
+      auto ff = std::make_shared<FloatFormat>(vals, dt, opt_.precision, opt_.sci_mode);
       fmt_ = [this, ff](int64_t off) {
         return (*ff)(static_cast<double>(static_cast<detail::compute_t<T>>(read<T>(off))));
       };
@@ -345,9 +350,10 @@ class Printer {
 
   // numpy's _extendLine: wrap before `word` when the line would pass `width`,
   // unless the line holds nothing but the indent.
-  static void extend(std::string& s, std::string& line, const std::string& word, size_t width,
+  // `width` may be negative (a small linewidth, deep nesting): then every word wraps.
+  static void extend(std::string& s, std::string& line, const std::string& word, int64_t width,
                      const std::string& indent) {
-    if (line.size() + word.size() > width && line.size() > indent.size()) {
+    if (static_cast<int64_t>(line.size() + word.size()) > width && line.size() > indent.size()) {
       size_t end = line.find_last_not_of(' ');
       s += line.substr(0, end == std::string::npos ? 0 : end + 1) + "\n";
       line = indent;
@@ -360,13 +366,13 @@ class Printer {
     const std::string next_indent = indent + " ";
     const int next_width = width - 1;  // room for the closing ']'
     const int64_t n = shape_[axis];
-    const bool sum = summarise_ && 2 * kEdge < n;
-    const int64_t lead = sum ? kEdge : 0, trail = sum ? kEdge : n;
+    const bool sum = summarise_ && edge_ < n - edge_;
+    const int64_t lead = sum ? edge_ : 0, trail = sum ? edge_ : n;
     auto at = [&](int64_t i) { return off + i * strides_[axis]; };
     const size_t axes_left = shape_.size() - axis;
     std::string s;
     if (axes_left == 1) {
-      const size_t elem_width = static_cast<size_t>(width - 1);  // max(len(","), len("]"))
+      const int64_t elem_width = int64_t{width} - 1;  // max(len(","), len("]"))
       std::string line = indent;
       for (int64_t i = 0; i < lead; ++i) {
         extend(s, line, rec(axis + 1, at(i), next_indent, next_width), elem_width, indent);
@@ -397,18 +403,37 @@ class Printer {
   Strides strides_;
   const char* base_;
   int64_t item_;
+  PrintOptions opt_;
+  int64_t edge_;
   bool summarise_;
   std::function<std::string(int64_t)> fmt_;
 };
 
 }  // namespace
 
+std::string detail::shortest_str(double v, DType dt) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v < 0 ? "-inf" : "inf";
+  char buf[64];
+  if (dt == DType::float32 || dt == DType::float64) {
+    auto r = dt == DType::float32 ? std::to_chars(buf, buf + sizeof buf, static_cast<float>(v))
+                                  : std::to_chars(buf, buf + sizeof buf, v);
+    return std::string(buf, r.ptr);
+  }
+  // 16-bit: the digits shortest() found, read as a double and written by
+  // to_chars (which keeps those digits and picks fixed or scientific).
+  const Decimal d = shortest(v, dt);
+  std::string s = (d.neg ? "-" : "") + d.digits.substr(0, 1) + "." + d.digits.substr(1) + "e" + std::to_string(d.exp);
+  auto r = std::to_chars(buf, buf + sizeof buf, std::strtod(s.c_str(), nullptr));
+  return std::string(buf, r.ptr);
+}
+
 std::ostream& operator<<(std::ostream& os, const Tensor& t) {
   if (!t.defined()) return os << "Tensor(undefined)";
   if (!t.device().is_cpu())
     throw DeviceError("print: tensor is on " + t.device().str() + "; only CPU tensors can be printed");
   if (t.numel() == 0) return os << "[]";  // numpy prints every empty array as []
-  Printer p(t);
+  Printer p(t, get_print_options());
   return os << p.str();
 }
 

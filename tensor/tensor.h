@@ -144,6 +144,9 @@ class Tensor {
 
 /// Prints in numpy's format, e.g. `[[1., 2.],\n [3., 4.]]`; tensors with
 /// more than 1000 elements are summarised with `...` (3 items each side).
+/// Precision, summarising, line width and scientific notation follow this
+/// thread's PrintOptions (print_options.h). Throws DeviceError for a
+/// tensor that is not on the CPU.
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
 extern template float Tensor::item<float>() const;

@@ -159,6 +159,80 @@ TEST_SUITE("digits") {
                          doctest::Contains("num_label_classes must be >= 1, got 0"), ValueError);
   }
 
+  TEST_CASE("read_csv_dataset: header rows (skip, detect) and quoted fields") {
+    TempDir tmp;
+    const CsvOptions skip{.header = CsvHeader::skip}, detect{.header = CsvHeader::detect};
+    using Names = std::vector<std::string>;
+    const std::string with_header = tmp.write("header.csv", "x1, x2 ,label\n1,2,0\n3,4.5,1\n");
+    for (const CsvOptions& o : {skip, detect}) {
+      CsvTable t = read_csv_dataset(with_header, 10, o);
+      CHECK(t.column_names == Names{"x1", "x2", "label"});
+      CHECK(t.features.shape() == Shape{2, 2});
+      CHECK(t.features.to_vector<float>() == std::vector<float>{1, 2, 3, 4.5f});
+      CHECK(t.labels.to_vector<int64_t>() == std::vector<int64_t>{0, 1});
+    }
+    // the default reads line 1 as data, as it always did
+    CHECK_THROWS_WITH_AS(read_csv_dataset(with_header, 10),
+                         doctest::Contains("line 1, column 1: \"x1\" is not a finite number"), IoError);
+
+    // quoted header fields (RFC 4180): commas and doubled quotes inside, CRLF, a
+    // byte-order mark and blank lines before the header, gzip
+    const std::string quoted_text =
+        "\xEF\xBB\xBF\r\n\"pixel 1\", \"pixel, 2\" ,\"say \"\"hi\"\"\",\"\",label\r\n1,2,3,4,0\r\n5,6,7,8,1\r\n";
+    for (const std::string& p : {tmp.write("quoted.csv", quoted_text), tmp.write_gzip("quoted.gz", quoted_text)}) {
+      for (const CsvOptions& o : {skip, detect}) {
+        CsvTable t = read_csv_dataset(p, 10, o);
+        CHECK(t.column_names == Names{"pixel 1", "pixel, 2", "say \"hi\"", "", "label"});
+        CHECK(t.features.to_vector<float>() == std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8});
+        CHECK(t.labels.to_vector<int64_t>() == std::vector<int64_t>{0, 1});
+      }
+    }
+    // quoted numbers are numbers (in data lines, and for detection)
+    CsvTable q = read_csv_dataset(tmp.write("qnum.csv", "\"1.5\",2,\"1\"\n3,4,0\n"), 10, detect);
+    CHECK(q.column_names.empty());
+    CHECK(q.features.to_vector<float>() == std::vector<float>{1.5f, 2, 3, 4});
+    CHECK(q.labels.to_vector<int64_t>() == std::vector<int64_t>{1, 0});
+
+    // row 1 numeric: detect finds no header; skip drops it regardless
+    const std::string numeric = tmp.write("numeric.csv", "1,2,0\n3,4,1\n5,6,2\n");
+    CsvTable n = read_csv_dataset(numeric, 10, detect);
+    CHECK(n.column_names.empty());
+    CHECK(n.labels.to_vector<int64_t>() == std::vector<int64_t>{0, 1, 2});
+    CsvTable ns = read_csv_dataset(numeric, 10, skip);
+    CHECK(ns.column_names == Names{"1", "2", "0"});
+    CHECK(ns.labels.to_vector<int64_t>() == std::vector<int64_t>{1, 2});
+    CHECK(read_csv_dataset(numeric, 10).labels.numel() == 3);
+
+    // detect: text on line 2 as well means line 1 is no header (it is data, and wrong)
+    CHECK_THROWS_WITH_AS(read_csv_dataset(tmp.write("text2.csv", "a,b,c\nd,e,f\n1,2,0\n"), 10, detect),
+                         doctest::Contains("line 1, column 1: \"a\" is not a finite number"), IoError);
+    // a bad field after the header is reported on its own line
+    CHECK_THROWS_WITH_AS(read_csv_dataset(tmp.write("bad3.csv", "a,b,c\n1,2,0\n1,x,0\n"), 10, detect),
+                         doctest::Contains("line 3, column 2: \"x\" is not a finite number"), IoError);
+
+    // a header-only file is an error (as an empty file is), in both modes
+    for (const CsvOptions& o : {skip, detect}) {
+      CHECK_THROWS_WITH_AS(read_csv_dataset(tmp.write("only.csv", "a,b\n"), 10, o),
+                           doctest::Contains("only.csv: line 1 is a header row and no data lines follow it"), IoError);
+      CHECK_THROWS_WITH_AS(read_csv_dataset(tmp.write("only2.csv", "\n \"a\" , b \r\n\n"), 10, o),
+                           doctest::Contains("only2.csv: line 2 is a header row and no data lines follow it"), IoError);
+      CHECK_THROWS_WITH_AS(read_csv_dataset(tmp.write("empty_h.csv", ""), 10, o),
+                           doctest::Contains("the file is empty (no data lines)"), IoError);
+    }
+    // the header fixes the column count
+    CHECK_THROWS_WITH_AS(read_csv_dataset(tmp.write("hcount.csv", "a,b,c\n1,0\n"), 10, skip),
+                         doctest::Contains("line 2: 2 columns, expected 3 (as on line 1)"), IoError);
+    CHECK_THROWS_WITH_AS(read_csv_dataset(tmp.write("h1.csv", "label\n1,0\n"), 10, skip),
+                         doctest::Contains("line 1: 1 column; expected at least 2"), IoError);
+    // malformed quotes name the line and column
+    CHECK_THROWS_WITH_AS(read_csv_dataset(tmp.write("open.csv", "1,\"abc,2\n"), 10),
+                         doctest::Contains("open.csv line 1, column 2: the quoted field opened at character 3 has no "
+                                           "closing quote on its line"),
+                         IoError);
+    CHECK_THROWS_WITH_AS(read_csv_dataset(tmp.write("after.csv", "x,\"a\"b ,c\n1,2,0\n"), 10, skip),
+                         doctest::Contains("after.csv line 1, column 2: text after the closing quote: \"b\""), IoError);
+  }
+
   TEST_CASE("read_csv_dataset: a byte-order mark, binary fields, gzip trailing garbage, an empty path") {
     TempDir tmp;
     auto slurp = [](const std::string& p) {
@@ -262,7 +336,7 @@ TEST_SUITE("digits") {
     for (int64_t i = 0; i < 100; ++i) CHECK(sorted[static_cast<size_t>(i)] == i);
 
     CsvTable t{Tensor::from_vector(std::vector<float>{0, 16, 8, 4, 2, 1, 3, 5, 6, 7}, {10, 1}),
-               Tensor::from_vector(std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9})};
+               Tensor::from_vector(std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}), {}};
     digits::Split s = digits::split_dataset(t, 0.2, 11);
     CHECK(s.x_train.shape() == Shape{8, 1});
     CHECK(s.x_test.shape() == Shape{2, 1});
@@ -319,7 +393,7 @@ TEST_SUITE("digits") {
     TempDir tmp;
     CsvTable all = training_table(tmp);
     // 320 rows: 256 train (4 batches of 64), 64 test.
-    CsvTable slice320{slice(all.features, 0, 0, 320), slice(all.labels, 0, 0, 320)};
+    CsvTable slice320{slice(all.features, 0, 0, 320), slice(all.labels, 0, 0, 320), {}};
     digits::Split d = digits::split_dataset(slice320, 0.2, 1);
     REQUIRE(d.x_train.size(0) == 256);
     Tensor y = digits::one_hot_targets(d.y_train);
