@@ -4,5 +4,7 @@
 #include <kiln/kiln.h>
 #include <kiln/timeit.h>
 #include <kiln/repl/kiln_repl_print.h>
+#include <kiln/repl/kiln_repl_jit.h>
 using namespace kiln;
 using kiln::repl::show;
+using kiln::repl::jit;

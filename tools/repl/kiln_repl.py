@@ -230,7 +230,8 @@ def main(argv):
     ensure_backend()
     cling = Cling()
     startup = ["#include <kiln/kiln.h>", "#include <kiln/timeit.h>", "#include <kiln/repl/kiln_repl_print.h>",
-               "using namespace kiln;", "using kiln::repl::show;"]
+               "#include <kiln/repl/kiln_repl_jit.h>", "using namespace kiln;", "using kiln::repl::show;",
+               "using kiln::repl::jit;"]
     lib = path_of(CONFIG["library"])
     ok = cling.process(".L " + lib)
     for d in CONFIG["include_dirs"]:
