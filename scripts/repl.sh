@@ -24,10 +24,15 @@ jobs="${KILN_JOBS:-$(nproc)}"
 {
   bash scripts/install_deps.sh
   if ((clang == 0)); then bash scripts/install_repl_deps.sh; fi
-  # Configure every time (seconds): the launchers are written at configure
-  # time, once the venv is there.
+  # The launchers are written at configure time, once the venv is there:
+  # configure when the one wanted is missing (cmake --build re-configures by
+  # itself after a CMakeLists change).
   venv="${KILN_REPL_VENV:-$PWD/.venv-repl}"
-  cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DKILN_REPL_PYTHON="$venv/bin/python" >/dev/null
+  launcher="$build_dir/kiln-repl"
+  if ((clang)); then launcher="$build_dir/kiln-clang-repl"; fi
+  if [[ ! -x "$launcher" ]]; then
+    cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DKILN_REPL_PYTHON="$venv/bin/python" >/dev/null
+  fi
   cmake --build "$build_dir" -j"$jobs" --target kiln kiln_repl_hook
 } >&2
 

@@ -37,7 +37,7 @@ kiln-repl: C++20 on Cling, with <kiln/kiln.h> included, libkiln loaded and
   a line ending in ';'        runs it quietly (declarations stay for later lines)
   an unfinished { ( [          continues on the next line ("...> ")
   show(x)                      prints x as the prompt does
-  timeit([&] { return f(x); }) times calls (median, best); see <kiln/timeit.h>
+  timeit([] { return f(x); })  times calls (median, best); see <kiln/timeit.h>
   .help  this text     .quit (or .q, Ctrl-D)  leave
   other .commands go to Cling: .L <library>, .I <include dir>, .x <file.C>, ...
 A kiln::Error (or any exception) prints its type and message; the session
