@@ -1,4 +1,4 @@
-#!@KILN_REPL_PYTHON@
+#!/usr/bin/env python3
 # kiln-repl: an interactive C++20 prompt on Cling with kiln loaded.
 #
 # How Cling is driven (no cppyy/CPyCppyy needed): PyPI's cppyy-cling ships
@@ -12,9 +12,10 @@
 #
 # Finding things. Paths below are filled in by CMake (tools/repl/CMakeLists.txt);
 # a relative one is relative to this file's folder, so an installed copy works
-# wherever the prefix is moved. The Python that has cppyy_backend is this
-# file's interpreter; if it cannot import cppyy_backend, kiln-repl re-runs
-# itself with $KILN_REPL_PYTHON or the Python recorded at configure time.
+# wherever the prefix is moved. Whichever python3 starts this file, kiln-repl
+# re-runs itself with $KILN_REPL_PYTHON or else the Python recorded at
+# configure time (the venv of scripts/install_repl_deps.sh) when it cannot
+# import cppyy_backend itself.
 import ctypes
 import os
 import re
@@ -51,12 +52,13 @@ def path_of(p):
 def ensure_backend():
     try:
         import cppyy_backend.loader  # noqa: F401
+        os.environ.pop("KILN_REPL_REEXEC", None)  # not for programs started from the prompt
         return
     except ImportError:
         pass
     python = os.environ.get("KILN_REPL_PYTHON") or CONFIG["python"]
-    if python and not python.startswith("@") and os.path.exists(python) and \
-            os.path.realpath(python) != os.path.realpath(sys.executable) and not os.environ.get("KILN_REPL_REEXEC"):
+    # (A venv's python is a link to the system one: compare nothing, run it once.)
+    if python and os.path.exists(python) and not os.environ.get("KILN_REPL_REEXEC"):
         os.environ["KILN_REPL_REEXEC"] = "1"
         os.execv(python, [python, os.path.realpath(__file__)] + sys.argv[1:])
     sys.exit("kiln-repl: the Python module cppyy_backend (PyPI packages cppyy-cling and cppyy-backend) "
@@ -219,14 +221,25 @@ def _save_history(readline, path):
         pass
 
 
+def seconds_since_start(t0):
+    """Age of this process (kiln-repl re-executing itself keeps its pid), else time since t0."""
+    try:
+        with open("/proc/self/stat") as f:
+            start = int(f.read().rsplit(")", 1)[1].split()[19]) / os.sysconf("SC_CLK_TCK")
+        with open("/proc/uptime") as f:
+            return float(f.read().split()[0]) - start
+    except (OSError, ValueError, IndexError):
+        return time.time() - t0
+
+
 def main(argv):
     timing = "--timing" in argv
     echo = "--echo" in argv
     if "--help" in argv or "-h" in argv:
-        print("usage: kiln-repl [--timing] [--echo]\n  --timing  print the time to the first prompt\n"
+        print("usage: kiln-repl [--timing] [--echo]\n  --timing  print the time from the process start to the first prompt\n"
               "  --echo    echo piped input lines after the prompt (for transcripts)\n\n" + HELP)
         return 0
-    t0 = float(os.environ.get("KILN_REPL_T0", time.time()))
+    t0 = time.time()
     ensure_backend()
     cling = Cling()
     startup = ["#include <kiln/kiln.h>", "#include <kiln/timeit.h>", "#include <kiln/repl/kiln_repl_print.h>",
@@ -243,7 +256,7 @@ def main(argv):
         return 1
     interactive = sys.stdin.isatty()
     if timing:
-        sys.stderr.write("kiln-repl: ready in %.2f s\n" % (time.time() - t0))
+        sys.stderr.write("kiln-repl: ready in %.2f s\n" % seconds_since_start(t0))
     if interactive:
         setup_history()
         print("kiln-repl (Cling, C++20). .help for help, .quit to leave.")
@@ -255,7 +268,10 @@ def main(argv):
             print(HELP)
             continue
         if cmd:
-            cling.process(code)
+            try:
+                cling.process(code)
+            except KeyboardInterrupt:  # Ctrl-C while a line ran: it has finished or stopped; go on
+                print("(interrupted)")
     return 0
 
 
