@@ -11,9 +11,6 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 bash scripts/install_deps.sh
-# tests/test_minilm.cpp checks all-MiniLM-L6-v2 against reference embeddings:
-# it needs the weights (data/minilm).
-bash scripts/fetch_minilm.sh
 
 build_dir="${KILN_BUILD_DIR:-build/release}"
 jobs="${KILN_JOBS:-$(nproc)}"
