@@ -28,4 +28,5 @@
 #include "io/csv.h"
 #include "io/npy.h"
 #include "io/safetensors.h"
+#include "text/wordpiece.h"
 #include "backends/cuda/cuda_backend.h"

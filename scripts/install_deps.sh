@@ -13,6 +13,7 @@ packages=(
   libopenblas-dev           # GEMM through OpenBLAS when found
   zlib1g-dev                # compressed model/export files
   nlohmann-json3-dev        # safetensors headers (io/safetensors.cpp), header-only
+  libutf8proc-dev           # Unicode data for the WordPiece tokenizer (text/)
   doctest-dev               # tests
   libbenchmark-dev          # benchmarks/
   clang libclang-rt-14-dev libomp-dev  # clang builds: sanitizers, fuzzers, clang's OpenMP

@@ -1,9 +1,13 @@
 // Built against an installed kiln (see CMakeLists.txt beside this file):
 // adds two tensors, one of them copied from an Eigen matrix through the
-// installed <kiln/eigen.h>, and checks the result.
+// installed <kiln/eigen.h>, and checks the result; then tokenizes a text
+// with the installed WordPiece tokenizer (its utf8proc stays inside libkiln).
 #include <kiln/eigen.h>
 #include <kiln/kiln.h>
 
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <vector>
 
@@ -18,5 +22,16 @@ int main() {
     return 1;
   }
   std::cout << "kiln_consumer: " << a << " + " << b << " = " << c << "\n";
+
+  auto vocab = std::filesystem::temp_directory_path() / "kiln_consumer_vocab.txt";
+  std::ofstream(vocab) << "[PAD]\n[UNK]\n[CLS]\n[SEP]\ncafe\n!\n";
+  auto tok = kiln::text::WordPieceTokenizer::from_vocab_file(vocab.string());
+  std::filesystem::remove(vocab);
+  std::vector<int64_t> ids = tok.encode("Caf\xC3\xA9!");
+  if (ids != std::vector<int64_t>{2, 4, 5, 3}) {
+    std::cerr << "kiln_consumer: WordPiece ids of \"Caf\xC3\xA9!\" are not [2, 4, 5, 3]\n";
+    return 1;
+  }
+  std::cout << "kiln_consumer: WordPiece ids [2, 4, 5, 3]\n";
   return 0;
 }
