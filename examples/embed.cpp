@@ -20,7 +20,6 @@
 #include <string>
 #include <vector>
 
-#include "../text/wordpiece.h"
 #include "minilm.h"
 
 namespace {
@@ -136,17 +135,17 @@ bool blank(const std::string& s) {
 // One sentence per line; an empty (or blank) line is an error naming it.
 std::vector<std::string> read_lines(const std::string& path, const char* what) {
   std::ifstream f(path);
-  if (!f) throw kiln::IoError(std::string("embed: cannot open ") + what + " '" + path + "'");
+  if (!f) throw kiln::IoError(std::string("cannot open ") + what + " '" + path + "'");
   std::vector<std::string> out;
   std::string line;
   for (int no = 1; std::getline(f, line); ++no) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (blank(line))
-      throw kiln::ValueError(std::string("embed: ") + what + " '" + path + "' line " + std::to_string(no) +
+      throw kiln::ValueError(std::string(what) + " '" + path + "' line " + std::to_string(no) +
                              " is empty (one sentence per line, no blank lines)");
     out.push_back(line);
   }
-  if (out.empty()) throw kiln::ValueError(std::string("embed: ") + what + " '" + path + "' has no sentences");
+  if (out.empty()) throw kiln::ValueError(std::string(what) + " '" + path + "' has no sentences");
   return out;
 }
 
@@ -202,7 +201,7 @@ int run(const Options& opt) {
   if (opt.threads > 0) kiln::set_num_threads(opt.threads);
   std::vector<std::string> sentences = opt.sentences;
   for (size_t i = 0; i < sentences.size(); ++i)
-    if (blank(sentences[i])) throw kiln::ValueError("embed: sentence argument " + std::to_string(i + 1) + " is empty");
+    if (blank(sentences[i])) throw kiln::ValueError("sentence argument " + std::to_string(i + 1) + " is empty");
   if (!opt.file.empty())
     for (auto& s : read_lines(opt.file, "--file")) sentences.push_back(std::move(s));
   if (sentences.empty() && opt.search.empty()) usage_error("no sentences: give them as arguments or with --file");
@@ -226,12 +225,13 @@ int run(const Options& opt) {
 
   int status = 0;
   if (!sentences.empty()) {
+    // Both runs take the batch padded to its bucket: the same work, and (with
+    // --strict) the same GEMM shapes, so the same bits.
     const auto tb = tok.encode_batch(sentences, minilm::kMaxLength);
-    const minilm::Batch batch{tb.input_ids, tb.attention_mask};
-    const int64_t n = batch.input_ids.size(0), L = batch.input_ids.size(1);
-    std::printf("batch: %lld sentences, %lld tokens (longest), padded to %lld for the compiled run\n",
-                static_cast<long long>(n), static_cast<long long>(L),
-                static_cast<long long>(minilm::bucket_length(L)));
+    const int64_t n = tb.input_ids.size(0), L = tb.input_ids.size(1);
+    const minilm::Batch batch = minilm::pad_batch({tb.input_ids, tb.attention_mask}, minilm::bucket_length(L));
+    std::printf("batch: %lld sentences, %lld tokens (longest), padded to %lld\n", static_cast<long long>(n),
+                static_cast<long long>(L), static_cast<long long>(batch.input_ids.size(1)));
     std::optional<std::pair<kiln::Tensor, double>> e, c;
     double compile_s = 0;
     if (eager) e = timed([&] { return enc.eager(batch); }, opt.repeats);
@@ -276,7 +276,7 @@ int run(const Options& opt) {
   }
 
   if (!opt.search.empty()) {
-    if (blank(opt.search)) throw kiln::ValueError("embed: --search QUERY is empty");
+    if (blank(opt.search)) throw kiln::ValueError("--search QUERY is empty");
     const std::vector<std::string> corpus = read_lines(opt.corpus, "--corpus");
     const kiln::Tensor ce = embed(corpus), qe = embed({opt.search});
     const kiln::Tensor sim = cosine(qe, ce);

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -186,7 +187,7 @@ TEST_CASE("the 6 layers trace as one subgraph body and 6 calls") {
   CHECK(prefixes.back() == "encoder.layer.5.");
 }
 
-TEST_CASE("the exported MEF, read back with the file's weights, gives the in-process embeddings") {
+TEST_CASE("the exported MEF, read back (and through `kiln run`) with the file's weights, gives the in-process embeddings") {
   const minilm::Encoder* enc = encoder();
   if (!enc) return;
   const std::string mef = (std::filesystem::temp_directory_path() / "kiln_test_minilm.mef").string();
@@ -195,6 +196,19 @@ TEST_CASE("the exported MEF, read back with the file's weights, gives the in-pro
   const CompiledCallable run = CompiledCallable::from_mef(mef, weights);
   const Tensor from_file = run(b.input_ids, b.attention_mask).tensor();
   CHECK(max_abs_diff(from_file, enc->compiled(b)) == 0);
+#ifdef KILN_CLI_PATH
+  // The same through the command-line tool, with the published weights file.
+  const std::string ids = mef + ".ids.npy", mask = mef + ".mask.npy", out = mef + ".out.npy";
+  write_npy(ids, b.input_ids);
+  write_npy(mask, b.attention_mask);
+  const std::string cmd = std::string("'") + KILN_CLI_PATH + "' run '" + mef + "' --weights '" + enc->files().weights +
+                          "' --input '" + ids + "' --input '" + mask + "' --output '" + out + "' >/dev/null";
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  const Tensor from_cli = read_npy(out);
+  REQUIRE(from_cli.shape() == from_file.shape());
+  CHECK(std::memcmp(from_cli.data<float>(), from_file.contiguous().data<float>(), from_cli.numel() * sizeof(float)) == 0);
+  for (const auto& f : {ids, mask, out}) std::filesystem::remove(f);
+#endif
   std::filesystem::remove(mef);
 }
 
