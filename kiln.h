@@ -21,6 +21,7 @@
 #include "trace/pytree.h"
 #include "trace/stage.h"
 #include "trace/subgraph.h"
+#include "nn/bert.h"
 #include "nn/layers.h"
 #include "nn/module.h"
 #include "jit/compiled_callable.h"

@@ -122,16 +122,20 @@ class ExecutionPlan {
 
   void plan_memory(const std::vector<char>& is_output);
   // A call with every step bound up front (jit/plan_bind.cpp): no
-  // allocation or dispatch between steps. false when a step's input is a
-  // view that bind() would have to copy (run() then goes step by step).
+  // allocation or dispatch between steps. false when a generated or BLAS
+  // step's input is a strided view that bind() would have to copy (run()
+  // then goes step by step). A view step that copies (a reshape of a
+  // permuted value, say) runs in its place like an op step (run_view).
   struct Bound {
     std::vector<BoundStep> steps;                          // per step; op steps: out = the planned tensor
     std::vector<Tensor> args;                              // op steps' arguments, flattened
     std::vector<std::pair<uint32_t, uint32_t>> arg_range;  // per op step: first and count in args
+    std::vector<char> run_view;                            // per step: a view step run when reached
     void clear() {  // drops the tensors, keeps the capacity
       steps.clear();
       args.clear();
       arg_range.clear();
+      run_view.clear();
     }
   };
   bool bind_all(Bound& b, std::vector<Tensor>& vals, const Buffer& arena) const;

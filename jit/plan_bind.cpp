@@ -22,6 +22,7 @@ bool ExecutionPlan::bind_all(Bound& b, std::vector<Tensor>& vals, const Buffer& 
   const size_t S = steps_.size();
   b.steps.resize(S);
   b.arg_range.assign(S, {0, 0});
+  b.run_view.assign(S, 0);
   char* const arena_data = arena_bytes_ ? static_cast<char*>(arena.data()) : nullptr;
   bool strided = false;
   // Generated code and BLAS calls need only addresses: an intermediate in
@@ -50,13 +51,20 @@ bool ExecutionPlan::bind_all(Bound& b, std::vector<Tensor>& vals, const Buffer& 
     const uint32_t first = static_cast<uint32_t>(b.args.size());
     for (int32_t v : s.inputs) b.args.push_back(value(v));
     if (is_view(s)) {
-      // A view reads no data: make it now. It must share its input's memory
-      // (a reshape of a strided input would copy data not computed yet).
-      Tensor r = detail::eager_execute(s.op, std::span<const Tensor>(b.args.data() + first, s.inputs.size()), s.attrs);
-      if (r.buffer() != vals[s.inputs[0]].buffer()) return false;
-      vals[s.output] = std::move(r);
-      b.args.resize(first);
-      continue;
+      // A view reads no data: make it now when it shares its input's memory.
+      // One that copies (a reshape of a strided input: attention's heads
+      // merged back, say) would copy data not computed yet: it runs when
+      // reached instead, into its own tensor, like an op step.
+      const bool strided_reshape = s.op == OpId::Reshape && !b.args[first].is_contiguous();
+      if (!strided_reshape) {
+        Tensor r = detail::eager_execute(s.op, std::span<const Tensor>(b.args.data() + first, s.inputs.size()), s.attrs);
+        if (r.buffer() == vals[s.inputs[0]].buffer()) {
+          vals[s.output] = std::move(r);
+          b.args.resize(first);
+          continue;
+        }
+      }
+      b.run_view[k] = 1;
     }
     b.arg_range[k] = {first, static_cast<uint32_t>(s.inputs.size())};
     b.steps[k].out = value(s.output);
@@ -72,7 +80,7 @@ void ExecutionPlan::run_bound(const Bound& b) const {
       execute(bs);
       continue;
     }
-    if (is_view(s)) continue;
+    if (is_view(s) && !b.run_view[k]) continue;
     const auto [first, count] = b.arg_range[k];
     Tensor r;
     {

@@ -65,7 +65,7 @@ std::map<std::string, Tensor> Module::state_dict() const {
   return {v.begin(), v.end()};
 }
 
-void Module::load_state_dict(const std::map<std::string, Tensor>& sd) {
+void Module::load_state_dict(const std::map<std::string, Tensor>& sd, bool strict) {
   std::map<std::string, Tensor*> slots;
   std::function<void(Module&)> walk = [&](Module& m) {
     for (auto& [n, t] : m.params_) slots[(m.path_ + n).substr(path_.size())] = &t;
@@ -73,6 +73,12 @@ void Module::load_state_dict(const std::map<std::string, Tensor>& sd) {
   };
   walk(*this);
   // Every entry is checked before any parameter changes.
+  if (strict) {
+    std::string missing;
+    for (const auto& [k, p] : slots)
+      if (!sd.count(k)) missing += (missing.empty() ? "'" : ", '") + k + "'";
+    if (!missing.empty()) throw ValueError("load_state_dict: missing parameter(s) " + missing);
+  }
   for (const auto& [k, v] : sd) {
     auto it = slots.find(k);
     if (it == slots.end()) throw ValueError("load_state_dict: no parameter named '" + k + "'");
@@ -115,19 +121,24 @@ Tensor Module::param(const std::string& name) const {
 }
 
 Tensor Module::operator()(const Tensor& x) {
+  return call_module({x}, [this](const std::vector<Tensor>& a) { return forward(a[0]); });
+}
+
+Tensor Module::call_module(const std::vector<Tensor>& args,
+                           const std::function<Tensor(const std::vector<Tensor>&)>& body) {
   GraphRealizationContext* ctx = subgraph_ && !path_.empty() ? detail::armed_context() : nullptr;
-  if (!ctx) return forward(x);
+  if (!ctx) return body(args);
   // Key: the module's type, its parameters' names and types, the operand
   // type, and that a prefix is used; layers that differ only in weight values share a body.
   std::string key = "module:" + type_name() + "|";
   for (const auto& [n, t] : named_parameters()) key += n + "=" + TensorType(t.dtype(), t.shape(), t.device()).str() + ";";
-  key += "|" + detail::types_key({x}) + "|1";
+  key += "|" + detail::types_key(args) + "|1";
   TreeDef out_tree;
   auto outs = detail::call_subgraph(
-      *ctx, type_name(), key, {x}, path_,
-      [&](const std::vector<Tensor>& args, TreeDef& ot) {
+      *ctx, type_name(), key, args, path_,
+      [&](const std::vector<Tensor>& body_args, TreeDef& ot) {
         ot = TreeDef{};
-        return std::vector<Tensor>{forward(args[0])};
+        return std::vector<Tensor>{body(body_args)};
       },
       out_tree);
   return outs.at(0);

@@ -5,6 +5,7 @@
 // key and called (see trace/subgraph.h), its weights resolved through the
 // call's prefix.
 #pragma once
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -38,8 +39,9 @@ class Module {
   /// Sets parameters by path: the values are copied into each parameter's
   /// memory (torch's semantics), so a compiled callable bound to the
   /// parameters sees them. An unknown path or a shape/dtype mismatch throws
-  /// ValueError before any parameter changes.
-  void load_state_dict(const std::map<std::string, Tensor>& sd);
+  /// ValueError before any parameter changes; with `strict`, so does a
+  /// parameter that `sd` lacks (the message names every missing path).
+  void load_state_dict(const std::map<std::string, Tensor>& sd, bool strict = false);
   /// This module's prefix: "" for a root, "layers.3." for a child.
   const std::string& path() const { return path_; }
   /// Marks the module to be traced as one shared subgraph body per key.
@@ -49,6 +51,13 @@ class Module {
   }
 
  protected:
+  /// Runs `body(args)`, this module's computation on several tensors, the
+  /// way operator() runs forward: as one shared subgraph call (keyed by the
+  /// module's type, parameter types and the arguments' types) when the module
+  /// is marked with set_subgraph and a root trace is active, else directly.
+  /// For modules whose forward takes more than one tensor (an attention
+  /// block's hidden states and mask).
+  Tensor call_module(const std::vector<Tensor>& args, const std::function<Tensor(const std::vector<Tensor>&)>& body);
   /// Adds a parameter (a realized tensor) named `name`.
   void register_parameter(const std::string& name, Tensor value);
   /// Adds a child module reachable as `name.` in paths.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # README benchmark command: install what is missing, build kiln's Release
-# benchmarks, run bench_ops, bench_compile and bench_digits, and write
+# benchmarks, run bench_ops, bench_compile, bench_digits and bench_minilm, and write
 # benchmarks/RESULTS.md: the machine, the date and the comparison tables
 # (kiln eager, kiln compiled and the peers measured in the same run: Eigen,
 # OpenBLAS, a plain C++ loop, the system C++ compiler, and LibTorch/TorchScript
@@ -15,10 +15,11 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 bash scripts/install_deps.sh
 bash scripts/fetch_digits.sh || echo "run_benchmarks: no digits data; bench_digits uses random inputs"
+bash scripts/fetch_minilm.sh || echo "run_benchmarks: no MiniLM weights; bench_minilm uses random weights"
 
 build_dir="${KILN_BUILD_DIR:-build/release}"
 jobs="${KILN_JOBS:-$(nproc)}"
-programs=(bench_ops bench_compile bench_digits)
+programs=(bench_ops bench_compile bench_digits bench_minilm)
 cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DKILN_BUILD_BENCHMARKS=ON
 cmake --build "$build_dir" -j"$jobs" --target "${programs[@]}"
 

@@ -1,0 +1,154 @@
+// all-MiniLM-L6-v2 forward (examples/minilm.h's encoder: 6 BERT layers,
+// mean pooling, L2 normalisation) at batch 1 x 16 tokens (latency) and
+// 32 x 128 tokens (throughput), 1 and 2 threads: kiln eager and compiled,
+// beside the GEMM floor: the forward's GEMMs alone (per layer Q, K, V, the
+// attention output, the two feed-forward products, and per sentence and head
+// the scores and context products), called directly through OpenBLAS's
+// cblas_sgemm on buffers allocated once. Compiled / floor shows what the
+// rest of the plan (softmax, layer_norm, GELU, copies) costs.
+// Weights: data/minilm when present (scripts/fetch_minilm.sh), else random
+// (same shapes, same speed). Inputs: random token ids, every token attended.
+#include <benchmark/benchmark.h>
+#include <cblas.h>
+
+#include <filesystem>
+#include <kiln/kiln.h>
+#include <memory>
+#include <vector>
+
+#include "bench_peers.h"
+#include "bench_report.h"
+#include "minilm.h"
+
+#ifndef KILN_MINILM_DIR
+#define KILN_MINILM_DIR "data/minilm"
+#endif
+
+namespace {
+using kiln::Tensor;
+
+// The model: the published weights when fetched, else a random BertModel.
+struct Model {
+  std::unique_ptr<minilm::Encoder> enc;          // with the weights
+  std::shared_ptr<kiln::nn::BertModel> random;   // without
+  kiln::nn::BertModel& model() const { return enc ? enc->model() : *random; }
+};
+const Model& model() {
+  static const Model m = [] {
+    Model out;
+    if (std::filesystem::exists(KILN_MINILM_DIR "/model.safetensors"))
+      out.enc = std::make_unique<minilm::Encoder>(KILN_MINILM_DIR);
+    else
+      out.random = std::make_shared<kiln::nn::BertModel>();
+    return out;
+  }();
+  return m;
+}
+
+minilm::Batch inputs(int64_t n, int64_t L) {
+  kiln::random::Generator gen(42);
+  Tensor ids = kiln::cast(kiln::random::uniform({n, L}, 1000, 30000, kiln::DType::float32, &gen), kiln::DType::int64);
+  return {ids.contiguous(), kiln::ones({n, L}, kiln::DType::int64)};
+}
+
+void BM_kiln_eager_minilm(benchmark::State& st) {
+  kb::set_threads(static_cast<int>(st.range(2)));
+  const minilm::Batch b = inputs(st.range(0), st.range(1));
+  auto& m = model().model();
+  kiln::nn::sentence_embedding(m, b.input_ids, b.attention_mask).realize();  // warm-up
+  for (auto _ : st) kiln::nn::sentence_embedding(m, b.input_ids, b.attention_mask).realize();
+}
+
+void BM_kiln_compiled_minilm(benchmark::State& st) {
+  kb::set_threads(static_cast<int>(st.range(2)));
+  const minilm::Batch b = inputs(st.range(0), st.range(1));
+  auto& m = model().model();
+  kiln::CompileOptions o;
+  o.weights = m.state_dict();
+  auto fn = [&m](Tensor ids, Tensor mask) { return kiln::nn::sentence_embedding(m, ids, mask); };
+  const kiln::CompiledCallable run = kiln::compile(fn, o)(b.input_ids, b.attention_mask);
+  run(b.input_ids, b.attention_mask);  // warm-up
+  for (auto _ : st) benchmark::DoNotOptimize(run(b.input_ids, b.attention_mask));
+}
+
+// Compile time of the encoder for one shape (stage + optimise + generate), cold.
+void BM_kiln_compile_minilm(benchmark::State& st) {
+  kb::set_threads(1);
+  const minilm::Batch b = inputs(1, 16);
+  auto& m = model().model();
+  kiln::CompileOptions o;
+  o.weights = m.state_dict();
+  auto fn = [&m](Tensor ids, Tensor mask) { return kiln::nn::sentence_embedding(m, ids, mask); };
+  for (auto _ : st) benchmark::DoNotOptimize(kiln::compile(fn, o)(b.input_ids, b.attention_mask));
+}
+
+// The forward's GEMMs alone, through cblas_sgemm (row-major, weights
+// transposed as Linear uses them).
+void BM_gemm_floor_minilm(benchmark::State& st) {
+  kb::set_threads(static_cast<int>(st.range(2)));
+  const kiln::nn::BertConfig c;
+  const int64_t n = st.range(0), L = st.range(1), T = n * L, H = c.hidden_size, I = c.intermediate_size,
+                heads = c.num_attention_heads, d = H / heads;
+  std::vector<float> x(T * H, 0.01f), w(H * H, 0.02f), wi(I * H, 0.02f), wo(H * I, 0.02f), q(T * H), k(T * H),
+      v(T * H), ctx(T * H), a(T * H), inter(T * I), out(T * H), scores(L * L);
+  auto linear = [](const float* in, const float* wt, float* o, int64_t rows, int64_t in_f, int64_t out_f) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), static_cast<int>(out_f),
+                static_cast<int>(in_f), 1.0f, in, static_cast<int>(in_f), wt, static_cast<int>(in_f), 0.0f, o,
+                static_cast<int>(out_f));
+  };
+  auto layer = [&] {
+    linear(x.data(), w.data(), q.data(), T, H, H);
+    linear(x.data(), w.data(), k.data(), T, H, H);
+    linear(x.data(), w.data(), v.data(), T, H, H);
+    for (int64_t s = 0; s < n; ++s)
+      for (int64_t h = 0; h < heads; ++h) {
+        const int64_t off = s * L * H + h * d;  // head h of sentence s: rows of stride H
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(L), static_cast<int>(L),
+                    static_cast<int>(d), 1.0f, q.data() + off, static_cast<int>(H), k.data() + off,
+                    static_cast<int>(H), 0.0f, scores.data(), static_cast<int>(L));
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(L), static_cast<int>(d),
+                    static_cast<int>(L), 1.0f, scores.data(), static_cast<int>(L), v.data() + off,
+                    static_cast<int>(H), 0.0f, ctx.data() + off, static_cast<int>(H));
+      }
+    linear(ctx.data(), w.data(), a.data(), T, H, H);
+    linear(a.data(), wi.data(), inter.data(), T, H, I);
+    linear(inter.data(), wo.data(), out.data(), T, I, H);
+  };
+  layer();
+  for (auto _ : st) {
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l) layer();
+    benchmark::DoNotOptimize(out.data());
+  }
+}
+
+void shapes(benchmark::internal::Benchmark* b) {
+  for (int t : {1, 2}) {
+    b->Args({1, 16, t});
+    b->Args({32, 128, t});
+  }
+  b->ArgNames({"n", "L", "threads"})->UseRealTime()->Unit(benchmark::kMillisecond);
+}
+BENCHMARK(BM_kiln_eager_minilm)->Apply(shapes);
+BENCHMARK(BM_kiln_compiled_minilm)->Apply(shapes);
+BENCHMARK(BM_gemm_floor_minilm)->Apply(shapes);
+BENCHMARK(BM_kiln_compile_minilm)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using kb::compare;
+  for (int t : {1, 2})
+    for (auto [n, L] : {std::pair{1, 16}, std::pair{32, 128}}) {
+      const std::string s = "/n:" + std::to_string(n) + "/L:" + std::to_string(L) + "/threads:" + std::to_string(t) +
+                            "/real_time";
+      const std::string what = "MiniLM forward, batch " + std::to_string(n) + " x " + std::to_string(L) + " tokens, " +
+                               std::to_string(t) + " thread(s)";
+      compare({what + ", vs its GEMM floor", "BM_kiln_compiled_minilm" + s, {"BM_gemm_floor_minilm" + s},
+               "within 1.25x of the GEMM floor", "BM_kiln_eager_minilm" + s});
+    }
+  compare({"compile the MiniLM encoder (1 x 16, cold)", "BM_kiln_compile_minilm/real_time", {}, "reported (no target)",
+           "", true});
+  kb::note(std::string("MiniLM weights: ") +
+           (model().enc ? "data/minilm (the published all-MiniLM-L6-v2)" : "random (data/minilm missing)") + ".");
+  return kb::run_main(argc, argv, "all-MiniLM-L6-v2 sentence embeddings (main job)");
+}

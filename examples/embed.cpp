@@ -1,0 +1,304 @@
+// embed: sentence embeddings with the pretrained all-MiniLM-L6-v2 (a 6-layer
+// BERT, nn/bert.h), eagerly and compiled (examples/minilm.h), the README's
+// main job (issue 15). Prints the cosine-similarity matrix of the sentences,
+// with --search the nearest sentences of a small corpus, then the largest
+// eager/compiled difference, the time per batch of each and the speedup.
+// The weights come from scripts/fetch_minilm.sh (data/minilm/).
+#include <kiln/kiln.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <numeric>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "minilm.h"
+
+namespace {
+
+#ifndef KILN_SOURCE_DIR
+#define KILN_SOURCE_DIR "."
+#endif
+
+struct Options {
+  std::vector<std::string> sentences;
+  std::string file;
+  std::string data = KILN_SOURCE_DIR "/data/minilm";
+  std::string corpus = KILN_SOURCE_DIR "/examples/data/corpus.txt";
+  std::string mode = "both";
+  std::string output, export_path, search;
+  int threads = 0;  // 0: kiln's default
+  int repeats = 5;
+  bool strict = false;
+};
+
+const char* kUsage =
+    "usage: embed [options] [SENTENCE ...]\n"
+    "  Embeds sentences with all-MiniLM-L6-v2 (384-d unit vectors), eagerly and\n"
+    "  compiled, and prints their cosine-similarity matrix.\n"
+    "  --file PATH      one sentence per line (added after the SENTENCE arguments)\n"
+    "  --search QUERY   also print the corpus sentences nearest to QUERY\n"
+    "  --corpus PATH    the corpus for --search (default: examples/data/corpus.txt)\n"
+    "  --mode M         eager, compiled or both (default both)\n"
+    "  --output F.npy   the embeddings, float32 [n, 384] (compiled; eager with --mode eager)\n"
+    "  --export F.mef   also write the compiled callable and its padded inputs\n"
+    "                   (F.input_ids.npy, F.attention_mask.npy) for `kiln run`\n"
+    "  --threads N      CPU threads for kiln's kernels (default: all cores)\n"
+    "  --repeats N      timed runs per mode, the median is reported (default 5)\n"
+    "  --strict         strict numerics (KernelOptions::strict): compiled must be\n"
+    "                   bitwise eager (exit status 1 otherwise)\n"
+    "  --data DIR       the model folder (default: <repo>/data/minilm, written by\n"
+    "                   scripts/fetch_minilm.sh)\n"
+    "  --help           this text\n";
+
+[[noreturn]] void usage_error(const std::string& msg) {
+  std::cerr << "embed: " << msg << "\n" << kUsage;
+  std::exit(2);
+}
+
+int parse_positive(const std::string& opt, const std::string& text) {
+  try {
+    size_t used = 0;
+    long v = std::stol(text, &used);
+    if (used == text.size() && v >= 1 && v <= 100000) return static_cast<int>(v);
+  } catch (const std::exception&) {
+  }
+  usage_error(opt + " expects a positive integer, got '" + text + "'");
+}
+
+Options parse_args(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i], value;
+    if (arg.rfind("--", 0) != 0) {
+      o.sentences.push_back(arg);
+      continue;
+    }
+    bool inline_value = false;
+    if (auto eq = arg.find('='); eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+      inline_value = true;
+    }
+    auto take_value = [&]() -> std::string {
+      if (inline_value) return value;
+      if (i + 1 >= argc) usage_error(arg + " expects a value");
+      return argv[++i];
+    };
+    if (arg == "--help") {
+      std::cout << kUsage;
+      std::exit(0);
+    } else if (arg == "--file") {
+      o.file = take_value();
+    } else if (arg == "--search") {
+      o.search = take_value();
+    } else if (arg == "--corpus") {
+      o.corpus = take_value();
+    } else if (arg == "--mode") {
+      o.mode = take_value();
+      if (o.mode != "eager" && o.mode != "compiled" && o.mode != "both")
+        usage_error("--mode expects eager, compiled or both, got '" + o.mode + "'");
+    } else if (arg == "--output") {
+      o.output = take_value();
+    } else if (arg == "--export") {
+      o.export_path = take_value();
+    } else if (arg == "--data") {
+      o.data = take_value();
+    } else if (arg == "--threads") {
+      o.threads = parse_positive(arg, take_value());
+    } else if (arg == "--repeats") {
+      o.repeats = parse_positive(arg, take_value());
+    } else if (arg == "--strict") {
+      if (inline_value) usage_error("--strict takes no value");
+      o.strict = true;
+    } else {
+      usage_error("unknown option '" + arg + "'");
+    }
+  }
+  if (o.strict && o.mode != "both") usage_error("--strict compares both runs: it needs --mode both");
+  if (!o.export_path.empty() && o.mode == "eager") usage_error("--export writes the compiled callable: not with --mode eager");
+  return o;
+}
+
+bool blank(const std::string& s) {
+  return std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isspace(c); });
+}
+
+// One sentence per line; an empty (or blank) line is an error naming it.
+std::vector<std::string> read_lines(const std::string& path, const char* what) {
+  std::ifstream f(path);
+  if (!f) throw kiln::IoError(std::string("cannot open ") + what + " '" + path + "'");
+  std::vector<std::string> out;
+  std::string line;
+  for (int no = 1; std::getline(f, line); ++no) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (blank(line))
+      throw kiln::ValueError(std::string(what) + " '" + path + "' line " + std::to_string(no) +
+                             " is empty (one sentence per line, no blank lines)");
+    out.push_back(line);
+  }
+  if (out.empty()) throw kiln::ValueError(std::string(what) + " '" + path + "' has no sentences");
+  return out;
+}
+
+double median(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
+// Runs `f` once untimed (a compile, caches), then `repeats` timed times;
+// returns the last result and the median seconds.
+template <class F>
+std::pair<kiln::Tensor, double> timed(F&& f, int repeats) {
+  kiln::Tensor r = f();
+  std::vector<double> t;
+  for (int i = 0; i < repeats; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    r = f();
+    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return {r, median(t)};
+}
+
+// Cosine similarities of unit rows: a @ b^T.
+kiln::Tensor cosine(const kiln::Tensor& a, const kiln::Tensor& b) {
+  return kiln::matmul(a, kiln::transpose(b, 0, 1)).contiguous();
+}
+
+std::string clip(const std::string& s, size_t n) { return s.size() <= n ? s : s.substr(0, n - 3) + "..."; }
+
+void print_matrix(const std::vector<std::string>& sentences, const kiln::Tensor& emb) {
+  const kiln::Tensor sim = cosine(emb, emb);
+  const int64_t n = sim.size(0);
+  std::printf("\nsentences:\n");
+  for (int64_t i = 0; i < n; ++i) std::printf("  [%lld] %s\n", static_cast<long long>(i), clip(sentences[i], 90).c_str());
+  std::printf("\ncosine similarity:\n      ");
+  for (int64_t j = 0; j < n; ++j) std::printf(" [%2lld] ", static_cast<long long>(j));
+  std::printf("\n");
+  for (int64_t i = 0; i < n; ++i) {
+    std::printf("  [%2lld]", static_cast<long long>(i));
+    for (int64_t j = 0; j < n; ++j) std::printf(" %5.3f", sim.data<float>()[i * n + j]);
+    std::printf("\n");
+  }
+}
+
+double max_abs_diff(const kiln::Tensor& a, const kiln::Tensor& b) {
+  const kiln::Tensor ac = a.contiguous(), bc = b.contiguous();
+  double m = 0;
+  for (int64_t k = 0; k < ac.numel(); ++k) m = std::max(m, std::abs(double(ac.data<float>()[k]) - bc.data<float>()[k]));
+  return m;
+}
+
+int run(const Options& opt) {
+  if (opt.threads > 0) kiln::set_num_threads(opt.threads);
+  std::vector<std::string> sentences = opt.sentences;
+  for (size_t i = 0; i < sentences.size(); ++i)
+    if (blank(sentences[i])) throw kiln::ValueError("sentence argument " + std::to_string(i + 1) + " is empty");
+  if (!opt.file.empty())
+    for (auto& s : read_lines(opt.file, "--file")) sentences.push_back(std::move(s));
+  if (sentences.empty() && opt.search.empty()) usage_error("no sentences: give them as arguments or with --file");
+
+  std::shared_ptr<kiln::InferenceSession> session;
+  if (opt.strict) session = std::make_shared<kiln::InferenceSession>(kiln::KernelOptions{.strict = true});
+  const minilm::Encoder enc(opt.data, session);
+  const auto tok = kiln::text::WordPieceTokenizer::from_vocab_file(enc.files().vocab);
+  const bool eager = opt.mode != "compiled", compiled = opt.mode != "eager";
+  std::printf("embed: all-MiniLM-L6-v2 (%lld layers, hidden %lld), %d threads%s\n",
+              static_cast<long long>(enc.model().config().num_hidden_layers),
+              static_cast<long long>(enc.model().config().hidden_size), kiln::get_num_threads(),
+              opt.strict ? ", strict numerics" : "");
+
+  // The embeddings the report uses: compiled unless only eager runs.
+  auto embed = [&](const std::vector<std::string>& texts) {
+    const auto b = tok.encode_batch(texts, minilm::kMaxLength);
+    const minilm::Batch batch{b.input_ids, b.attention_mask};
+    return compiled ? enc.compiled(batch) : enc.eager(batch);
+  };
+
+  int status = 0;
+  if (!sentences.empty()) {
+    // Both runs take the batch padded to its bucket: the same work, and (with
+    // --strict) the same GEMM shapes, so the same bits.
+    const auto tb = tok.encode_batch(sentences, minilm::kMaxLength);
+    const int64_t n = tb.input_ids.size(0), L = tb.input_ids.size(1);
+    const minilm::Batch batch = minilm::pad_batch({tb.input_ids, tb.attention_mask}, minilm::bucket_length(L));
+    std::printf("batch: %lld sentences, %lld tokens (longest), padded to %lld\n", static_cast<long long>(n),
+                static_cast<long long>(L), static_cast<long long>(batch.input_ids.size(1)));
+    std::optional<std::pair<kiln::Tensor, double>> e, c;
+    double compile_s = 0;
+    if (eager) e = timed([&] { return enc.eager(batch); }, opt.repeats);
+    if (compiled) {
+      const auto t0 = std::chrono::steady_clock::now();
+      enc.compiled(batch);  // compiles (once per batch size and bucket)
+      compile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      c = timed([&] { return enc.compiled(batch); }, opt.repeats);
+    }
+    const kiln::Tensor& emb = c ? c->first : e->first;
+    print_matrix(sentences, emb);
+    if (!opt.output.empty()) {
+      kiln::write_npy(opt.output, emb);
+      std::printf("\nwrote %s (float32 [%lld, %lld], %s)\n", opt.output.c_str(), static_cast<long long>(emb.size(0)),
+                  static_cast<long long>(emb.size(1)), c ? "compiled" : "eager");
+    }
+    if (!opt.export_path.empty()) {
+      const minilm::Batch p = enc.export_mef(batch, opt.export_path);
+      const std::string ids = opt.export_path + ".input_ids.npy", mask = opt.export_path + ".attention_mask.npy";
+      kiln::write_npy(ids, p.input_ids);
+      kiln::write_npy(mask, p.attention_mask);
+      std::printf("\nexported %s; run it with:\n  kiln run %s --weights %s --input %s --input %s --output out.npy\n",
+                  opt.export_path.c_str(), opt.export_path.c_str(), enc.files().weights.c_str(), ids.c_str(),
+                  mask.c_str());
+    }
+    if (e && c) {
+      const double diff = max_abs_diff(e->first, c->first);
+      const bool bitwise = diff == 0 && std::memcmp(e->first.contiguous().data<float>(), c->first.contiguous().data<float>(),
+                                                     static_cast<size_t>(e->first.numel()) * sizeof(float)) == 0;
+      std::printf("\nlargest |eager - compiled|: %.3g%s\n", diff, bitwise ? " (bitwise equal)" : "");
+      if (opt.strict) {
+        std::printf("strict numerics: embeddings bitwise equal: %s\n", bitwise ? "yes" : "NO");
+        if (!bitwise) status = 1;
+      }
+    }
+    if (e) std::printf("time per batch:  eager %.2f ms", 1e3 * e->second);
+    if (c) std::printf("%scompiled %.2f ms (median of %d; compile took %.0f ms, %lld compile(s) so far)",
+                       e ? ", " : "time per batch:  ", 1e3 * c->second, opt.repeats, 1e3 * compile_s,
+                       static_cast<long long>(enc.jit_stats().compiles));
+    std::printf("\n");
+    if (e && c) std::printf("speedup:         %.2fx\n", e->second / c->second);
+  }
+
+  if (!opt.search.empty()) {
+    if (blank(opt.search)) throw kiln::ValueError("--search QUERY is empty");
+    const std::vector<std::string> corpus = read_lines(opt.corpus, "--corpus");
+    const kiln::Tensor ce = embed(corpus), qe = embed({opt.search});
+    const kiln::Tensor sim = cosine(qe, ce);
+    std::vector<int64_t> order(corpus.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return sim.data<float>()[a] > sim.data<float>()[b]; });
+    std::printf("\nnearest to \"%s\" (of %zu corpus sentences, %s):\n", clip(opt.search, 70).c_str(), corpus.size(),
+                compiled ? "compiled" : "eager");
+    for (size_t k = 0; k < std::min<size_t>(5, order.size()); ++k)
+      std::printf("  %.3f  %s\n", sim.data<float>()[order[k]], clip(corpus[order[k]], 90).c_str());
+  }
+  return status;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options opt = parse_args(argc, argv);
+  try {
+    return run(opt);
+  } catch (const kiln::Error& e) {
+    std::cerr << "embed: " << e.what() << "\n";
+    return 1;
+  }
+}
