@@ -6,6 +6,7 @@
 #pragma once
 #include "tensor/allocator.h"
 #include "tensor/creation.h"
+#include "tensor/einsum.h"
 #include "tensor/dtype.h"
 #include "tensor/error.h"
 #include "tensor/op_table.h"
