@@ -173,6 +173,9 @@ Tensor all(const Tensor& x, const Axes& axes = {}, bool keepdim = false);
 /// return int64; float16/bfloat16 accumulate in float32). Sequential along
 /// the axis. A 0-d x has no axis (IndexError).
 Tensor cumsum(const Tensor& x, int64_t axis);
+/// Inclusive prefix product along `axis` (cumsum's dtype rules; integers
+/// wrap as int64 does).
+Tensor cumprod(const Tensor& x, int64_t axis);
 /// exp(x - max) / sum(exp(x - max)) along `axis`. Integer/bool inputs give
 /// float32. A line holding NaN or +inf, or only -inf, is NaN throughout (as
 /// torch.softmax). A 0-d x has no axis (IndexError).

@@ -1,5 +1,9 @@
-// kiln: the Scan category (cumsum along attrs.axis): shape rule, eager call
-// and the public function.
+// kiln: the Scan category (cumsum, cumprod, sort, argsort along attrs.axis):
+// shape rule, eager call and the public functions (and topk, built on them).
+#include "sorting.h"
+
+#include <string>
+
 #include "kernel_registry.h"
 #include "op_table.h"
 #include "ops.h"
@@ -26,10 +30,29 @@ Tensor eager_scan(OpId op, std::span<const Tensor> in, const Attrs& attrs) {
 
 }  // namespace detail
 
-Tensor cumsum(const Tensor& x, int64_t axis) {
+namespace {
+Tensor along(OpId op, const Tensor& x, int64_t axis, bool flag = false) {
   Attrs a;
   a.axis = axis;
-  return apply(OpId::CumSum, x, a);
+  a.flag = flag;
+  return apply(op, x, a);
+}
+}  // namespace
+
+Tensor cumsum(const Tensor& x, int64_t axis) { return along(OpId::CumSum, x, axis); }
+Tensor cumprod(const Tensor& x, int64_t axis) { return along(OpId::CumProd, x, axis); }
+Tensor sort(const Tensor& x, int64_t axis, bool descending) { return along(OpId::Sort, x, axis, descending); }
+Tensor argsort(const Tensor& x, int64_t axis, bool descending) { return along(OpId::ArgSort, x, axis, descending); }
+
+TopK topk(const Tensor& x, int64_t k, int64_t axis, bool largest) {
+  const int64_t n = x.ndim() == 0 ? 1 : x.shape()[normalize_axis(axis, x.ndim(), "topk")];
+  if (k < 0 || k > n)
+    throw ValueError("topk: k must be in [0, " + std::to_string(n) + "] (the extent of axis " + std::to_string(axis) +
+                     " of shape " + shape_str(x.shape()) + "), got " + std::to_string(k));
+  // The first k of a stable sort: ties keep the lower index first, as
+  // torch.topk's sorted CPU result does.
+  Tensor idx = slice(argsort(x, axis, largest), axis, 0, k);
+  return {gather(x, axis, idx), idx};
 }
 
 }  // namespace kiln

@@ -12,6 +12,8 @@ int check_unary_op(kiln::OpId op);
 int check_binary_op(kiln::OpId op);
 int check_ternary_op(kiln::OpId op);
 int check_reduce_op(kiln::OpId op);
+/// The Scan rows other than cumsum (cumprod, sort, argsort).
+int check_order_op(kiln::OpId op);
 int check_scan_op(kiln::OpId op);
 int check_rownorm_op(kiln::OpId op);
 int check_matmul_op(kiln::OpId op);

@@ -43,5 +43,10 @@ void column_sum(bool f64, const void* x, int64_t rows, int64_t cols, void* out);
 /// integer/bool x, accumulated with wrap-around; float16/bfloat16 accumulate
 /// in float32). Sequential along the axis.
 void cumsum(const Tensor& x, int64_t axis, const Tensor& out);
+/// Inclusive prefix product, with cumsum's dtype and accumulation rules.
+void cumprod(const Tensor& x, int64_t axis, const Tensor& out);
+/// Stable sort of each line along `axis` (NaN above +inf): the values into
+/// `out` (x's dtype), or with `indices` their int64 positions along the axis.
+void sort(const Tensor& x, int64_t axis, bool descending, bool indices, const Tensor& out);
 
 }  // namespace kiln::cpu

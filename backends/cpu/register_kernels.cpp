@@ -33,7 +33,15 @@ void reduction(const KernelArgs& k) {
   reduce(k.op, k.in[0], reduced, k.attrs.scalar, k.out);
 }
 
-void scan(const KernelArgs& k) { cumsum(k.in[0], normalize_axis(k.attrs.axis, k.in[0].ndim(), "cumsum"), k.out); }
+void scan(const KernelArgs& k) {
+  const int64_t axis = normalize_axis(k.attrs.axis, k.in[0].ndim(), "scan");
+  switch (k.op) {
+    case OpId::CumProd: cumprod(k.in[0], axis, k.out); break;
+    case OpId::Sort:
+    case OpId::ArgSort: sort(k.in[0], axis, k.attrs.flag, k.op == OpId::ArgSort, k.out); break;
+    default: cumsum(k.in[0], axis, k.out); break;
+  }
+}
 
 // Softmax rows along attrs.axis; norms over the last axis with
 // attrs.ints = {has_weight, has_bias} selecting the optional inputs.

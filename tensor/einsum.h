@@ -1,0 +1,45 @@
+// kiln: einsum and convolutions, composed from op-table rows (permute,
+// reshape, matmul, sum, slice, concat, pad), so they trace and compile as
+// any op does.
+#pragma once
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "tensor.h"
+
+namespace kiln {
+
+/// numpy.einsum in explicit ("ij,jk->ik") or implicit ("ij,jk": the output
+/// holds the letters that appear once, in alphabetical order) form, with
+/// "..." for broadcast leading axes. A letter repeated within one operand
+/// takes its diagonal ("ii->i"). Operands are contracted pairwise in the
+/// order a greedy cost model picks (the pair whose result is smallest
+/// first); each pair becomes one batched matmul. Dtypes promote as matmul.
+/// Throws ValueError for a malformed subscript string (naming the position),
+/// a letter count that does not match an operand's rank, or an output letter
+/// that no input has; ShapeError for extents that disagree.
+Tensor einsum(std::string_view subscripts, const std::vector<Tensor>& operands);
+
+/// 1-d convolution (cross-correlation, as torch.nn.functional.conv1d):
+/// x [N, C_in, L], weight [C_out, C_in / groups, K], optional bias [C_out];
+/// result [N, C_out, L_out], L_out = (L + 2 padding - dilation (K - 1) - 1) / stride + 1.
+Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, int64_t stride = 1,
+              int64_t padding = 0, int64_t dilation = 1, int64_t groups = 1);
+/// 2-d convolution: x [N, C_in, H, W], weight [C_out, C_in / groups, KH, KW],
+/// bias [C_out] or undefined; stride, padding and dilation as {h, w}. Runs as
+/// im2col (KH*KW strided slices) and one batched matmul per group. Throws
+/// ShapeError for mismatched channels, groups that do not divide them, or a
+/// kernel larger than the padded input; ValueError for non-positive stride,
+/// dilation or groups and negative padding.
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, std::vector<int64_t> stride = {1, 1},
+              std::vector<int64_t> padding = {0, 0}, std::vector<int64_t> dilation = {1, 1}, int64_t groups = 1);
+/// Max / average pooling over [N, C, H, W] windows of `kernel` {kh, kw}
+/// (stride defaults to the kernel). max_pool2d pads with -inf, avg_pool2d
+/// with zeros counted in the average (torch's count_include_pad=true).
+Tensor max_pool2d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride = {},
+                  std::vector<int64_t> padding = {0, 0});
+Tensor avg_pool2d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride = {},
+                  std::vector<int64_t> padding = {0, 0});
+
+}  // namespace kiln

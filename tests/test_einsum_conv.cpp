@@ -1,0 +1,264 @@
+// einsum against brute-force float64 loops over every label assignment (30
+// random subscript strings and hand-picked ones), conv2d/conv1d against a
+// direct 7-loop float64 reference, pooling against window loops; eager and
+// compiled.
+#include <map>
+#include <random>
+
+#include "test_util.h"
+
+using namespace kiln;
+using kt::random_tensor;
+using kt::values;
+
+namespace {
+
+// Row-major flat index of `idx` in `shape`.
+int64_t flat(const Shape& shape, const std::vector<int64_t>& idx) {
+  int64_t f = 0;
+  for (size_t d = 0; d < shape.size(); ++d) f = f * shape[d] + idx[d];
+  return f;
+}
+
+// einsum by loops: every assignment of every label, products summed into
+// the output element the output labels pick.
+std::vector<double> ref_einsum(const std::vector<std::string>& ins, const std::string& out,
+                               const std::vector<Tensor>& ops, const std::map<char, int64_t>& ext) {
+  std::vector<char> labels;  // the labels some operand or the output uses
+  for (const auto& [c, n] : ext) {
+    bool used = out.find(c) != std::string::npos;
+    for (const std::string& t : ins) used = used || t.find(c) != std::string::npos;
+    if (used) labels.push_back(c);
+  }
+  Shape oshape;
+  for (char c : out) oshape.push_back(ext.at(c));
+  std::vector<double> r(static_cast<size_t>(checked_numel(oshape)), 0.0);
+  std::vector<std::vector<double>> v;
+  for (const Tensor& t : ops) v.push_back(values(t));
+  std::map<char, int64_t> at;
+  for (char c : labels) at[c] = 0;
+  int64_t total = 1;
+  for (char c : labels) total *= ext.at(c);
+  for (int64_t step = 0; step < total; ++step) {
+    double p = 1;
+    for (size_t k = 0; k < ops.size(); ++k) {
+      std::vector<int64_t> idx;
+      for (char c : ins[k]) idx.push_back(at[c]);
+      p *= v[k][static_cast<size_t>(flat(ops[k].shape(), idx))];
+    }
+    std::vector<int64_t> oi;
+    for (char c : out) oi.push_back(at[c]);
+    r[static_cast<size_t>(flat(oshape, oi))] += p;
+    for (auto it = labels.rbegin(); it != labels.rend(); ++it) {
+      if (++at[*it] < ext.at(*it)) break;
+      at[*it] = 0;
+    }
+  }
+  return r;
+}
+
+void check_einsum(const std::vector<std::string>& ins, const std::string& out, const std::map<char, int64_t>& ext,
+                  DType dt, uint64_t seed) {
+  std::string spec;
+  std::vector<Tensor> ops;
+  for (size_t k = 0; k < ins.size(); ++k) {
+    Shape s;
+    for (char c : ins[k]) s.push_back(ext.at(c));
+    ops.push_back(random_tensor(s, dt, seed + k, false, 1.0, -3, 3).reshape(s));  // reshape: 0-d operands too
+    spec += (k ? "," : "") + ins[k];
+  }
+  spec += "->" + out;
+  CAPTURE(spec);
+  Tensor got = einsum(spec, ops);
+  Shape oshape;
+  for (char c : out) oshape.push_back(ext.at(c));
+  REQUIRE(got.shape() == oshape);
+  kt::check_all_close(got, ref_einsum(ins, out, ops, ext), is_floating(dt) ? 1e-5 : 0, is_floating(dt) ? 1e-5 : 0,
+                      spec.c_str());
+}
+
+// conv2d by the definition, in float64.
+std::vector<double> ref_conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int64_t sh, int64_t sw, int64_t ph,
+                               int64_t pw, int64_t dh, int64_t dw, int64_t g, Shape& out_shape) {
+  const int64_t n = x.shape()[0], c = x.shape()[1], h = x.shape()[2], wd = x.shape()[3];
+  const int64_t oc = w.shape()[0], cg = w.shape()[1], kh = w.shape()[2], kw = w.shape()[3];
+  const int64_t oh = (h + 2 * ph - dh * (kh - 1) - 1) / sh + 1, ow = (wd + 2 * pw - dw * (kw - 1) - 1) / sw + 1;
+  out_shape = {n, oc, oh, ow};
+  const std::vector<double> xv = values(x), wv = values(w), bv = b.defined() ? values(b) : std::vector<double>(oc, 0.0);
+  std::vector<double> r(static_cast<size_t>(n * oc * oh * ow));
+  const int64_t ocg = oc / g;
+  for (int64_t in = 0; in < n; ++in)
+    for (int64_t o = 0; o < oc; ++o)
+      for (int64_t y = 0; y < oh; ++y)
+        for (int64_t z = 0; z < ow; ++z) {
+          double acc = bv[o];
+          const int64_t grp = o / ocg;
+          for (int64_t ci = 0; ci < cg; ++ci)
+            for (int64_t i = 0; i < kh; ++i)
+              for (int64_t j = 0; j < kw; ++j) {
+                const int64_t yy = y * sh - ph + i * dh, zz = z * sw - pw + j * dw;
+                if (yy < 0 || yy >= h || zz < 0 || zz >= wd) continue;
+                const int64_t cin = grp * cg + ci;
+                acc += xv[((in * c + cin) * h + yy) * wd + zz] * wv[((o * cg + ci) * kh + i) * kw + j];
+              }
+          r[((in * oc + o) * oh + y) * ow + z] = acc;
+        }
+  return r;
+}
+
+}  // namespace
+
+TEST_SUITE("einsum and conv") {
+  TEST_CASE("einsum: hand-picked subscripts against loops") {
+    const std::map<char, int64_t> ext = {{'i', 3}, {'j', 4}, {'k', 2}, {'l', 5}, {'b', 2}};
+    check_einsum({"ij", "jk"}, "ik", ext, DType::float32, 1);      // matmul
+    check_einsum({"bij", "bjk"}, "bik", ext, DType::float64, 2);   // batched
+    check_einsum({"ij"}, "ji", ext, DType::float32, 3);            // transpose
+    check_einsum({"ij"}, "", ext, DType::float64, 4);              // total sum
+    check_einsum({"i", "j"}, "ij", ext, DType::float32, 5);        // outer
+    check_einsum({"ij", "ij"}, "", ext, DType::float64, 6);        // Frobenius inner product
+    check_einsum({"ij", "jk", "kl"}, "il", ext, DType::float64, 7); // chain
+    check_einsum({"bij", "bkj"}, "bik", ext, DType::int32, 8);     // attention scores, integers exact
+    check_einsum({"ij", "jk", "k"}, "i", ext, DType::float32, 9);
+    // diagonals and traces
+    Tensor a = reshape(arange(9, DType::float32), {3, 3});
+    CHECK(einsum("ii->i", {a}).to_vector<float>() == std::vector<float>{0, 4, 8});
+    CHECK(einsum("ii", {a}).item<float>() == 12.0f);
+    CHECK(einsum("ij->", {a}).item<float>() == 36.0f);
+    // implicit output: letters used once, in order
+    Tensor x = random_tensor({2, 3}, DType::float32, 10), y = random_tensor({3, 4}, DType::float32, 11);
+    CHECK(einsum("ij,jk", {x, y}).shape() == Shape{2, 4});
+    CHECK(einsum("ba", {x}).shape() == Shape{3, 2});  // implicit "ab": transpose
+    // ellipsis: broadcast leading axes
+    Tensor p = random_tensor({5, 2, 3}, DType::float64, 12), q = random_tensor({3, 4}, DType::float64, 13);
+    Tensor e = einsum("...ij,jk->...ik", {p, q});
+    kt::check_all_close(e, values(matmul(p, q)), 1e-12, 1e-12, "ellipsis matmul");
+    Tensor bc = einsum("...j,j->...", {p, random_tensor({3}, DType::float64, 14)});
+    CHECK(bc.shape() == Shape{5, 2});
+  }
+
+  TEST_CASE("einsum: 30 random subscript strings against loops") {
+    std::mt19937_64 rng(2026);
+    const std::string alphabet = "abcdef";
+    for (int t = 0; t < 30; ++t) {
+      std::map<char, int64_t> ext;
+      for (char c : alphabet) ext[c] = 1 + static_cast<int64_t>(rng() % 3);
+      const int nops = 1 + static_cast<int>(rng() % 3);
+      std::vector<std::string> ins;
+      std::string used;
+      for (int k = 0; k < nops; ++k) {
+        std::string term;
+        const int rank = static_cast<int>(rng() % 4);
+        for (int r = 0; r < rank; ++r) {
+          char c = alphabet[rng() % alphabet.size()];
+          if (term.find(c) != std::string::npos && rng() % 3 != 0) continue;  // repeats sometimes (diagonals)
+          term += c;
+          if (used.find(c) == std::string::npos) used += c;
+        }
+        ins.push_back(term);
+      }
+      std::string out;
+      for (char c : used)
+        if (rng() % 2) out += c;
+      std::shuffle(out.begin(), out.end(), rng);
+      // repeated labels need equal extents: they are (one extent per label)
+      check_einsum(ins, out, ext, t % 2 ? DType::float64 : DType::float32, 100 + t);
+    }
+  }
+
+  TEST_CASE("einsum errors name what is wrong") {
+    Tensor a = zeros({2, 3});
+    CHECK_THROWS_WITH_AS(einsum("ij,jk->ik", {a}), doctest::Contains("names 2 operands, got 1"), ValueError);
+    CHECK_THROWS_WITH_AS(einsum("ijk->i", {a}), doctest::Contains("operand 0 has 2 axes but its subscripts name 3"),
+                         ValueError);
+    CHECK_THROWS_WITH_AS(einsum("ij->iz", {a}), doctest::Contains("output letter 'z' appears in no input"), ValueError);
+    CHECK_THROWS_WITH_AS(einsum("ij->ii", {a}), doctest::Contains("is repeated"), ValueError);
+    CHECK_THROWS_WITH_AS(einsum("i3->i", {a}), doctest::Contains("invalid subscript character '3'"), ValueError);
+    CHECK_THROWS_WITH_AS(einsum("ij,ij->", {a, zeros({3, 3})}), doctest::Contains("label 'i' has extent 2"), ShapeError);
+    CHECK_THROWS_AS(einsum("ii->i", {a}), ShapeError);
+  }
+
+  TEST_CASE("conv2d against the direct float64 loops: stride, padding, dilation, groups, bias") {
+    struct Case { Shape x, w; int64_t sh, sw, ph, pw, dh, dw, g; bool bias; };
+    const std::vector<Case> cases = {
+        {{2, 3, 7, 6}, {4, 3, 3, 3}, 1, 1, 0, 0, 1, 1, 1, true},
+        {{1, 4, 9, 9}, {6, 2, 3, 2}, 2, 1, 1, 2, 1, 2, 2, false},
+        {{2, 2, 5, 8}, {2, 1, 1, 3}, 1, 3, 0, 1, 1, 1, 2, true},
+        {{1, 1, 4, 4}, {1, 1, 4, 4}, 1, 1, 0, 0, 1, 1, 1, false},  // kernel = input
+        {{3, 4, 6, 5}, {8, 4, 2, 2}, 2, 2, 1, 1, 2, 1, 1, true},
+    };
+    uint64_t seed = 40;
+    for (const Case& c : cases) {
+      for (DType dt : {DType::float32, DType::float64}) {
+        Tensor x = random_tensor(c.x, dt, ++seed), w = random_tensor(c.w, dt, ++seed);
+        Tensor b = c.bias ? random_tensor({c.w[0]}, dt, ++seed) : Tensor();
+        Shape s;
+        const std::vector<double> want = ref_conv2d(x, w, b, c.sh, c.sw, c.ph, c.pw, c.dh, c.dw, c.g, s);
+        Tensor got = conv2d(x, w, b, {c.sh, c.sw}, {c.ph, c.pw}, {c.dh, c.dw}, c.g);
+        CAPTURE(shape_str(c.x));
+        REQUIRE(got.shape() == s);
+        kt::check_all_close(got, want, dt == DType::float32 ? 1e-5 : 1e-12, dt == DType::float32 ? 1e-4 : 1e-12, "conv2d");
+      }
+    }
+  }
+
+  TEST_CASE("conv1d is conv2d over one row; bad arguments are errors") {
+    Tensor x = random_tensor({2, 4, 10}, DType::float64, 1), w = random_tensor({6, 2, 3}, DType::float64, 2);
+    Shape s;
+    const std::vector<double> want =
+        ref_conv2d(unsqueeze(x, 2), unsqueeze(w, 2), Tensor(), 1, 2, 0, 1, 1, 2, 2, s);
+    Tensor got = conv1d(x, w, {}, 2, 1, 2, 2);
+    CHECK(got.shape() == Shape{s[0], s[1], s[3]});
+    kt::check_all_close(got, want, 1e-12, 1e-12, "conv1d");
+    CHECK_THROWS_WITH_AS(conv2d(zeros({1, 3, 5, 5}), zeros({2, 2, 3, 3})), doctest::Contains("expects 2 input channels"),
+                         ShapeError);
+    CHECK_THROWS_AS(conv2d(zeros({1, 4, 5, 5}), zeros({3, 2, 3, 3}), {}, {1, 1}, {0, 0}, {1, 1}, 2), ShapeError);
+    CHECK_THROWS_AS(conv2d(zeros({1, 1, 2, 2}), zeros({1, 1, 3, 3})), ShapeError);
+    CHECK_THROWS_AS(conv2d(zeros({1, 1, 5, 5}), zeros({1, 1, 3, 3}), {}, {0, 1}), ValueError);
+    CHECK_THROWS_AS(conv2d(zeros({1, 1, 5, 5}), zeros({1, 1, 3, 3}), zeros({2})), ShapeError);
+    CHECK_THROWS_AS(conv1d(zeros({1, 5}), zeros({1, 1, 3})), ShapeError);
+  }
+
+  TEST_CASE("max_pool2d and avg_pool2d against window loops") {
+    Tensor x = random_tensor({2, 3, 7, 6}, DType::float32, 5);
+    const std::vector<double> v = values(x);
+    Tensor mx = max_pool2d(x, {3, 2}, {2, 2}, {1, 0});
+    Tensor av = avg_pool2d(x, {3, 2}, {2, 2}, {1, 0});
+    const int64_t oh = (7 + 2 - 3) / 2 + 1, ow = (6 - 2) / 2 + 1;
+    REQUIRE(mx.shape() == Shape{2, 3, oh, ow});
+    const std::vector<double> m = values(mx), a = values(av);
+    for (int64_t nc = 0; nc < 6; ++nc)
+      for (int64_t y = 0; y < oh; ++y)
+        for (int64_t z = 0; z < ow; ++z) {
+          double best = -INFINITY, sum = 0;
+          for (int64_t i = 0; i < 3; ++i)
+            for (int64_t j = 0; j < 2; ++j) {
+              const int64_t yy = y * 2 - 1 + i, zz = z * 2 + j;
+              if (yy < 0 || yy >= 7) continue;  // padding: -inf for max, 0 counted for avg
+              best = std::max(best, v[(nc * 7 + yy) * 6 + zz]);
+              sum += v[(nc * 7 + yy) * 6 + zz];
+            }
+          CHECK(m[(nc * oh + y) * ow + z] == best);
+          CHECK(a[(nc * oh + y) * ow + z] == doctest::Approx(sum / 6).epsilon(1e-6));
+        }
+    CHECK(max_pool2d(tensor({1, 5, 3, 2}).reshape({1, 1, 2, 2}), {2, 2}).item<int32_t>() == 5);
+    CHECK_THROWS_AS(max_pool2d(zeros({2, 2}), {2, 2}), ShapeError);
+  }
+
+  TEST_CASE("einsum, conv2d and pooling compile to the eager bits") {
+    auto f = [](Tensor x, Tensor w, Tensor q, Tensor k) {
+      return std::make_tuple(conv2d(x, w, {}, {1, 1}, {1, 1}), max_pool2d(x, {2, 2}),
+                             einsum("bhqd,bhkd->bhqk", {q, k}));
+    };
+    Tensor x = random_tensor({2, 3, 6, 6}, DType::float32, 1), w = random_tensor({4, 3, 3, 3}, DType::float32, 2);
+    Tensor q = random_tensor({2, 2, 5, 4}, DType::float32, 3), k = random_tensor({2, 2, 6, 4}, DType::float32, 4);
+    auto want = f(x, w, q, k);
+    auto L = [](const Tensor& t) { return TensorLayout(t.dtype(), t.shape()); };
+    CompiledCallable run = compile(f)(L(x), L(w), L(q), L(k));
+    const std::vector<Tensor> got = run(x, w, q, k).leaves;
+    REQUIRE(got.size() == 3);
+    kt::check_all_close(got[0], values(std::get<0>(want)), 1e-6, 1e-6, "compiled conv2d");
+    CHECK(values(got[1]) == values(std::get<1>(want)));
+    kt::check_all_close(got[2], values(std::get<2>(want)), 1e-6, 1e-6, "compiled einsum");
+  }
+}

@@ -1,0 +1,278 @@
+// sort/argsort/topk/cumprod (Scan rows) and the matrix compositions of
+// tensor/matrix_ops.h, against float64 loops written here (std::stable_sort
+// with numpy's NaN order), eagerly and compiled.
+#include <algorithm>
+#include <cfloat>
+#include <numeric>
+
+#include "op_table_checks.h"
+#include "test_util.h"
+
+using namespace kiln;
+using kt::all_dtypes;
+using kt::random_tensor;
+using kt::relayout;
+using kt::values;
+using kt::ViewKind;
+
+namespace {
+
+// Row-major index helpers over a shape: the positions of the line along
+// `axis` that passes through the flat index `start` (whose axis coordinate is 0).
+struct Lines {
+  Shape s;
+  int64_t axis, inner = 1;
+  Lines(const Shape& shape, int64_t ax) : s(shape), axis(ax) {
+    for (size_t d = static_cast<size_t>(ax) + 1; d < s.size(); ++d) inner *= s[d];
+  }
+  int64_t count() const { return s[axis] == 0 ? 0 : checked_numel(s) / s[axis]; }
+  int64_t start(int64_t line) const { return (line / inner) * inner * s[axis] + line % inner; }
+};
+
+bool nan_last_less(double a, double b) {
+  if (std::isnan(a)) return false;
+  if (std::isnan(b)) return true;
+  return a < b;
+}
+
+// Reference stable order of each line: positions along the axis.
+std::vector<int64_t> ref_argsort(const std::vector<double>& v, const Lines& L, bool desc) {
+  std::vector<int64_t> out(v.size());
+  const int64_t n = L.s[L.axis];
+  for (int64_t line = 0; line < L.count(); ++line) {
+    const int64_t s0 = L.start(line);
+    std::vector<int64_t> p(n);
+    std::iota(p.begin(), p.end(), 0);
+    std::stable_sort(p.begin(), p.end(), [&](int64_t a, int64_t b) {
+      const double x = v[s0 + a * L.inner], y = v[s0 + b * L.inner];
+      return desc ? nan_last_less(y, x) : nan_last_less(x, y);
+    });
+    for (int64_t i = 0; i < n; ++i) out[s0 + i * L.inner] = p[i];
+  }
+  return out;
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
+  Tensor ca = a.contiguous(), cb = b.contiguous();
+  return std::memcmp(ca.data_ptr(), cb.data_ptr(), static_cast<size_t>(ca.numel()) * ca.itemsize()) == 0;
+}
+
+// Sort or ArgSort on every dtype, layout, axis and direction against the
+// reference order (ties from few distinct values test stability).
+int check_sort_rows(OpId op) {
+    const std::vector<Shape> shapes = {{0}, {1}, {7}, {3, 4}, {2, 0, 3}, {2, 3, 5}, {4, 1, 6}, {3, 700}};
+    uint64_t seed = 11;
+    int cases = 0;
+    for (DType dt : all_dtypes()) {
+      for (const Shape& s : shapes) {
+        const int64_t nd = static_cast<int64_t>(s.size());
+        for (int64_t axis = -nd; axis < nd; ++axis) {
+          for (int k = 0; k < 4; ++k) {
+            // Few distinct integers make ties, which stability must order.
+            const Tensor x0 = random_tensor(s, dt, ++seed, k == 1, 2.0, -3, 3);
+            const Tensor x = relayout(x0, static_cast<ViewKind>(k));
+            const Lines L(s, axis < 0 ? axis + nd : axis);
+            const std::vector<double> v = values(x0);
+            for (bool desc : {false, true}) {
+              CAPTURE(name(dt));
+              CAPTURE(shape_str(s));
+              CAPTURE(axis);
+              CAPTURE(k);
+              CAPTURE(desc);
+              const std::vector<int64_t> want = ref_argsort(v, L, desc);
+              if (op == OpId::ArgSort) {
+                Tensor idx = argsort(x, axis, desc);
+                REQUIRE(idx.dtype() == DType::int64);
+                REQUIRE(idx.shape() == s);
+                CHECK(idx.to_vector<int64_t>() == want);
+                ++cases;
+                continue;
+              }
+              Tensor sorted = sort(x, axis, desc);
+              REQUIRE(sorted.dtype() == dt);
+              const std::vector<double> got = values(sorted);
+              for (int64_t line = 0; line < L.count(); ++line)
+                for (int64_t i = 0; i < s[L.axis]; ++i) {
+                  const int64_t at = L.start(line) + i * L.inner;
+                  const double w = v[L.start(line) + want[at] * L.inner];
+                  if (std::isnan(w)) CHECK(std::isnan(got[at]));
+                  else CHECK(got[at] == w);
+                }
+              ++cases;
+            }
+          }
+        }
+      }
+    }
+    CHECK_THROWS_AS(sort(tensor({1.0f, 2.0f}), 1), IndexError);
+    return cases;
+}
+
+  TEST_CASE("sort puts NaN last ascending and first descending, -0 and 0 keep their order") {
+    const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+    Tensor x = tensor({3.0f, nan, -inf, 0.0f, -0.0f, inf, 1.0f});
+    const std::vector<int64_t> up = argsort(x).to_vector<int64_t>();
+    CHECK(up == std::vector<int64_t>{2, 3, 4, 6, 0, 5, 1});
+    const std::vector<int64_t> down = argsort(x, -1, true).to_vector<int64_t>();
+    CHECK(down == std::vector<int64_t>{1, 5, 0, 6, 3, 4, 2});
+  }
+
+  TEST_CASE("topk: values and indices, ties keep the lower index, smallest, bad k") {
+    Tensor x = tensor({{1.0f, 5.0f, 3.0f, 5.0f}, {-1.0f, -2.0f, 0.0f, 7.0f}});
+    TopK t = topk(x, 2);
+    CHECK(t.values.to_vector<float>() == std::vector<float>{5, 5, 7, 0});
+    CHECK(t.indices.to_vector<int64_t>() == std::vector<int64_t>{1, 3, 3, 2});
+    TopK s = topk(x, 1, 0, false);  // smallest along axis 0
+    CHECK(s.values.shape() == Shape{1, 4});
+    CHECK(s.values.to_vector<float>() == std::vector<float>{-1, -2, 0, 5});
+    CHECK(s.indices.to_vector<int64_t>() == std::vector<int64_t>{1, 1, 1, 0});
+    CHECK(topk(x, 0).values.shape() == Shape{2, 0});
+    CHECK_THROWS_WITH_AS(topk(x, 5), doctest::Contains("topk: k must be in [0, 4]"), ValueError);
+    CHECK_THROWS_AS(topk(x, -1), ValueError);
+  }
+
+// cumprod against a float64 running product; integers in int64.
+int check_cumprod_row() {
+    int cases = 0;
+    uint64_t seed = 5;
+    for (DType dt : all_dtypes()) {
+      for (const Shape& s : std::vector<Shape>{{0}, {6}, {3, 4}, {2, 3, 4}}) {
+        const int64_t nd = static_cast<int64_t>(s.size());
+        for (int64_t axis = 0; axis < nd; ++axis) {
+          const Tensor x = random_tensor(s, dt, ++seed, false, 1.0, -2, 2);
+          Tensor got = cumprod(x, axis);
+          CAPTURE(name(dt));
+          CAPTURE(shape_str(s));
+          CHECK(got.dtype() == (is_floating(dt) ? dt : DType::int64));
+          const Lines L(s, axis);
+          const std::vector<double> v = values(x), g = values(got);
+          for (int64_t line = 0; line < L.count(); ++line) {
+            double run = 1;
+            for (int64_t i = 0; i < s[axis]; ++i) {
+              const int64_t at = L.start(line) + i * L.inner;
+              run = is_floating(dt) ? run * v[at] : static_cast<double>(static_cast<int64_t>(run) * static_cast<int64_t>(v[at]));
+              if (is_floating(dt)) CHECK(kt::close(g[at], run, 8 * kt::rtol_for(dt), 1e-30));
+              else CHECK(g[at] == run);
+            }
+          }
+          ++cases;
+        }
+      }
+    }
+    return cases;
+}
+
+}  // namespace
+
+int kt::check_order_op(OpId op) { return op == OpId::CumProd ? check_cumprod_row() : check_sort_rows(op); }
+
+TEST_SUITE("sort and matrix ops") {
+  TEST_CASE("sort and argsort: every dtype, layouts, axes, both directions, NaN order and stability") {
+    CHECK(kt::check_order_op(OpId::Sort) > 500);
+    CHECK(kt::check_order_op(OpId::ArgSort) > 500);
+  }
+
+  TEST_CASE("cumprod against a float64 running product; integers in int64") {
+    CHECK(kt::check_order_op(OpId::CumProd) > 20);
+  }
+
+  TEST_CASE("sort, argsort, topk and cumprod compile to the eager bits") {
+    auto f = [](Tensor x) {
+      TopK t = topk(x, 3, -1);
+      return std::make_tuple(sort(x, 0), argsort(x, -1, true), t.values, t.indices, cumprod(x, 1), tril(x, 1));
+    };
+    Tensor x = random_tensor({5, 8}, DType::float32, 3, true);
+    auto want = f(x);
+    CompiledCallable run = compile(f)(TensorLayout(DType::float32, {5, 8}));
+    CallResult got = run(x);
+    const std::vector<Tensor>& g = got.leaves;
+    REQUIRE(g.size() == 6);
+    CHECK(same_bits(g[0], std::get<0>(want)));
+    CHECK(same_bits(g[1], std::get<1>(want)));
+    CHECK(same_bits(g[2], std::get<2>(want)));
+    CHECK(same_bits(g[3], std::get<3>(want)));
+    CHECK(same_bits(g[4], std::get<4>(want)));
+    CHECK(same_bits(g[5], std::get<5>(want)));
+  }
+
+  TEST_CASE("tril and triu against loops, batches and every k") {
+    for (DType dt : {DType::float32, DType::int32, DType::bool_}) {
+      Tensor x = random_tensor({2, 3, 4}, dt, 9);
+      const std::vector<double> v = values(x);
+      for (int64_t k = -4; k <= 4; ++k) {
+        const std::vector<double> lo = values(tril(x, k)), up = values(triu(x, k));
+        for (int64_t b = 0; b < 2; ++b)
+          for (int64_t i = 0; i < 3; ++i)
+            for (int64_t j = 0; j < 4; ++j) {
+              const int64_t at = (b * 3 + i) * 4 + j;
+              CHECK(lo[at] == (j - i <= k ? v[at] : 0.0));
+              CHECK(up[at] == (j - i >= k ? v[at] : 0.0));
+            }
+      }
+      CHECK(tril(x).dtype() == dt);
+    }
+    CHECK_THROWS_AS(tril(tensor({1.0f, 2.0f})), ShapeError);
+  }
+
+  TEST_CASE("diag, diagonal and trace") {
+    Tensor m = reshape(arange(12, DType::float32), {3, 4});
+    CHECK(diagonal(m).to_vector<float>() == std::vector<float>{0, 5, 10});
+    CHECK(diagonal(m, 1).to_vector<float>() == std::vector<float>{1, 6, 11});
+    CHECK(diagonal(m, 3).to_vector<float>() == std::vector<float>{3});
+    CHECK(diagonal(m, -1).to_vector<float>() == std::vector<float>{4, 9});
+    CHECK(diagonal(m, 4).numel() == 0);
+    CHECK(diagonal(m, -3).numel() == 0);
+    CHECK(diagonal(transpose(m)).to_vector<float>() == std::vector<float>{0, 5, 10});
+    Tensor d = diag(tensor({1.0f, 2.0f}), 1);
+    CHECK(d.shape() == Shape{3, 3});
+    CHECK(d.to_vector<float>() == std::vector<float>{0, 1, 0, 0, 0, 2, 0, 0, 0});
+    Tensor e = diag(tensor({7, 8}), -1);
+    CHECK(e.dtype() == DType::int32);
+    CHECK(e.to_vector<int32_t>() == std::vector<int32_t>{0, 0, 0, 7, 0, 0, 0, 8, 0});
+    CHECK(diag(m).to_vector<float>() == std::vector<float>{0, 5, 10});
+    CHECK(trace(m).item<float>() == 15.0f);
+    CHECK(trace(reshape(arange(9), {3, 3})).dtype() == DType::int64);
+    CHECK_THROWS_AS(diag(zeros({2, 2, 2})), ShapeError);
+    CHECK_THROWS_AS(trace(zeros({2})), ShapeError);
+  }
+
+  TEST_CASE("outer, cross and meshgrid") {
+    Tensor o = outer(tensor({1.0f, 2.0f}), tensor({3.0f, 4.0f, 5.0f}));
+    CHECK(o.shape() == Shape{2, 3});
+    CHECK(o.to_vector<float>() == std::vector<float>{3, 4, 5, 6, 8, 10});
+    Tensor a = tensor({{1.0, 0.0, 0.0}, {1.0, 2.0, 3.0}}), b = tensor({{0.0, 1.0, 0.0}, {4.0, 5.0, 6.0}});
+    // (1,2,3) x (4,5,6) = (-3, 6, -3)
+    CHECK(cross(a, b).to_vector<double>() == std::vector<double>{0, 0, 1, -3, 6, -3});
+    CHECK(cross(transpose(a), transpose(b), 0).to_vector<double>() == std::vector<double>{0, -3, 0, 6, 1, -3});
+    CHECK_THROWS_AS(cross(tensor({1.0, 2.0}), tensor({1.0, 2.0})), ShapeError);
+    std::vector<Tensor> xy = meshgrid({tensor({1, 2, 3}), tensor({10, 20})});
+    REQUIRE(xy.size() == 2);
+    CHECK(xy[0].shape() == Shape{2, 3});
+    CHECK(xy[0].to_vector<int32_t>() == std::vector<int32_t>{1, 2, 3, 1, 2, 3});
+    CHECK(xy[1].to_vector<int32_t>() == std::vector<int32_t>{10, 10, 10, 20, 20, 20});
+    std::vector<Tensor> ij = meshgrid({tensor({1, 2, 3}), tensor({10, 20})}, "ij");
+    CHECK(ij[0].shape() == Shape{3, 2});
+    CHECK(ij[0].to_vector<int32_t>() == std::vector<int32_t>{1, 1, 2, 2, 3, 3});
+    CHECK(ij[1].to_vector<int32_t>() == std::vector<int32_t>{10, 20, 10, 20, 10, 20});
+    CHECK_THROWS_AS(meshgrid({zeros({2, 2})}), ShapeError);
+    CHECK_THROWS_AS(meshgrid({zeros({2})}, "yx"), ValueError);
+  }
+
+  TEST_CASE("diff, nan_to_num and clip") {
+    Tensor x = tensor({1.0f, 4.0f, 9.0f, 16.0f});
+    CHECK(diff(x).to_vector<float>() == std::vector<float>{3, 5, 7});
+    CHECK(diff(x, 2).to_vector<float>() == std::vector<float>{2, 2});
+    CHECK(diff(x, 0).to_vector<float>() == x.to_vector<float>());
+    CHECK(diff(x, 4).numel() == 0);
+    CHECK_THROWS_AS(diff(x, 5), ValueError);
+    CHECK(diff(tensor({true, false, false})).to_vector<bool>() == std::vector<bool>{true, false});
+    CHECK(diff(reshape(arange(6), {2, 3}), 1, 0).to_vector<int64_t>() == std::vector<int64_t>{3, 3, 3});
+    const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+    Tensor y = nan_to_num(tensor({nan, inf, -inf, 2.0f}));
+    CHECK(y.to_vector<float>() == std::vector<float>{0, FLT_MAX, -FLT_MAX, 2});
+    CHECK(nan_to_num(tensor({nan, inf}), 1.0, 9.0).to_vector<float>() == std::vector<float>{1, 9});
+    CHECK(nan_to_num(tensor({1, 2})).to_vector<int32_t>() == std::vector<int32_t>{1, 2});
+    CHECK(clip(x, 2.0, 10.0).to_vector<float>() == std::vector<float>{2, 4, 9, 10});
+  }
+}
