@@ -15,6 +15,7 @@ packages=(
   nlohmann-json3-dev        # safetensors headers (io/safetensors.cpp), header-only
   doctest-dev               # tests
   libbenchmark-dev          # benchmarks/
+  libmpich-dev mpich        # distributed/ across processes (MPI, mpiexec)
   clang libclang-rt-14-dev libomp-dev  # clang builds: sanitizers, fuzzers, clang's OpenMP
 )
 if [[ "${KILN_WITH_LIBTORCH:-0}" == "1" ]]; then
