@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "../../distributed/init.h"
+#include "../../distributed/sharded_tensor.h"
 #include "../distributed_test_util.h"
 
 using namespace dt;
@@ -93,6 +94,44 @@ int main(int argc, char** argv) {
   float x = r == n - 1 ? std::numeric_limits<float>::quiet_NaN() : float(r), mx = 0;
   w->all_reduce(&x, &mx, 1, DType::float32, ReduceOp::max);
   if (!std::isnan(mx)) ++bad, std::printf("rank %d: max with a NaN gave %g\n", r, mx);
+  // DistributedTensor across processes: process r holds shard r of a 1-d
+  // mesh of n CPU devices; every transition against the whole tensor.
+  {
+    const DeviceMesh mesh(cpu_devices(n), "tp");
+    const Placement ps[] = {Replicated(), Sharded(0), Sharded(1), Partial(ReduceOp::sum), Partial(ReduceOp::max)};
+    for (DType d : {DType::float32, DType::int32, DType::float16, DType::bool_}) {
+      const Shape s{5, 3};
+      const int64_t ne = 15;
+      // Partial sources: process r's value(d, r, k); the whole is their reduction.
+      for (const Placement& from : ps) {
+        std::vector<double> g(ne);
+        DistributedTensor src;
+        if (from.is_partial()) {
+          Tensor t = Tensor::empty(s, d, Device{DeviceType::cpu, r});
+          for (int64_t k = 0; k < ne; ++k) {
+            put(d, t.data_ptr(), k, value(d, r, k));
+            g[k] = reduced(d, from.op, n, k);
+          }
+          src = DistributedTensor::from_shards(DistributedLayout(d, s, DeviceMapping(mesh, {from})), {t});
+        } else {
+          auto b = filled(d, ne, [&](size_t k) { return value(d, 1, k); });
+          Tensor full = Tensor::from_data(b.data(), d, ne, s);
+          g = full.to_vector<double>();
+          src = distribute(full, DeviceMapping(mesh, {from}));
+        }
+        for (const Placement& to : ps) {
+          DistributedTensor t = src.redistribute({to});
+          if (t.local_shards() != std::vector<int64_t>{r}) ++bad;
+          if (!to.is_partial() && t.shard(r).shape() != t.local_shape(r)) ++bad;
+          if (t.full_tensor().to_vector<double>() != g) {
+            ++bad;
+            std::printf("rank %d: %s -> %s of %s wrong\n", r, from.str().c_str(), to.str().c_str(),
+                        std::string(name(d)).c_str());
+          }
+        }
+      }
+    }
+  }
   std::printf("mpi_collectives: rank %d of %d: %s\n", r, n, bad ? "FAILED" : "ok");
   return bad ? 1 : 0;
 }
