@@ -15,7 +15,9 @@ bool is_built();
 /// PMIX_RANK), whether or not MPI is built.
 bool launched();
 /// A communicator over MPI_COMM_WORLD, initialising MPI on first use (MPI is
-/// finalised at exit). Throws NotBuiltError when MPI is not built.
+/// finalised at exit). The implementation is the plugin libkiln_mpi.so next
+/// to libkiln, loaded here, so libkiln links no MPI. Throws NotBuiltError
+/// when MPI is not built or the plugin cannot be loaded.
 ///
 /// Every collective is non-blocking MPI (MPI_Iallreduce, ...) polled until
 /// it completes or collective_timeout() passes; then CollectiveError, and

@@ -1,4 +1,5 @@
-// The MPI Communicator over MPI_COMM_WORLD (MPICH). Collectives are the
+// The MPI Communicator over MPI_COMM_WORLD (MPICH), built as the plugin
+// libkiln_mpi.so that libkiln loads when a program runs under mpiexec. Collectives are the
 // non-blocking MPI calls polled with MPI_Test so that a peer that never joins
 // ends in CollectiveError after collective_timeout() instead of a hang.
 #include <mpi.h>
@@ -205,22 +206,19 @@ class MpiCommunicator final : public Communicator {
 
 }  // namespace
 
-bool is_built() { return true; }
-
-std::shared_ptr<Communicator> world() {
-  static std::once_flag once;
-  static std::shared_ptr<Communicator> w;
-  std::call_once(once, [] {
-    int inited = 0;
-    MPI_Initialized(&inited);
-    if (!inited) {
-      int provided = 0;
-      check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "distributed::mpi::world");
-      std::atexit(at_exit);
-    }
-    w = std::make_shared<MpiCommunicator>();
-  });
-  return w;
-}
-
 }  // namespace kiln::distributed::mpi
+
+// The plugin's entry point (distributed/mpi_loader.cpp calls it once):
+// initialises MPI unless the program did, and stores the world communicator.
+extern "C" __attribute__((visibility("default"))) void kiln_mpi_world(
+    std::shared_ptr<kiln::distributed::Communicator>* out) {
+  using namespace kiln::distributed::mpi;
+  int inited = 0;
+  MPI_Initialized(&inited);
+  if (!inited) {
+    int provided = 0;
+    check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "distributed::mpi::world");
+    std::atexit(at_exit);
+  }
+  *out = std::make_shared<MpiCommunicator>();
+}
