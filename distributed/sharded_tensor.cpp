@@ -25,6 +25,27 @@ struct MeshGroup {
 
 namespace {
 
+using GroupKey = std::vector<std::pair<int, int>>;
+std::mutex& group_cache_mu() {
+  static std::mutex mu;
+  return mu;
+}
+std::map<GroupKey, std::shared_ptr<MeshGroup>>& group_cache() {
+  static std::map<GroupKey, std::shared_ptr<MeshGroup>> cache;
+  return cache;
+}
+GroupKey group_key(const DeviceMesh& mesh) {
+  GroupKey key;
+  for (Device d : mesh.devices()) key.push_back({int(d.type), d.index});
+  return key;
+}
+// Forgets the in-process group of `mesh` if it is still `g`.
+void drop_group(const DeviceMesh& mesh, const std::shared_ptr<MeshGroup>& g) {
+  std::lock_guard<std::mutex> lk(group_cache_mu());
+  auto it = group_cache().find(group_key(mesh));
+  if (it != group_cache().end() && it->second == g) group_cache().erase(it);
+}
+
 std::shared_ptr<MeshGroup> group_for(const DeviceMesh& mesh) {
   auto w = world();
   if (w->size() > 1) {
@@ -42,13 +63,10 @@ std::shared_ptr<MeshGroup> group_for(const DeviceMesh& mesh) {
     });
     return g;
   }
-  // One process: one in-process group per device list, made once.
-  static std::mutex mu;
-  static std::map<std::vector<std::pair<int, int>>, std::shared_ptr<MeshGroup>> cache;
-  std::vector<std::pair<int, int>> key;
-  for (Device d : mesh.devices()) key.push_back({int(d.type), d.index});
-  std::lock_guard<std::mutex> lk(mu);
-  auto& g = cache[key];
+  // One process: one in-process group per device list, made once (and made
+  // again after a collective on it failed: a timed-out group stays broken).
+  std::lock_guard<std::mutex> lk(group_cache_mu());
+  auto& g = group_cache()[group_key(mesh)];
   if (!g) {
     g = std::make_shared<MeshGroup>();
     g->comms = make_in_process_group(static_cast<int>(mesh.size()));
@@ -287,9 +305,14 @@ DistributedTensor DistributedTensor::redistribute(const DeviceMapping& to_mappin
     out[k] = Tensor::empty(to.shard_shape(local[k]), dtype(), mesh().devices()[local[k]]);
     ys[k] = out[k].data_ptr();
   }
-  detail::for_each_local(*group_, [&](size_t k) {
-    detail::step(*group_->comms[k], local[k], layout_, xs[k], to, ys[k]);
-  });
+  try {
+    detail::for_each_local(*group_, [&](size_t k) {
+      detail::step(*group_->comms[k], local[k], layout_, xs[k], to, ys[k]);
+    });
+  } catch (const CollectiveError&) {
+    if (group_->local.size() > 1) detail::drop_group(mesh(), group_);  // the next call gets a fresh group
+    throw;
+  }
   return from_shards(to, std::move(out));
 }
 

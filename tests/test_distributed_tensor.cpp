@@ -183,6 +183,9 @@ TEST_SUITE("distributed_tensor") {
     CHECK_THROWS_WITH_AS(DistributedTensor::from_shards(l, {Tensor::empty({2, 3}, DType::float32, on(0)),
                                                             Tensor::empty({2, 3}, DType::float32, on(0))}),
                          doctest::Contains("expected a tensor on cpu:1, got one on cpu:0"), DeviceError);
+    // Shards are tensors on their own CPU devices: eager ops do not mix them.
+    CHECK_THROWS_WITH_AS(add(t.shard(0), t.shard(1)), doctest::Contains("input 1 is on cpu:1 but input 0 is on cpu"),
+                         DeviceError);
     const DeviceMesh m22(cpu_devices(4), {2, 2}, {"a", "b"});
     CHECK_THROWS_AS(distribute(x, DeviceMapping(m22, std::vector{Partial(ReduceOp::sum), Partial(ReduceOp::max)})),
                     NotBuiltError);
