@@ -62,6 +62,10 @@ class Communicator {
   virtual void recv(void* data, size_t count, DType dtype, int src, int tag = 0) = 0;
   /// Returns when every rank has entered barrier().
   virtual void barrier() = 0;
+  /// Collective: the ranks that pass the same `color` (>= 0) form a new
+  /// group, ranked by (key, rank). Returns this rank's communicator in it
+  /// (MPI_Comm_split). ValueError for a negative color.
+  virtual std::shared_ptr<Communicator> split(int color, int key) = 0;
 };
 
 }  // namespace kiln::distributed

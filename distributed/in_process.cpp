@@ -1,5 +1,6 @@
 #include "in_process.h"
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -42,6 +43,9 @@ struct World {
   std::vector<bool> joined;  // who arrived in the current phase
   bool broken = false;
   std::string broken_why;
+  // Groups made by split(), keyed by (split number, color), until every
+  // member has taken its communicator.
+  std::map<std::pair<uint64_t, int>, std::vector<std::shared_ptr<Communicator>>> splits;
   // Point-to-point messages, keyed by (src, dst, tag), in send order.
   std::map<std::tuple<int, int, int>, std::deque<std::vector<std::byte>>> mail;
 
@@ -117,6 +121,39 @@ class InProcessCommunicator final : public Communicator {
   }
   void barrier() override {
     run({Coll::barrier, nullptr, 0, DType::uint8, ReduceOp::sum, 0}, nullptr, 0, [](std::byte*) {});
+  }
+
+  std::shared_ptr<Communicator> split(int color, int key) override {
+    if (color < 0) throw ValueError("split: expected a color >= 0, got " + std::to_string(color));
+    const int n = w_->n;
+    int64_t mine[2] = {color, key};
+    std::vector<int64_t> everyone(2 * n);
+    all_gather(mine, everyone.data(), 2, DType::int64);
+    // Members of my color, ordered by (key, rank).
+    std::vector<std::pair<int64_t, int>> members;
+    for (int r = 0; r < n; ++r)
+      if (everyone[2 * r] == color) members.push_back({everyone[2 * r + 1], r});
+    std::sort(members.begin(), members.end());
+    int me = 0;
+    while (members[me].second != rank_) ++me;
+    const auto id = std::make_pair(split_count_++, color);
+    if (me == 0) {  // the group's first member makes it
+      auto g = make_in_process_group(static_cast<int>(members.size()));
+      std::lock_guard<std::mutex> lk(w_->mu);
+      w_->splits[id] = std::move(g);
+    }
+    barrier();
+    std::shared_ptr<Communicator> c;
+    {
+      std::lock_guard<std::mutex> lk(w_->mu);
+      c = w_->splits[id][me];
+    }
+    barrier();
+    if (me == 0) {
+      std::lock_guard<std::mutex> lk(w_->mu);
+      w_->splits.erase(id);
+    }
+    return c;
   }
 
   void send(const void* data, size_t count, DType dtype, int dst, int tag) override {
@@ -205,6 +242,7 @@ class InProcessCommunicator final : public Communicator {
 
   std::shared_ptr<World> w_;
   int rank_;
+  uint64_t split_count_ = 0;  // split() calls so far (the same on every rank)
 };
 
 }  // namespace

@@ -21,6 +21,11 @@ namespace detail {
 struct MeshGroup {
   std::vector<int64_t> local;
   std::vector<std::shared_ptr<Communicator>> comms;
+  // Per mesh axis of an n-d mesh: for each local shard, the communicator of
+  // the devices that differ from it only along that axis (rank = its
+  // coordinate there). Made on first use by split().
+  std::mutex mu;
+  std::map<int64_t, std::vector<std::shared_ptr<Communicator>>> axis_comms;
 };
 
 namespace {
@@ -228,6 +233,70 @@ void step(Communicator& c, int64_t r, const DistributedLayout& from, const void*
   from_full(to, r, full.data(), y);
 }
 
+
+// The layouts from `from` to `to` changing one mesh axis at a time: axes
+// whose target is Replicated or Partial first (they free tensor axes), then
+// the rest. Empty when an intermediate is not a valid layout (one tensor axis
+// sharded by two mesh axes); the caller then gathers.
+std::vector<std::pair<int64_t, DistributedLayout>> axis_path(const DistributedLayout& from,
+                                                              const DistributedLayout& to) {
+  std::vector<int64_t> order;
+  const auto& pf = from.mapping.placements();
+  const auto& pt = to.mapping.placements();
+  for (int pass = 0; pass < 2; ++pass)
+    for (size_t a = 0; a < pf.size(); ++a)
+      if (!(pf[a] == pt[a]) && (pt[a].is_sharded() == (pass == 1))) order.push_back(int64_t(a));
+  std::vector<std::pair<int64_t, DistributedLayout>> path;
+  DistributedLayout cur = from;
+  for (int64_t a : order) {
+    auto ps = cur.mapping.placements();
+    ps[a] = pt[a];
+    try {
+      cur = DistributedLayout(from.dtype, from.shape, DeviceMapping(from.mapping.mesh(), ps));
+    } catch (const Error&) {
+      return {};
+    }
+    path.emplace_back(a, cur);
+  }
+  return path;
+}
+
+// Device r's line along mesh axis a, as a 1-d layout: the block that r's
+// line holds (placement a made Replicated) placed by placement a.
+DistributedLayout line_layout(const DistributedLayout& l, int64_t a, int64_t r) {
+  const DeviceMesh& mesh = l.mapping.mesh();
+  auto ps = l.mapping.placements();
+  const Placement pa = ps[a];
+  ps[a] = Replicated();
+  const Shape block = DistributedLayout(l.dtype, l.shape, DeviceMapping(mesh, ps)).shard_shape(r);
+  auto c = mesh.coords(r);
+  std::vector<Device> line;
+  for (int64_t i = 0; i < mesh.shape()[a]; ++i) {
+    c[a] = i;
+    int64_t flat = 0;
+    for (size_t d = 0; d < c.size(); ++d) flat = flat * mesh.shape()[d] + c[d];
+    line.push_back(mesh.devices()[flat]);
+  }
+  return DistributedLayout(l.dtype, block, DeviceMapping(DeviceMesh(std::move(line), "line"), {pa}));
+}
+
+// The communicators along mesh axis a (made once per group, collectively).
+const std::vector<std::shared_ptr<Communicator>>& axis_comms(MeshGroup& g, const DeviceMesh& mesh, int64_t a) {
+  std::lock_guard<std::mutex> lk(g.mu);
+  auto it = g.axis_comms.find(a);
+  if (it != g.axis_comms.end()) return it->second;
+  std::vector<std::shared_ptr<Communicator>> comms(g.local.size());
+  for_each_local(g, [&](size_t k) {
+    auto c = mesh.coords(g.local[k]);
+    const int key = static_cast<int>(c[a]);
+    c[a] = 0;
+    int64_t color = 0;
+    for (size_t d = 0; d < c.size(); ++d) color = color * mesh.shape()[d] + c[d];
+    comms[k] = g.comms[k]->split(static_cast<int>(color), key);
+  });
+  return g.axis_comms[a] = std::move(comms);
+}
+
 }  // namespace
 }  // namespace detail
 
@@ -306,9 +375,36 @@ DistributedTensor DistributedTensor::redistribute(const DeviceMapping& to_mappin
     ys[k] = out[k].data_ptr();
   }
   try {
-    detail::for_each_local(*group_, [&](size_t k) {
-      detail::step(*group_->comms[k], local[k], layout_, xs[k], to, ys[k]);
-    });
+    // n-d meshes: one mesh axis at a time, over that axis's sub-groups.
+    std::vector<std::pair<int64_t, DistributedLayout>> path;
+    if (mesh().ndim() > 1) path = detail::axis_path(layout_, to);
+    if (!path.empty()) {
+      std::vector<const std::vector<std::shared_ptr<Communicator>>*> comms;
+      for (const auto& [a, l] : path) comms.push_back(&detail::axis_comms(*group_, mesh(), a));
+      detail::for_each_local(*group_, [&](size_t k) {
+        const int64_t r = local[k];
+        const auto c = mesh().coords(r);
+        std::vector<std::byte> cur, next;
+        const void* x = xs[k];
+        const DistributedLayout* from = &layout_;
+        for (size_t s = 0; s < path.size(); ++s) {
+          const auto& [a, l] = path[s];
+          void* y = ys[k];
+          if (s + 1 < path.size()) {
+            next.resize(checked_numel(l.shard_shape(r)) * size_of(dtype()));
+            y = next.data();
+          }
+          detail::step(*(*comms[s])[k], c[a], detail::line_layout(*from, a, r), x, detail::line_layout(l, a, r), y);
+          cur.swap(next);
+          x = cur.data();
+          from = &l;
+        }
+      });
+    } else {
+      detail::for_each_local(*group_, [&](size_t k) {
+        detail::step(*group_->comms[k], local[k], layout_, xs[k], to, ys[k]);
+      });
+    }
   } catch (const CollectiveError&) {
     if (group_->local.size() > 1) detail::drop_group(mesh(), group_);  // the next call gets a fresh group
     throw;

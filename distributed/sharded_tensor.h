@@ -60,9 +60,12 @@ class DistributedTensor {
   /// slices locally, Sharded(a) -> Sharded(b) exchanges pieces all-to-all,
   /// Replicated -> Partial(sum) keeps the value on device 0 and zeros
   /// elsewhere; other pairs go through Replicated. On meshes of more
-  /// dimensions every shard is all-gathered and the target cut locally
-  /// (correct, not yet economical). Collective: under MPI every process must
-  /// call it. Results are exact copies (reductions in rank order).
+  /// dimensions the mesh axes change one at a time (targets Replicated or
+  /// Partial first), each by the 1-d rules over the sub-groups along that
+  /// axis (Communicator::split, made once per mesh); when no such order
+  /// exists (Sharded(0), Sharded(1) -> Sharded(1), Sharded(0)) every shard is
+  /// all-gathered and the target cut locally. Collective: under MPI every
+  /// process must call it. Results are exact copies (reductions in rank order).
   DistributedTensor redistribute(const DeviceMapping& to) const;
   DistributedTensor redistribute(const std::vector<Placement>& to) const {
     return redistribute(DeviceMapping(mesh(), to));

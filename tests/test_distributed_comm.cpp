@@ -155,6 +155,30 @@ TEST_SUITE("distributed_comm") {
     CHECK(mismatched.load() == 4);
   }
 
+  TEST_CASE("split: groups by color, ranked by key") {
+    for (int n = 1; n <= 4; ++n) {
+      std::atomic<int> bad{0};
+      run_ranks(n, [&](Communicator& c) {
+        const int r = c.rank();
+        // Even and odd ranks, ranked in reverse order of rank.
+        auto sub = c.split(r % 2, -r);
+        const int m = (n + 1 - r % 2) / 2;  // members of my parity
+        if (sub->size() != m) ++bad;
+        if (sub->rank() != (m - 1 - r / 2)) ++bad;
+        int64_t x = r, sum = 0;
+        sub->all_reduce(&x, &sum, 1, DType::int64, ReduceOp::sum);
+        int64_t want = 0;
+        for (int q = r % 2; q < n; q += 2) want += q;
+        if (sum != want) ++bad;
+        auto again = c.split(0, r);  // a second split: one group of all
+        if (again->size() != n || again->rank() != r) ++bad;
+      });
+      CHECK(bad.load() == 0);
+    }
+    auto g = make_in_process_group(1);
+    CHECK_THROWS_AS(g[0]->split(-1, 0), ValueError);
+  }
+
   TEST_CASE("bad arguments") {
     auto g = make_in_process_group(2);
     float x = 0;

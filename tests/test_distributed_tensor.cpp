@@ -160,6 +160,57 @@ TEST_SUITE("distributed_tensor") {
     CHECK(p.redistribute(std::vector{Sharded(1), Sharded(0)}).full_tensor().to_vector<double>() == g);
   }
 
+  TEST_CASE("n-d meshes: every pair of mappings, one mesh axis at a time") {
+    for (const auto& [devs, mshape] : std::vector<std::pair<int, Shape>>{{4, {2, 2}}, {6, {2, 3}}, {8, {2, 2, 2}}}) {
+      // Fewer choices on the 3-d mesh keep the test short (its pairs grow as choices^6).
+      std::vector<Placement> choices = {Replicated(), Sharded(0), Sharded(1), Partial(ReduceOp::sum)};
+      if (mshape.size() == 2) choices.push_back(Partial(ReduceOp::max));
+      const DeviceMesh mesh(cpu_devices(devs), mshape, mshape.size() == 2 ? std::vector<std::string>{"dp", "tp"}
+                                                                           : std::vector<std::string>{"a", "b", "c"});
+      // Every valid mapping (no tensor axis sharded twice, one Partial reduction).
+      std::vector<DeviceMapping> maps;
+      std::vector<size_t> idx(mshape.size(), 0);
+      while (true) {
+        std::vector<Placement> ps;
+        for (size_t i : idx) ps.push_back(choices[i]);
+        try {
+          const DistributedLayout l(DType::int32, {5, 7}, DeviceMapping(mesh, ps));
+          bool mixed = false;
+          for (auto& p : ps)
+            for (auto& q : ps) mixed |= p.is_partial() && q.is_partial() && !(p == q);
+          if (!mixed) maps.push_back(l.mapping);
+        } catch (const ValueError&) {
+        }
+        size_t a = 0;
+        while (a < idx.size() && ++idx[a] == choices.size()) idx[a++] = 0;
+        if (a == idx.size()) break;
+      }
+      CAPTURE(mesh.str());
+      for (DType d : {DType::int32, DType::float16}) {
+        if (mshape.size() == 3 && d != DType::int32) continue;
+        Tensor full = kt::random_tensor({5, 7}, d, 11);
+        const auto g = full.to_vector<double>();
+        int bad = 0;
+        for (const auto& from : maps) {
+          DistributedTensor src = distribute(full, from);
+          for (const auto& to : maps) {
+            DistributedTensor t = src.redistribute(to);
+            if (!(t.mapping() == to)) ++bad;
+            if (!to.has_partial())
+              for (int64_t i = 0; i < t.num_shards(); ++i)
+                if (t.shard(i).to_vector<double>() !=
+                    cut(g, {5, 7}, t.layout().shard_offset(i), t.layout().shard_shape(i))) {
+                  ++bad;
+                  MESSAGE(from.str() << " -> " << to.str() << " shard " << i);
+                }
+            if (t.full_tensor().to_vector<double>() != g) ++bad;
+          }
+        }
+        CHECK(bad == 0);
+      }
+    }
+  }
+
   TEST_CASE("errors") {
     const DeviceMesh m2(cpu_devices(2)), m3(cpu_devices(3));
     Tensor x = kt::random_tensor({4, 3}, DType::float32, 1);

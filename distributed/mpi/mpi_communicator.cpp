@@ -104,9 +104,14 @@ MPI_Op mpi_op(DType d, ReduceOp op) {
 
 class MpiCommunicator final : public Communicator {
  public:
-  MpiCommunicator() {
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
-    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  explicit MpiCommunicator(MPI_Comm comm) : comm_(comm) {
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+  }
+  ~MpiCommunicator() override {
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (comm_ != MPI_COMM_WORLD && !fin) MPI_Comm_free(&comm_);
   }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -116,28 +121,28 @@ class MpiCommunicator final : public Communicator {
     const int n = checked_count(count, "all_reduce");
     MPI_Request r;
     check_mpi(MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, n, mpi_type(dtype), mpi_op(dtype, op),
-                             MPI_COMM_WORLD, &r),
+                             comm_, &r),
               "all_reduce");
     wait(r, "all_reduce");
   }
   void all_gather(const void* send, void* recv, size_t count, DType dtype) override {
     const int n = checked_count(count, "all_gather");
     MPI_Request r;
-    check_mpi(MPI_Iallgather(send, n, mpi_type(dtype), recv, n, mpi_type(dtype), MPI_COMM_WORLD, &r), "all_gather");
+    check_mpi(MPI_Iallgather(send, n, mpi_type(dtype), recv, n, mpi_type(dtype), comm_, &r), "all_gather");
     wait(r, "all_gather");
   }
   void reduce_scatter(const void* send, void* recv, size_t count, DType dtype, ReduceOp op) override {
     const int n = checked_count(count, "reduce_scatter");
     checked_count(count * size_, "reduce_scatter");
     MPI_Request r;
-    check_mpi(MPI_Ireduce_scatter_block(send, recv, n, mpi_type(dtype), mpi_op(dtype, op), MPI_COMM_WORLD, &r),
+    check_mpi(MPI_Ireduce_scatter_block(send, recv, n, mpi_type(dtype), mpi_op(dtype, op), comm_, &r),
               "reduce_scatter");
     wait(r, "reduce_scatter");
   }
   void broadcast(void* data, size_t count, DType dtype, int root) override {
     check_rank(root, "broadcast", "root");
     MPI_Request r;
-    check_mpi(MPI_Ibcast(data, checked_count(count, "broadcast"), mpi_type(dtype), root, MPI_COMM_WORLD, &r),
+    check_mpi(MPI_Ibcast(data, checked_count(count, "broadcast"), mpi_type(dtype), root, comm_, &r),
               "broadcast");
     wait(r, "broadcast");
   }
@@ -145,19 +150,19 @@ class MpiCommunicator final : public Communicator {
     if (send == recv && count > 0) throw ValueError("all_to_all: send and recv must be different buffers");
     const int n = checked_count(count, "all_to_all");
     MPI_Request r;
-    check_mpi(MPI_Ialltoall(send, n, mpi_type(dtype), recv, n, mpi_type(dtype), MPI_COMM_WORLD, &r), "all_to_all");
+    check_mpi(MPI_Ialltoall(send, n, mpi_type(dtype), recv, n, mpi_type(dtype), comm_, &r), "all_to_all");
     wait(r, "all_to_all");
   }
   void send(const void* data, size_t count, DType dtype, int dst, int tag) override {
     check_rank(dst, "send", "dst");
     MPI_Request r;
-    check_mpi(MPI_Isend(data, checked_count(count, "send"), mpi_type(dtype), dst, tag, MPI_COMM_WORLD, &r), "send");
+    check_mpi(MPI_Isend(data, checked_count(count, "send"), mpi_type(dtype), dst, tag, comm_, &r), "send");
     wait(r, "send");
   }
   void recv(void* data, size_t count, DType dtype, int src, int tag) override {
     check_rank(src, "recv", "src");
     MPI_Request r;
-    check_mpi(MPI_Irecv(data, checked_count(count, "recv"), mpi_type(dtype), src, tag, MPI_COMM_WORLD, &r), "recv");
+    check_mpi(MPI_Irecv(data, checked_count(count, "recv"), mpi_type(dtype), src, tag, comm_, &r), "recv");
     MPI_Status st;
     wait(r, "recv", &st);
     int got = 0;
@@ -168,8 +173,14 @@ class MpiCommunicator final : public Communicator {
   }
   void barrier() override {
     MPI_Request r;
-    check_mpi(MPI_Ibarrier(MPI_COMM_WORLD, &r), "barrier");
+    check_mpi(MPI_Ibarrier(comm_, &r), "barrier");
     wait(r, "barrier");
+  }
+  std::shared_ptr<Communicator> split(int color, int key) override {
+    if (color < 0) throw ValueError("split: expected a color >= 0, got " + std::to_string(color));
+    MPI_Comm c;
+    check_mpi(MPI_Comm_split(comm_, color, key, &c), "split");
+    return std::make_shared<MpiCommunicator>(c);
   }
 
  private:
@@ -201,6 +212,7 @@ class MpiCommunicator final : public Communicator {
       }
     }
   }
+  MPI_Comm comm_;
   int rank_ = 0, size_ = 1;
 };
 
@@ -220,5 +232,5 @@ extern "C" __attribute__((visibility("default"))) void kiln_mpi_world(
     check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "distributed::mpi::world");
     std::atexit(at_exit);
   }
-  *out = std::make_shared<MpiCommunicator>();
+  *out = std::make_shared<MpiCommunicator>(MPI_COMM_WORLD);
 }

@@ -132,6 +132,29 @@ int main(int argc, char** argv) {
       }
     }
   }
+  // split, and a 2-d mesh (one device per process) when there are 4 processes.
+  {
+    auto sub = w->split(r % 2, r);
+    int64_t x = r, sum = 0, want = 0;
+    sub->all_reduce(&x, &sum, 1, DType::int64, ReduceOp::sum);
+    for (int q = r % 2; q < n; q += 2) want += q;
+    if (sum != want || sub->rank() != r / 2) ++bad, std::printf("rank %d: split gave %lld\n", r, (long long)sum);
+    if (n == 4) {
+      const DeviceMesh mesh(cpu_devices(4), {2, 2}, {"dp", "tp"});
+      auto b = filled(DType::float32, 35, [&](size_t k) { return value(DType::float32, 2, k); });
+      Tensor full = Tensor::from_data(b.data(), DType::float32, 35, {5, 7});
+      const auto g = full.to_vector<double>();
+      const std::vector<std::vector<Placement>> maps = {{Sharded(0), Sharded(1)}, {Replicated(), Sharded(0)},
+                                                        {Partial(), Sharded(1)}, {Sharded(1), Sharded(0)},
+                                                        {Replicated(), Replicated()}};
+      for (const auto& f : maps)
+        for (const auto& t : maps) {
+          DistributedTensor src = distribute(full, DeviceMapping(mesh, f));
+          if (src.redistribute(t).full_tensor().to_vector<double>() != g)
+            ++bad, std::printf("rank %d: 2-d %s -> %s wrong\n", r, f[0].str().c_str(), t[0].str().c_str());
+        }
+    }
+  }
   std::printf("mpi_collectives: rank %d of %d: %s\n", r, n, bad ? "FAILED" : "ok");
   return bad ? 1 : 0;
 }
