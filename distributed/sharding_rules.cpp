@@ -164,4 +164,91 @@ DistributedTensor matmul(const DistributedTensor& a0, const DistributedTensor& b
   return run(gather_all(a, op, 0), gather_all(b, op, 1), Replicated());
 }
 
+namespace {
+
+// Runs f on every local shard of x; the result has global shape `g` and placement p.
+DistributedTensor each(const DistributedTensor& x, const Shape& g, const Placement& p,
+                       const std::function<Tensor(const Tensor&)>& f) {
+  std::vector<Tensor> res;
+  for (int64_t i : x.local_shards()) res.push_back(f(x.shard(i)));
+  const DistributedLayout l(res.front().dtype(), g, DeviceMapping(x.mesh(), {p}));  // before res moves
+  return DistributedTensor::from_shards(l, std::move(res));
+}
+
+DistributedTensor reduce(const DistributedTensor& x0, const std::vector<int64_t>& axes0, bool keepdim, ReduceOp kind,
+                         const char* op) {
+  if (!x0.defined()) throw ValueError(std::string(op) + ": undefined DistributedTensor");
+  const int64_t rank = int64_t(x0.shape().size());
+  std::vector<bool> reduced(rank, axes0.empty());
+  for (int64_t a : axes0) reduced[normalize_axis(a, rank, op)] = true;
+  Shape g;
+  for (int64_t a = 0; a < rank; ++a)
+    if (!reduced[a]) g.push_back(x0.shape()[a]);
+    else if (keepdim) g.push_back(1);
+  auto f = [&](const Tensor& t) {
+    return kind == ReduceOp::sum ? kiln::sum(t, axes0, keepdim)
+         : kind == ReduceOp::max ? kiln::max(t, axes0, keepdim) : kiln::min(t, axes0, keepdim);
+  };
+  DistributedTensor x = x0;
+  if (x.mesh().ndim() != 1) x = gather_all(x, op, 0);
+  Placement p = x.mapping().placements()[0];
+  if (p.is_partial() && p.op != kind) x = move(x, Replicated(), op, 0), p = Replicated();
+  if (p.is_partial()) return each(x, g, p, f);  // a sum of partial sums, a max of partial maxes
+  if (p.is_replicated()) return each(x, g, p, f);
+  if (reduced[p.axis]) {
+    bool empty_shard = false;
+    for (int64_t i = 0; i < x.num_shards(); ++i) empty_shard |= x.local_shape(i)[p.axis] == 0;
+    if (empty_shard && kind != ReduceOp::sum) {  // max/min of nothing is an error, not an identity
+      x = move(x, Replicated(), op, 0);
+      return each(x, g, Replicated(), f);
+    }
+    return each(x, g, Partial(kind), f);
+  }
+  int64_t out_axis = p.axis;
+  if (!keepdim)
+    for (int64_t a = 0; a < p.axis; ++a) out_axis -= reduced[a] ? 1 : 0;
+  return each(x, g, Sharded(out_axis), f);
+}
+
+}  // namespace
+
+DistributedTensor sum(const DistributedTensor& x, const std::vector<int64_t>& axes, bool keepdim) {
+  return reduce(x, axes, keepdim, ReduceOp::sum, "sum");
+}
+DistributedTensor max(const DistributedTensor& x, const std::vector<int64_t>& axes, bool keepdim) {
+  return reduce(x, axes, keepdim, ReduceOp::max, "max");
+}
+DistributedTensor min(const DistributedTensor& x, const std::vector<int64_t>& axes, bool keepdim) {
+  return reduce(x, axes, keepdim, ReduceOp::min, "min");
+}
+
+DistributedTensor softmax(const DistributedTensor& x0, int64_t axis) {
+  const char* op = "softmax";
+  if (!x0.defined()) throw ValueError("softmax: undefined DistributedTensor");
+  const int64_t ax = normalize_axis(axis, int64_t(x0.shape().size()), op);
+  DistributedTensor x = x0;
+  if (x.mesh().ndim() != 1) x = gather_all(x, op, 0);
+  const Placement p = x.mapping().placements()[0];
+  if (p.is_partial() || (p.is_sharded() && p.axis == ax)) x = move(x, Replicated(), op, 0);
+  return each(x, x.shape(), x.mapping().placements()[0], [&](const Tensor& t) { return kiln::softmax(t, ax); });
+}
+
+DistributedTensor replicated_op(const std::vector<DistributedTensor>& in,
+                                const std::function<Tensor(const std::vector<Tensor>&)>& f, const char* op) {
+  if (in.empty()) throw ValueError(std::string(op) + ": replicated_op needs at least one input");
+  std::vector<DistributedTensor> r;
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (i > 0) check_same_mesh(in[0], in[i], op);
+    r.push_back(gather_all(in[i], op, int(i)));
+  }
+  std::vector<Tensor> res;
+  for (int64_t d : r[0].local_shards()) {
+    std::vector<Tensor> args;
+    for (const auto& t : r) args.push_back(t.shard(d));
+    res.push_back(f(args));
+  }
+  const DistributedLayout l(res.front().dtype(), res.front().shape(), DeviceMapping::replicated(r[0].mesh()));
+  return DistributedTensor::from_shards(l, std::move(res));
+}
+
 }  // namespace kiln::distributed

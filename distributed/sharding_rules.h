@@ -44,4 +44,25 @@ DistributedTensor relu(const DistributedTensor& x);
 /// Throws what kiln::matmul throws for shapes that do not multiply.
 DistributedTensor matmul(const DistributedTensor& a, const DistributedTensor& b);
 
+/// sum / max / min over `axes` (empty: all axes), as kiln::sum/max/min, on a
+/// 1-d mesh: reducing the Sharded axis gives Partial(sum|max|min) (no
+/// communication; max/min gather first when a shard is empty); reducing
+/// other axes keeps the Sharded placement (renumbered when !keepdim); a
+/// Partial input stays Partial when the reductions agree (sum of sums, max
+/// of maxes), otherwise it is reduced first.
+DistributedTensor sum(const DistributedTensor& x, const std::vector<int64_t>& axes = {}, bool keepdim = false);
+DistributedTensor max(const DistributedTensor& x, const std::vector<int64_t>& axes = {}, bool keepdim = false);
+DistributedTensor min(const DistributedTensor& x, const std::vector<int64_t>& axes = {}, bool keepdim = false);
+
+/// softmax along `axis`: local on every shard when `axis` is not the Sharded
+/// one; a Sharded `axis` or a Partial input is gathered first.
+DistributedTensor softmax(const DistributedTensor& x, int64_t axis = -1);
+
+/// An op with no sharding rule: every input is gathered to Replicated and
+/// `f` runs on each device's copies; the result is Replicated. Correct for
+/// any `f`, at the cost of the gathers.
+DistributedTensor replicated_op(const std::vector<DistributedTensor>& in,
+                                const std::function<Tensor(const std::vector<Tensor>&)>& f,
+                                const char* op_name = "op");
+
 }  // namespace kiln::distributed

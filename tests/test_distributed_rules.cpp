@@ -104,6 +104,65 @@ TEST_SUITE("distributed_rules") {
     CHECK(r.full_tensor().to_vector<double>() == ra);
   }
 
+  TEST_CASE("reductions over sharded axes give Partial; softmax stays local along unsharded axes") {
+    for (int P : {2, 3, 4}) {
+      CAPTURE(P);
+      const DeviceMesh mesh(cpu_devices(P), "tp");
+      auto on = [&](const Tensor& t, Placement p) { return distribute(t, DeviceMapping(mesh, {p})); };
+      // int32 values: sums are exact in any order. [3, 5]: 3 rows on 4 devices leaves a shard empty.
+      Tensor x = kt::random_tensor({3, 5}, DType::int32, 21);
+      auto g = x.to_vector<double>();
+      auto ref = [&](int axis, int kind) {  // kind 0 sum, 1 max, 2 min, over one axis of [3, 5]
+        std::vector<double> out;
+        const int n0 = axis == 0 ? 5 : 3, n1 = axis == 0 ? 3 : 5;
+        for (int i = 0; i < n0; ++i) {
+          double acc = kind == 0 ? 0 : kind == 1 ? -1e300 : 1e300;
+          for (int j = 0; j < n1; ++j) {
+            const double v = axis == 0 ? g[j * 5 + i] : g[i * 5 + j];
+            acc = kind == 0 ? acc + v : kind == 1 ? std::max(acc, v) : std::min(acc, v);
+          }
+          out.push_back(acc);
+        }
+        return out;
+      };
+      DistributedTensor s = sum(on(x, Sharded(0)), {0});
+      CHECK(s.mapping().placements()[0] == Partial(ReduceOp::sum));
+      CHECK(s.dtype() == DType::int64);  // integer sums accumulate in int64, as kiln::sum
+      CHECK(s.full_tensor().to_vector<double>() == ref(0, 0));
+      DistributedTensor m = max(on(x, Sharded(1)), {1});
+      CHECK(m.mapping().placements()[0] == Partial(ReduceOp::max));
+      CHECK(m.full_tensor().to_vector<double>() == ref(1, 1));
+      // An empty shard (P = 4 over 3 rows): max/min gather first instead of failing.
+      DistributedTensor mn = min(on(x, Sharded(0)), {0});
+      CHECK(mn.mapping().placements()[0] == (P == 4 ? Replicated() : Partial(ReduceOp::min)));
+      CHECK(mn.full_tensor().to_vector<double>() == ref(0, 2));
+      // Reducing another axis keeps the shards, renumbered.
+      DistributedTensor k = sum(on(x, Sharded(1)), {0});
+      CHECK(k.mapping().placements()[0] == Sharded(0));
+      CHECK(k.full_tensor().to_vector<double>() == ref(0, 0));
+      CHECK(sum(on(x, Sharded(1)), {0}, true).mapping().placements()[0] == Sharded(1));
+      // Partial(sum) summed again stays Partial; a max of a Partial(sum) reduces it first.
+      CHECK(sum(on(x, Partial()), {1}).mapping().placements()[0] == Partial());
+      CHECK(max(on(x, Partial()), {1}).full_tensor().to_vector<double>() == ref(1, 1));
+      // softmax: rows sharded, along columns: local.
+      Tensor f = kt::random_tensor({5, 6}, DType::float32, 22);
+      auto want = softmax(f, 1).to_vector<double>();
+      DistributedTensor sm = softmax(on(f, Sharded(0)), 1);
+      CHECK(sm.mapping().placements()[0] == Sharded(0));
+      auto got = sm.full_tensor().to_vector<double>();
+      for (size_t i = 0; i < want.size(); ++i) CHECK(got[i] == doctest::Approx(want[i]).epsilon(1e-6));
+      DistributedTensor sc = softmax(on(f, Sharded(1)), 1);  // along the sharded axis: gathered
+      CHECK(sc.mapping().placements()[0] == Replicated());
+      got = sc.full_tensor().to_vector<double>();
+      for (size_t i = 0; i < want.size(); ++i) CHECK(got[i] == doctest::Approx(want[i]).epsilon(1e-6));
+      // An op with no rule runs on gathered copies.
+      DistributedTensor t = replicated_op({on(f, Sharded(1)), on(f, Partial())},
+                                          [](const std::vector<Tensor>& a) { return kiln::sub(a[0], a[1]); }, "sub0");
+      CHECK(t.mapping().placements()[0] == Replicated());
+      CHECK(t.full_tensor().to_vector<double>() == std::vector<double>(30, 0.0));
+    }
+  }
+
   TEST_CASE("errors") {
     const DeviceMesh m2(cpu_devices(2)), m3(cpu_devices(3));
     Tensor a = kt::random_tensor({4, 3}, DType::float32, 1);
