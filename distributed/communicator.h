@@ -32,9 +32,13 @@ void set_collective_timeout(double seconds);
 ///
 /// Buffers are host memory of `count` elements of `dtype` (a count is per
 /// rank). `send` and `recv` may be the same buffer where stated (in place).
-/// Reductions combine the ranks' values in rank order (0, 1, ...), in the
-/// element dtype (float16/bfloat16 round after each step), so every rank gets
-/// bitwise the same result; see ReduceOp for bool and NaN. Every call blocks
+/// Reductions combine in the element dtype (float16/bfloat16 round after
+/// each step); see ReduceOp for bool and NaN. In-process they combine the
+/// ranks' values in rank order (0, 1, ...), so every rank gets bitwise the
+/// same result; MPI's built-in float sums follow MPI's own order (a tree for
+/// large groups; the standard advises the same result on every rank), its
+/// user-defined ops (16-bit floats, float max/min) are declared
+/// non-commutative so MPI keeps rank order. Every call blocks
 /// until this rank's part is complete. Counts above INT32_MAX throw
 /// ValueError under MPI.
 class Communicator {
