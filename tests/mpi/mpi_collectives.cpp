@@ -32,6 +32,9 @@ int main(int argc, char** argv) {
     } catch (const CollectiveError& e) {
       std::printf("rank %d: timed out as expected: %s\n", r, e.what());
       std::fflush(stdout);
+      // Exit runs MPI_Abort (the group is broken): give mpiexec time to
+      // forward this line first, or the abort can drop it.
+      std::this_thread::sleep_for(std::chrono::seconds(1));
       return 0;
     }
     std::printf("rank %d: all_reduce returned without rank 1\n", r);
