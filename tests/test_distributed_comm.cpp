@@ -197,5 +197,7 @@ TEST_SUITE("distributed_comm") {
       CHECK(distributed::world() == w);
       CHECK_FALSE(distributed::is_multi_process());
     }
+    if (!distributed::mpi::is_built())
+      CHECK_THROWS_WITH_AS(distributed::mpi::world(), doctest::Contains("built without MPI"), NotBuiltError);
   }
 }
