@@ -16,6 +16,7 @@ packages=(
   libutf8proc-dev           # Unicode data for the WordPiece tokenizer (text/)
   doctest-dev               # tests
   libbenchmark-dev          # benchmarks/
+  libmpich-dev mpich        # distributed/ across processes (MPI, mpiexec)
   clang libclang-rt-14-dev libomp-dev  # clang builds: sanitizers, fuzzers, clang's OpenMP
   python3-venv              # kiln-repl's venv (scripts/install_repl_deps.sh: cppyy-cling, cppyy-backend)
   clang-tools-19            # clang-repl-19: the clang-repl prompt (scripts/repl.sh --clang)

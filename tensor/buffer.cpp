@@ -59,21 +59,27 @@ size_t Buffer::nbytes() const { return storage_ ? storage_->nbytes : 0; }
 Device Buffer::device() const { return storage_ ? storage_->device : Device::cpu(); }
 
 std::string Device::str() const {
-  return type == DeviceType::cpu ? std::string("cpu") : "cuda:" + std::to_string(index);
+  if (type == DeviceType::cpu) return index == 0 ? std::string("cpu") : "cpu:" + std::to_string(index);
+  return "cuda:" + std::to_string(index);
 }
 
 Device Device::parse(const std::string& s) {
   if (s == "cpu") return cpu();
   if (s == "cuda") return cuda(0);
-  if (s.rfind("cuda:", 0) == 0 && s.size() > 5 && s.size() < 9) {
+  const size_t colon = s.rfind(':');
+  const std::string kind = colon == std::string::npos ? s : s.substr(0, colon);
+  if ((kind == "cuda" || kind == "cpu") && colon != std::string::npos && s.size() > colon + 1 &&
+      s.size() < colon + 5) {
     int n = 0;
-    for (size_t i = 5; i < s.size(); ++i) {
-      if (s[i] < '0' || s[i] > '9') throw DeviceError("Device::parse: expected 'cpu' or 'cuda:N', got '" + s + "'");
+    for (size_t i = colon + 1; i < s.size(); ++i) {
+      if (s[i] < '0' || s[i] > '9')
+        throw DeviceError("Device::parse: expected 'cpu', 'cpu:N' or 'cuda:N', got '" + s + "'");
       n = n * 10 + (s[i] - '0');
     }
-    return cuda(n);
+    if (kind == "cuda") return cuda(n);
+    if (n > 0) return Device{DeviceType::cpu, n};  // CPU device 0 is spelled "cpu" (one spelling per device)
   }
-  throw DeviceError("Device::parse: expected 'cpu' or 'cuda:N', got '" + s + "'");
+  throw DeviceError("Device::parse: expected 'cpu', 'cpu:N' or 'cuda:N', got '" + s + "'");
 }
 
 std::ostream& operator<<(std::ostream& os, Device d) { return os << d.str(); }

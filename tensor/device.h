@@ -16,9 +16,9 @@ struct Device {
   static constexpr Device cpu() { return {DeviceType::cpu, 0}; }
   static constexpr Device cuda(int n = 0) { return {DeviceType::cuda, n}; }
   bool is_cpu() const { return type == DeviceType::cpu; }
-  /// "cpu" or "cuda:N".
+  /// "cpu" (CPU device 0), "cpu:N" (CPU device N > 0, see distributed/) or "cuda:N".
   std::string str() const;
-  /// Parses "cpu", "cuda" or "cuda:N"; throws DeviceError otherwise.
+  /// Parses "cpu", "cpu:N" (N > 0), "cuda" or "cuda:N"; throws DeviceError otherwise.
   static Device parse(const std::string& s);
   friend bool operator==(Device a, Device b) { return a.type == b.type && a.index == b.index; }
 };

@@ -308,6 +308,9 @@ TEST_SUITE("core") {
     CHECK(Device::parse("cuda") == Device::cuda(0));
     CHECK(Device::parse("cuda:3") == Device::cuda(3));
     CHECK(Device::cuda(2).str() == "cuda:2");
+    CHECK(Device::parse("cpu:3") == Device{DeviceType::cpu, 3});  // CPU devices of one process (distributed/)
+    CHECK((Device{DeviceType::cpu, 3}).str() == "cpu:3");
+    
     CHECK(Device::cpu().str() == "cpu");
     CHECK(Device::cpu().is_cpu());
     CHECK_FALSE(Device::cuda().is_cpu());
