@@ -8,6 +8,7 @@
 #include "tensor/creation.h"
 #include "tensor/dtype.h"
 #include "tensor/error.h"
+#include "tensor/mutation.h"
 #include "tensor/op_table.h"
 #include "tensor/ops.h"
 #include "tensor/random.h"
