@@ -1,6 +1,7 @@
 // kiln: stage(fn)(specs...) traces `fn` into a graph without running it.
 #pragma once
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -34,6 +35,12 @@ struct StagedGraph {
   TreeDef out_tree;
   /// Tensors captured by the function, in the order first used.
   std::vector<CapturedConstant> captured;
+  /// In-place writes the function made to its arguments or to realized
+  /// tensors (mutable sources): the graph outputs past out_tree's leaves
+  /// (out_layouts lists them last), written back when a compiled call ends.
+  std::vector<WriteBack> writes;
+  /// The mutable sources, bound as weights by name (add_mutable_source).
+  std::map<std::string, Tensor> mutable_weights;
   /// The graph's text form (subgraph definitions first).
   std::string ir() const { return graph->to_text(); }
 };
