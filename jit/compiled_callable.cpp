@@ -178,6 +178,19 @@ CallResult CompiledCallable::call_flat(const std::vector<Tensor>& leaves, const 
 
 void CompiledCallable::write_back(std::vector<Tensor>& results, std::span<const Tensor> args) const {
   const size_t first = results.size() - staged_.writes.size();
+  auto destination = [&](const WriteBack& w) -> const Tensor* {
+    if (w.argument >= 0) return &args[static_cast<size_t>(w.argument)];
+    auto it = weights_.find(w.weight);
+    return it == weights_.end() ? nullptr : &it->second;
+  };
+  // A result that is (a view of) a tensor about to be written keeps the value
+  // it had in the call (e.g. a result the optimiser reduced to an argument).
+  for (size_t i = 0; i < first; ++i)
+    for (const WriteBack& w : staged_.writes)
+      if (const Tensor* d = destination(w); d && may_share_memory(results[i], *d)) {
+        results[i] = results[i].clone();
+        break;
+      }
   for (size_t k = 0; k < staged_.writes.size(); ++k) {
     const WriteBack& w = staged_.writes[k];
     const Tensor& value = results[first + k];

@@ -119,6 +119,20 @@ TEST_SUITE("mutation_compiled") {
     CHECK(c.to_vector<float>() == std::vector<float>{20, 40, 62});
   }
 
+  TEST_CASE("a result that the optimiser reduced to a written argument keeps its in-call value") {
+    // -(-x) simplifies to x itself; x is then written back: the result must not follow it
+    auto f = [](Tensor x) {
+      Tensor y = neg(neg(x));
+      x.neg_();
+      return y;
+    };
+    CompiledCallable run = compile(f)(f32({2}));
+    Tensor a = Tensor::from_vector(std::vector<float>{-4, 5});
+    Tensor r = run(a).tensor();
+    CHECK(r.to_vector<float>() == std::vector<float>{-4, 5});
+    CHECK(a.to_vector<float>() == std::vector<float>{4, -5});
+  }
+
   TEST_CASE("add_mutable_source: explicit, reads and writes functionalised, constants refused after a read") {
     Tensor buf = Tensor::from_vector(std::vector<float>{1, 2});
     Graph g("m", {TensorType(DType::float32, {2})});
