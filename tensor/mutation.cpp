@@ -134,7 +134,9 @@ Tensor with_scalar(OpId op, const Tensor& t, Scalar s) {
 
 // `out=`: computes straight into out when that is safe and the kernels can
 // (a contiguous out of the result's layout overlapping no operand), else
-// into a temporary that is then stored.
+// into a temporary that is then stored. Not even an operand that is exactly
+// out's own view is allowed: some eager kernels (exp, gelu, silu) make more
+// than one pass and would read what they wrote (the op-table walk shows it).
 template <class F>
 Tensor compute_out(const Out& out, std::initializer_list<const Tensor*> operands, const std::string& who, F&& compute) {
   const Tensor& dst = out.tensor;
