@@ -133,6 +133,27 @@ TEST_SUITE("mutation_compiled") {
     CHECK(a.to_vector<float>() == std::vector<float>{4, -5});
   }
 
+  TEST_CASE("in-place writes do not cross a deduplicated subgraph call: refused, and fine inlined") {
+    Tensor w = Tensor::from_vector(std::vector<float>{1, 2});
+    auto body = as_subgraph([&](Tensor x) {
+      w.add_(x);
+      return x * 2.0f;
+    }, "upd");
+    auto f = [&](Tensor x) { return body(x); };
+    CHECK_THROWS_WITH_AS(compile(f)(f32({2})), doctest::Contains("writes into a captured tensor"), RealizationError);
+    auto arg = as_subgraph([](Tensor x) {
+      x.mul_(2.0f);
+      return x + 0.0f;
+    }, "arg");
+    CHECK_THROWS_WITH_AS(compile([&](Tensor x) { return arg(x); })(f32({2})), doctest::Contains("writes into an argument"),
+                         RealizationError);
+    CompileOptions inl;
+    inl.allow_subgraphs = false;
+    CompiledCallable run = compile(f, inl)(f32({2}));
+    run(Tensor::from_vector(std::vector<float>{10, 20}));
+    CHECK(w.to_vector<float>() == std::vector<float>{11, 22});
+  }
+
   TEST_CASE("add_mutable_source: explicit, reads and writes functionalised, constants refused after a read") {
     Tensor buf = Tensor::from_vector(std::vector<float>{1, 2});
     Graph g("m", {TensorType(DType::float32, {2})});
