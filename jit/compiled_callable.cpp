@@ -143,7 +143,9 @@ void CompiledCallable::check_captured() const {
       throw ValueError("compiled call: captured constant " + std::to_string(i) + " (" +
                        TensorType(c.source.dtype(), c.source.shape(), c.source.device()).str() +
                        ", graph value %" + std::to_string(c.value) +
-                       ") changed since the function was traced; its old value is baked into the compiled code. "
+                       ") changed since the function was traced" +
+                       (c.source.buffer().version() != c.version ? std::string(" (it was written in place)") : "") +
+                       "; its old value is baked into the compiled code. "
                        "Pass the tensor as an argument, or bind it as a named weight (CompileOptions::weights), "
                        "or compile again");
   }

@@ -279,6 +279,15 @@ TEST_SUITE("mutation") {
     CHECK(vals(run(x)) == std::vector<double>{1, 2, 3, 1, 2, 3});
   }
 
+  TEST_CASE("a captured constant written in place makes the next compiled call raise, saying so") {
+    Tensor c = ones({3});
+    CompiledCallable run = compile([&](Tensor x) { return x + c; })(TensorLayout(DType::float32, {3}));
+    CHECK(vals(run(zeros({3})).tensor()) == std::vector<double>{1, 1, 1});
+    c += 1.0f;
+    CHECK_THROWS_WITH_AS(run(zeros({3})), doctest::Contains("changed since the function was traced (it was written in place)"),
+                         ValueError);
+  }
+
   TEST_CASE("lazy: a recorded op reads its sources as they were when recorded") {
     Tensor x = f32_range(3, {3});
     Tensor y, z;

@@ -102,7 +102,7 @@ StagedGraph TraceSession::finish(const std::vector<Tensor>& outs, TreeDef out_tr
     s.writes.push_back({-1, m.weight});
   }
   graph_->output(all);
-  for (auto& [t, v] : ctx_->sources()) s.captured.push_back({t, content_hash(t), v});
+  for (auto& [t, v] : ctx_->sources()) s.captured.push_back({t, content_hash(t), v, t.buffer().version()});
   ctx_.reset();
   s.graph = graph_;
   s.in_layouts = std::move(in_layouts);

@@ -22,6 +22,7 @@ struct CapturedConstant {
   Tensor source;        ///< the captured tensor (kept alive)
   uint64_t hash = 0;    ///< content hash when traced
   int32_t value = -1;   ///< its constant's value id in the staged graph
+  uint64_t version = 0; ///< its buffer's Buffer::version() when traced (for the error message)
 };
 /// 64-bit content hash (FNV-1a over 8-byte words) of a tensor's elements.
 uint64_t content_hash(const Tensor& t);
