@@ -2,6 +2,7 @@
 
 #include <ostream>
 
+#include "../tensor/mutation.h"
 #include "mef.h"
 #include "plan.h"
 
@@ -38,6 +39,7 @@ CompiledCallable::CompiledCallable(StagedGraph staged, std::map<std::string, Ten
       weights_(std::move(weights)),
       session_(session ? std::move(session) : InferenceSession::default_session()) {
   if (!staged_.graph) throw ValueError("CompiledCallable: the staged graph is empty");
+  for (const auto& [name, t] : staged_.mutable_weights) weights_.emplace(name, t);  // an explicit binding wins
   const engine::Signature sig = signature();
   auto artifact = engine::compile_graph(staged_.graph, *session_, &sig);
   model_ = std::make_shared<engine::Model>(artifact, weights_);
@@ -46,7 +48,7 @@ CompiledCallable::CompiledCallable(StagedGraph staged, std::map<std::string, Ten
 // ---- export and rebuilding ----------------------------------------------------------------
 
 engine::Signature CompiledCallable::signature() const {
-  return engine::Signature{staged_.in_layouts, staged_.in_tree, staged_.out_layouts, staged_.out_tree};
+  return engine::Signature{staged_.in_layouts, staged_.in_tree, staged_.out_layouts, staged_.out_tree, staged_.writes};
 }
 
 void CompiledCallable::export_mef(const std::string& path, bool include_source_graph) const {
@@ -61,7 +63,8 @@ void CompiledCallable::export_mef(const std::string& path, bool include_source_g
 
 namespace {
 void check_signature_against(const Graph& g, const std::vector<TensorLayout>& in_layouts, const TreeDef& in_tree,
-                             const std::vector<TensorLayout>& out_layouts, const TreeDef& out_tree, const char* who) {
+                             const std::vector<TensorLayout>& out_layouts, const TreeDef& out_tree, const char* who,
+                             size_t nwrites = 0) {
   auto check = [&](const std::vector<int32_t>& ids, const std::vector<TensorLayout>& ls, const char* what) {
     if (ls.size() != ids.size())
       throw ValueError(std::string(who) + ": " + std::to_string(ls.size()) + " " + what + " layouts given, the graph has " +
@@ -76,7 +79,7 @@ void check_signature_against(const Graph& g, const std::vector<TensorLayout>& in
   if (in_tree.num_leaves() != in_layouts.size())
     throw ValueError(std::string(who) + ": in_tree " + in_tree.str() + " has " + std::to_string(in_tree.num_leaves()) +
                      " tensor leaves for " + std::to_string(in_layouts.size()) + " in_layouts");
-  if (out_tree.num_leaves() != out_layouts.size())
+  if (out_tree.num_leaves() + nwrites != out_layouts.size())
     throw ValueError(std::string(who) + ": out_tree " + out_tree.str() + " has " + std::to_string(out_tree.num_leaves()) +
                      " tensor leaves for " + std::to_string(out_layouts.size()) + " out_layouts");
 }
@@ -96,7 +99,9 @@ CompiledCallable CompiledCallable::from_compiled(std::shared_ptr<const engine::C
                                                  std::vector<TensorLayout> out_layouts, TreeDef out_tree,
                                                  std::map<std::string, Tensor> weights) {
   if (!artifact) throw ValueError("from_compiled: the artifact is null");
-  check_signature_against(artifact->graph(), in_layouts, in_tree, out_layouts, out_tree, "from_compiled");
+  std::vector<WriteBack> writes;
+  if (artifact->signature()) writes = artifact->signature()->writes;
+  check_signature_against(artifact->graph(), in_layouts, in_tree, out_layouts, out_tree, "from_compiled", writes.size());
   if (engine_model && engine_model->artifact_ptr() != artifact)
     throw ValueError("from_compiled: engine_model was initialised from another artifact");
   if (!engine_model) engine_model = std::make_shared<engine::Model>(artifact, weights);
@@ -105,6 +110,7 @@ CompiledCallable CompiledCallable::from_compiled(std::shared_ptr<const engine::C
   s.in_tree = std::move(in_tree);
   s.out_layouts = std::move(out_layouts);
   s.out_tree = std::move(out_tree);
+  s.writes = std::move(writes);
   return CompiledCallable(FromParts{}, std::move(s), std::move(weights), nullptr, std::move(engine_model));
 }
 
@@ -117,7 +123,7 @@ CompiledCallable CompiledCallable::from_engine_model(StagedGraph staged,
   if (engine_model->artifact_ptr() != artifact)
     throw ValueError("from_engine_model: engine_model was initialised from another artifact");
   check_signature_against(artifact->graph(), staged.in_layouts, staged.in_tree, staged.out_layouts, staged.out_tree,
-                          "from_engine_model");
+                          "from_engine_model", staged.writes.size());
   return CompiledCallable(FromParts{}, std::move(staged), std::move(weights), nullptr, std::move(engine_model));
 }
 
@@ -137,7 +143,9 @@ void CompiledCallable::check_captured() const {
       throw ValueError("compiled call: captured constant " + std::to_string(i) + " (" +
                        TensorType(c.source.dtype(), c.source.shape(), c.source.device()).str() +
                        ", graph value %" + std::to_string(c.value) +
-                       ") changed since the function was traced; its old value is baked into the compiled code. "
+                       ") changed since the function was traced" +
+                       (c.source.buffer().version() != c.version ? std::string(" (it was written in place)") : "") +
+                       "; its old value is baked into the compiled code. "
                        "Pass the tensor as an argument, or bind it as a named weight (CompileOptions::weights), "
                        "or compile again");
   }
@@ -166,11 +174,45 @@ CallResult CompiledCallable::call_flat(const std::vector<Tensor>& leaves, const 
   CallResult r;
   r.leaves = model_->execute(leaves);  // as given: op steps see eager's layouts; fused steps make operands contiguous
   r.tree = staged_.out_tree;
+  if (!staged_.writes.empty()) write_back(r.leaves, leaves);
   return r;
 }
 
+void CompiledCallable::write_back(std::vector<Tensor>& results, std::span<const Tensor> args) const {
+  const size_t first = results.size() - staged_.writes.size();
+  auto destination = [&](const WriteBack& w) -> const Tensor* {
+    if (w.argument >= 0) return &args[static_cast<size_t>(w.argument)];
+    auto it = weights_.find(w.weight);
+    return it == weights_.end() ? nullptr : &it->second;
+  };
+  // A result that is (a view of) a tensor about to be written keeps the value
+  // it had in the call (e.g. a result the optimiser reduced to an argument).
+  for (size_t i = 0; i < first; ++i)
+    for (const WriteBack& w : staged_.writes)
+      if (const Tensor* d = destination(w); d && may_share_memory(results[i], *d)) {
+        results[i] = results[i].clone();
+        break;
+      }
+  for (size_t k = 0; k < staged_.writes.size(); ++k) {
+    const WriteBack& w = staged_.writes[k];
+    const Tensor& value = results[first + k];
+    if (w.argument >= 0) {
+      args[static_cast<size_t>(w.argument)].copy_(value);
+    } else {
+      auto it = weights_.find(w.weight);
+      if (it == weights_.end())
+        throw ValueError("compiled call: mutable weight '" + w.weight + "' is not bound, so its update cannot be "
+                         "written back (pass it in the weights registry)");
+      it->second.copy_(value);
+    }
+  }
+  results.resize(first);
+}
+
 std::vector<Tensor> CompiledCallable::execute_raw(std::span<const Tensor> inputs) const {
-  return model_->execute(inputs);
+  std::vector<Tensor> out = model_->execute(inputs);
+  if (!staged_.writes.empty()) write_back(out, inputs);
+  return out;
 }
 
 std::vector<Buffer> CompiledCallable::execute_raw(const std::vector<Buffer>& buffers) const {
@@ -183,6 +225,7 @@ std::vector<Buffer> CompiledCallable::execute_raw(const std::vector<Buffer>& buf
   for (size_t i = 0; i < buffers.size(); ++i)
     in.emplace_back(buffers[i], want[i].dtype, want[i].shape, contiguous_strides(want[i].shape), 0);
   std::vector<Tensor> out = model_->execute(in);
+  if (!staged_.writes.empty()) write_back(out, in);
   std::vector<Buffer> r;
   for (auto& t : out) {
     Tensor c = t.contiguous();

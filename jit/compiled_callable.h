@@ -126,6 +126,9 @@ class CompiledCallable {
   void check_captured() const;
   StagedGraph staged_;
   std::map<std::string, Tensor> weights_;
+  // In-place writes: copies the trailing results (staged_.writes) into their
+  // arguments or mutable weights and drops them from `results`.
+  void write_back(std::vector<Tensor>& results, std::span<const Tensor> args) const;
   std::shared_ptr<InferenceSession> session_;
   std::shared_ptr<engine::Model> model_;
   std::vector<Buffer> signal_buffers_;

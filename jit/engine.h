@@ -29,6 +29,10 @@ struct Signature {
   TreeDef in_tree;
   std::vector<TensorLayout> out_layouts;
   TreeDef out_tree;
+  /// Graph outputs past the out_tree's leaves, in order: values written back
+  /// into arguments or mutable weights when a call ends (out_layouts lists
+  /// them after the results).
+  std::vector<WriteBack> writes;
   friend bool operator==(const Signature&, const Signature&) = default;
 };
 

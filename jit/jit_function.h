@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "../tensor/creation.h"
 #include "compiled_callable.h"
 
 namespace kiln {

@@ -35,6 +35,7 @@ const char* section_desc(std::string_view tag) {
   if (tag == "SIGN") return "the signature";
   if (tag == "WGTS") return "the weight list";
   if (tag == "SRCG") return "the source graph";
+  if (tag == "MUTW") return "the write-backs of in-place updates";
   return "unknown to this kiln";
 }
 
@@ -215,6 +216,22 @@ engine::Signature decode_signature(Cursor& c) {
   return s;
 }
 
+// MUTW: count, then per write-back an i32 argument index (-1: a weight) and a weight name.
+std::vector<WriteBack> decode_writes(Cursor& c) {
+  std::vector<WriteBack> w;
+  uint32_t n = c.count("the write-back count", 8);
+  for (uint32_t i = 0; i < n; ++i) {
+    WriteBack b;
+    b.argument = static_cast<int32_t>(c.u32("a write-back's argument"));
+    b.weight = c.str("a write-back's weight name");
+    if ((b.argument < 0) == b.weight.empty())
+      c.bad("a write-back that names both or neither of an argument and a weight");
+    w.push_back(std::move(b));
+  }
+  c.end();
+  return w;
+}
+
 std::vector<std::pair<std::string, TensorType>> decode_weights(Cursor& c) {
   std::vector<std::pair<std::string, TensorType>> w;
   uint32_t n = c.count("the weight count", kMinWeightBytes);
@@ -291,6 +308,15 @@ std::string encode(const Contents& c) {
   s.emplace_back("SIGN", encode_signature(c.signature));
   s.emplace_back("WGTS", encode_weights(c.weights));
   if (!c.source_text.empty()) s.emplace_back("SRCG", c.source_text);
+  if (!c.signature.writes.empty()) {
+    std::string w;
+    put_u32(w, static_cast<uint32_t>(c.signature.writes.size()));
+    for (const WriteBack& b : c.signature.writes) {
+      put_u32(w, static_cast<uint32_t>(b.argument));
+      put_str(w, b.weight);
+    }
+    s.emplace_back("MUTW", std::move(w));
+  }
   return encode_sections(kFormatVersion, s);
 }
 
@@ -385,6 +411,10 @@ Contents decode(std::string_view b, const std::string& what) {
     Cursor cur{found["WGTS"], 0, "WGTS", what};
     c.weights = decode_weights(cur);
   }
+  if (found.count("MUTW")) {
+    Cursor cur{found["MUTW"], 0, "MUTW", what};
+    c.signature.writes = decode_writes(cur);
+  }
   return c;
 }
 
@@ -437,7 +467,18 @@ std::shared_ptr<const engine::CompiledModel> build(const Contents& c, const Kern
     fail(what, "the signature is inconsistent: the argument tree " + s.in_tree.str() + " has " +
                    std::to_string(s.in_tree.num_leaves()) + " tensor leaves for " +
                    std::to_string(s.in_layouts.size()) + " argument layouts");
-  if (s.out_tree.num_leaves() != s.out_layouts.size())
+  if (s.writes.size() > s.out_layouts.size())
+    fail(what, "the signature is inconsistent: " + std::to_string(s.writes.size()) + " write-backs for " +
+                   std::to_string(s.out_layouts.size()) + " results");
+  for (const WriteBack& w : s.writes) {
+    if (w.argument >= static_cast<int32_t>(s.in_layouts.size()))
+      fail(what, "a write-back names argument " + std::to_string(w.argument) + " of " +
+                     std::to_string(s.in_layouts.size()));
+    if (w.argument >= 0 && !(TensorType(s.in_layouts[w.argument]) ==
+                             TensorType(s.out_layouts[s.out_layouts.size() - s.writes.size() + (&w - s.writes.data())])))
+      fail(what, "a write-back into argument " + std::to_string(w.argument) + " has another type than the argument");
+  }
+  if (s.out_tree.num_leaves() + s.writes.size() != s.out_layouts.size())
     fail(what, "the signature is inconsistent: the result tree " + s.out_tree.str() + " has " +
                    std::to_string(s.out_tree.num_leaves()) + " tensor leaves for " +
                    std::to_string(s.out_layouts.size()) + " result layouts");

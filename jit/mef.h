@@ -37,7 +37,9 @@ namespace kiln::mef {
 
 inline constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'M', 'E', 'F', '\0'};
 /// The format version this kiln writes, and the newest it reads.
-inline constexpr uint32_t kFormatVersion = 1;
+/// Version 2 adds the optional section MUTW (the signature's write-backs of
+/// in-place updates); version 1 files (no MUTW) still load.
+inline constexpr uint32_t kFormatVersion = 2;
 
 /// A MEF file decoded, before its graph is parsed.
 struct Contents {

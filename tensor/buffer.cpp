@@ -1,5 +1,6 @@
 #include "buffer.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <new>
 #include <ostream>
@@ -17,6 +18,7 @@ struct Storage {
   size_t capacity = 0;  // bytes asked of the allocator (owned memory only)
   Device device;
   std::shared_ptr<void> keep_alive;  // external owner, or null when we own data
+  std::atomic<uint64_t> version{0};  // in-place writes (Buffer::version)
   ~Storage() {
     if (!keep_alive) detail::cpu_free(data, capacity);
   }
@@ -56,6 +58,10 @@ Buffer Buffer::wrap(void* data, size_t nbytes, Device device, std::shared_ptr<vo
 
 void* Buffer::data() const { return storage_ ? storage_->data : nullptr; }
 size_t Buffer::nbytes() const { return storage_ ? storage_->nbytes : 0; }
+uint64_t Buffer::version() const { return storage_ ? storage_->version.load(std::memory_order_acquire) : 0; }
+void Buffer::bump_version() const {
+  if (storage_) storage_->version.fetch_add(1, std::memory_order_acq_rel);
+}
 Device Buffer::device() const { return storage_ ? storage_->device : Device::cpu(); }
 
 std::string Device::str() const {

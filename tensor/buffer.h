@@ -1,6 +1,7 @@
 // kiln: reference-counted, 64-byte aligned device memory.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 #include "device.h"
@@ -25,6 +26,14 @@ class Buffer {
   size_t nbytes() const;
   Device device() const;
   explicit operator bool() const { return static_cast<bool>(storage_); }
+  /// How many in-place writes (copy_, fill_, the `_` ops, `out=`, compiled
+  /// write-backs into a mutable source) this memory has had; 0 for an empty
+  /// Buffer. Readers that cache something derived from the contents (a
+  /// compiled callable's bound weights, a lazy scope's recorded sources)
+  /// compare it to see a write. Writes through data_ptr() are not counted.
+  uint64_t version() const;
+  /// Counts one in-place write (called by the writers named above).
+  void bump_version() const;
   long use_count() const { return storage_.use_count(); }
   friend bool operator==(const Buffer& a, const Buffer& b) { return a.storage_ == b.storage_; }
 

@@ -9,7 +9,7 @@ namespace kiln {
 
 namespace {
 constexpr std::array<OpInfo, kNumOps> kTable = {{
-#define KILN_OP(id, name, arity, cat, rule) {OpId::id, name, arity, OpCategory::cat, DTypeRule::rule},
+#define KILN_OP(id, name, arity, cat, rule) {OpId::id, #name, arity, OpCategory::cat, DTypeRule::rule},
 #include "ops.def"
 #undef KILN_OP
 }};

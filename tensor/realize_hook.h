@@ -1,5 +1,6 @@
 // kiln (internal): how a realized-on-demand tensor asks its context to run.
 #pragma once
+#include <cstdint>
 #include <span>
 
 #include "op_table.h"
@@ -17,5 +18,33 @@ RealizationContext* active_context();
 /// ctx->apply_op(op, in, attrs) (defined in trace/, declared here so tensor/
 /// does not include trace/ headers).
 Tensor context_apply(RealizationContext* ctx, OpId op, std::span<const Tensor> in, const Attrs& attrs);
+
+// In-place writes (tensor/mutation.cpp) ask the contexts (trace/) how to proceed.
+/// How a write into a tensor is carried out in the current context.
+enum class WriteMode : uint8_t {
+  eager,       ///< into the destination's memory, now
+  functional,  ///< recorded: the destination's handle is rebound to the new graph value
+};
+/// Decides the mode of a write into `dst` by `who`: functional for an
+/// unrealized tensor of the current context, or for a realized one while a
+/// graph context records (it becomes a mutable source); eager otherwise (an
+/// unrealized tensor of another context is realized first). Throws
+/// RealizationError for a write through a view of a traced tensor.
+WriteMode begin_write(const Tensor& dst, const char* who);
+/// Rebinds `dst` (functional mode) to `value`, an unrealized tensor of the
+/// current context with dst's dtype and shape.
+void functional_write(const Tensor& dst, const Tensor& value);
+/// Called before an eager write into `b`: lazy scopes that recorded a source
+/// in `b` keep a copy of its old contents.
+void before_memory_write(const Buffer& b);
+/// Makes the built-in eager context current for the guard's lifetime (an
+/// eager write computes its value eagerly also inside a lazy scope).
+class EagerGuard {
+ public:
+  EagerGuard();
+  ~EagerGuard();
+  EagerGuard(const EagerGuard&) = delete;
+  EagerGuard& operator=(const EagerGuard&) = delete;
+};
 }  // namespace detail
 }  // namespace kiln

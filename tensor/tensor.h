@@ -5,12 +5,15 @@
 #include <initializer_list>
 #include <iosfwd>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "buffer.h"
 #include "device.h"
 #include "dtype.h"
+#include "elementwise_rows.h"
 #include "error.h"
+#include "scalar.h"
 #include "shape.h"
 
 namespace kiln {
@@ -44,6 +47,13 @@ struct TensorLayout {
   friend bool operator==(const TensorLayout&, const TensorLayout&) = default;
 };
 std::ostream& operator<<(std::ostream& os, const TensorLayout& l);
+
+/// How an in-place write may convert the dtype of the value written into the
+/// destination's dtype (numpy's `casting=`). The destination's dtype never changes.
+enum class Casting : uint8_t {
+  same_kind,  ///< within a kind or up the kinds bool -> integer -> float (numpy's default for `out=`)
+  unsafe,     ///< any conversion (cast semantics: float -> int truncates)
+};
 
 namespace detail {
 struct TensorImpl {
@@ -130,6 +140,44 @@ class Tensor {
   Tensor reshape(const Shape& shape) const;
   Tensor permute(const std::vector<int64_t>& axes) const;
   Tensor transpose(int64_t a = -2, int64_t b = -1) const;
+
+  // ---- in-place writes (rules in tensor/mutation.h) ---------------------------
+  // Each writes into this tensor's memory (a view writes through to its
+  // base) and returns *this. The destination keeps its dtype and shape: a
+  // value that does not broadcast to the shape is a ShapeError, one whose
+  // dtype does not cast under `casting` a DTypeError. An operand that
+  // overlaps the destination in memory is read as it was before the write.
+
+  /// Writes src (broadcast to this shape, converted to this dtype) into this tensor.
+  const Tensor& copy_(const Tensor& src, Casting casting = Casting::same_kind) const;
+  /// Assignment through a view: `slice(x, 0, 1, 3).assign(y)` writes y into rows 1..2 of x (copy_).
+  const Tensor& assign(const Tensor& src, Casting casting = Casting::same_kind) const { return copy_(src, casting); }
+  /// Sets every element to v (converted to this dtype; an integer v must fit an integer dtype).
+  const Tensor& fill_(Scalar v) const;
+  const Tensor& zero_() const;
+  /// In-place clamp / masked_fill (same rules as the free functions).
+  const Tensor& clamp_(std::optional<Scalar> lo, std::optional<Scalar> hi) const;
+  const Tensor& clamp_(const Tensor& lo, const Tensor& hi) const;
+  const Tensor& masked_fill_(const Tensor& mask, Scalar value) const;
+  /// Writes values into the entries `indices` (1-d int32/int64, negative from
+  /// the end) along `axis`: this[..., indices[i], ...] = values[..., i, ...];
+  /// values broadcast to index_select(*this, axis, indices)'s shape. With a
+  /// repeated index the last write wins (numpy). Out of range: IndexError.
+  const Tensor& index_put_(const Tensor& indices, const Tensor& values, int64_t axis = 0) const;
+
+  /// `x.exp_()`, `x.add_(y)`, `x.add_(2.0)`, ...: the `_` variant of every unary
+  /// and binary op-table row (generated from tensor/ops.def), equal bit for
+  /// bit to `x.copy_(exp(x))`, `x.copy_(x + y)` with same_kind casting.
+#define KILN_INPLACE_UNARY(id, name) const Tensor& name##_() const;
+#define KILN_INPLACE_BINARY(id, name)              \
+  const Tensor& name##_(const Tensor& other) const; \
+  const Tensor& name##_(Scalar other) const;
+#define KILN_OP(id, name, arity, cat, rule) \
+  KILN_FOR_ELEMENTWISE_ROW(KILN_INPLACE_UNARY, KILN_INPLACE_BINARY, id, name, cat, rule)
+#include "ops.def"
+#undef KILN_OP
+#undef KILN_INPLACE_UNARY
+#undef KILN_INPLACE_BINARY
 
   /// Shares the impl: true when both handles are the same tensor.
   bool is_same(const Tensor& o) const { return impl_ == o.impl_; }

@@ -82,7 +82,7 @@ TEST_SUITE("cli") {
 
     Run info = kiln("info '" + mef + "'");
     CHECK(info.code == 0);
-    CHECK(info.out.find("MEF format version 1") != std::string::npos);
+    CHECK(info.out.find("MEF format version 2") != std::string::npos);
     CHECK(info.out.find("arguments: (T, T)") != std::string::npos);
     CHECK(info.out.find("  0 (0): float32[2, 4] cpu (contiguous)") != std::string::npos);
     CHECK(info.out.find("weights expected: 2") != std::string::npos);

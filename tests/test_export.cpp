@@ -196,7 +196,7 @@ TEST_SUITE("export") {
       std::istringstream in(slurp(d.file("s.mef")));
       auto art = engine::read(in);
       CHECK(art->mef_origin().path == "<stream>");
-      CHECK(art->mef_origin().format_version == 1);
+      CHECK(art->mef_origin().format_version == mef::kFormatVersion);
       CHECK(art->mef_origin().writer.rfind("kiln ", 0) == 0);
       const auto& s = *art->signature();
       CompiledCallable back = CompiledCallable::from_compiled(art, nullptr, s.in_layouts, s.in_tree, s.out_layouts,
@@ -246,7 +246,7 @@ TEST_SUITE("export") {
     std::string newer = good;
     newer[8] = 7;
     CHECK(read_error(newer) ==
-          "engine::read: 'f.mef': written by a newer kiln: format version 7, this kiln reads up to 1; upgrade kiln to "
+          "engine::read: 'f.mef': written by a newer kiln: format version 7, this kiln reads up to 2; upgrade kiln to "
           "read it");
     std::string zero = good;
     zero[8] = 0;

@@ -3,7 +3,11 @@
 // dtype) run eagerly, compiled, and in float64 (the reference); compiled
 // must match eager within the documented tolerance, and bitwise in strict
 // mode. CI runs 1,000 graphs from fixed seeds; KILN_FUZZ_GRAPHS=N runs more.
+// Some ops write in place (into an input or an earlier value, with an operand
+// that may be a flipped view aliasing the destination): the written inputs
+// are compared too (compiled writes them back when the call ends).
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <random>
 
@@ -14,7 +18,7 @@ using namespace kiln;
 namespace {
 
 struct FuzzOp {
-  enum Kind { unary, binary, reduce, softmax, reshape, transpose } kind;
+  enum Kind { unary, binary, reduce, softmax, reshape, transpose, inplace_unary, inplace_binary, inplace_flip } kind;
   OpId op;
   int a = 0, b = 0;  // operand indices into the value pool
   int64_t axis = 0;
@@ -57,8 +61,26 @@ Tensor apply_fuzz_op(const FuzzOp& o, const std::vector<Tensor>& pool) {
     case FuzzOp::softmax: return softmax(x, o.axis);
     case FuzzOp::reshape: return reshape(x, {-1});
     case FuzzOp::transpose: return transpose(x, 0, x.ndim() - 1);
+    // In place into pool[a]; the op's value is the written tensor itself.
+    case FuzzOp::inplace_unary: return o.op == OpId::Neg ? x.neg_() : o.op == OpId::Abs ? x.abs_() : x.tanh_();
+    case FuzzOp::inplace_binary: {
+      const Tensor& y = pool[o.b];
+      return o.op == OpId::Add ? x.add_(y) : o.op == OpId::Sub ? (x -= y) : x.maximum_(y);
+    }
+    case FuzzOp::inplace_flip: return x.add_(flip(x));  // the operand aliases the destination
   }
   return x;
+}
+
+// Copies with the very same layout (strides, offset, buffer size).
+std::vector<Tensor> clone_like(const std::vector<Tensor>& xs) {
+  std::vector<Tensor> r;
+  for (const Tensor& t : xs) {
+    Buffer b = Buffer::allocate(t.buffer().nbytes());
+    std::memcpy(b.data(), t.buffer().data(), t.buffer().nbytes());
+    r.emplace_back(b, t.dtype(), t.shape(), t.strides(), t.offset());
+  }
+  return r;
 }
 
 std::vector<Tensor> run_case(const FuzzCase& c, const std::vector<Tensor>& xs) {
@@ -89,13 +111,41 @@ FuzzCase make_case(uint64_t seed) {
     c.inputs.push_back(kt::relayout(t, static_cast<kt::ViewKind>(rng() % 4)));
   }
   std::vector<Shape> pool = shapes;
+  // Values that are views or have views taken (reshape/transpose): not
+  // written in place (a traced write through a view is refused, by design).
+  std::vector<char> viewish(pool.size(), 0);
+  std::vector<size_t> root(pool.size());  // an in-place op's value is the tensor it wrote: one root per tensor
+  for (size_t i = 0; i < root.size(); ++i) root[i] = i;
   int nops = 1 + static_cast<int>(rng() % (is_float ? 30 : 24));
   for (int k = 0; k < nops; ++k) {
     FuzzOp o;
     o.a = static_cast<int>(rng() % pool.size());
     const Shape& sa = pool[o.a];
-    int pick = static_cast<int>(rng() % 10);
-    if (pick < 5) {
+    int pick = static_cast<int>(rng() % 12);
+    if (pick >= 10 && !viewish[root[o.a]]) {
+      // in place: unary, binary with a partner that broadcasts to the destination, or x += flip(x)
+      const int which = static_cast<int>(rng() % 3);
+      std::vector<int> ok;
+      for (size_t j = 0; j < pool.size(); ++j) {
+        try {
+          if (broadcast_shapes(sa, pool[j], "fuzz") == sa) ok.push_back(static_cast<int>(j));
+        } catch (const ShapeError&) {
+        }
+      }
+      if (which == 0) {
+        o.kind = FuzzOp::inplace_unary;
+        o.op = is_float ? (rng() % 2 ? OpId::Tanh : OpId::Neg) : (rng() % 2 ? OpId::Abs : OpId::Neg);
+      } else if (which == 1 && !ok.empty()) {
+        o.kind = FuzzOp::inplace_binary;
+        const OpId ops3[] = {OpId::Add, OpId::Sub, OpId::Maximum};
+        o.op = ops3[rng() % 3];
+        o.b = ok[rng() % ok.size()];
+      } else {
+        o.kind = FuzzOp::inplace_flip;
+      }
+      pool.push_back(sa);
+      root.push_back(root[o.a]);
+    } else if (pick < 5) {
       o.kind = FuzzOp::unary;
       o.op = is_float ? kFloatUnary[rng() % std::size(kFloatUnary)] : kIntUnary[rng() % std::size(kIntUnary)];
       pool.push_back(sa);
@@ -128,8 +178,9 @@ FuzzCase make_case(uint64_t seed) {
         o.kind = FuzzOp::softmax;
         pool.push_back(sa);
       }
-    } else if (!sa.empty()) {
+    } else if (!sa.empty() && pick < 10) {
       o.kind = rng() % 2 ? FuzzOp::reshape : FuzzOp::transpose;
+      viewish[root[o.a]] = 1;
       if (o.kind == FuzzOp::reshape) pool.push_back({checked_numel(sa)});
       else {
         Shape t = sa;
@@ -141,6 +192,9 @@ FuzzCase make_case(uint64_t seed) {
       o.op = OpId::Neg;
       pool.push_back(sa);
     }
+    viewish.resize(pool.size(), 0);
+    if (root.size() < pool.size()) root.push_back(pool.size() - 1);
+    if (o.kind == FuzzOp::reshape || o.kind == FuzzOp::transpose) viewish.back() = 1;
     c.ops.push_back(o);
   }
   // Outputs: the last value plus a random earlier one.
@@ -190,11 +244,18 @@ void fuzz(bool strict) {
     const uint64_t seed = first_seed() + static_cast<uint64_t>(g);
     FuzzCase c = make_case(seed);
     auto fn = [&c](std::vector<Tensor> xs) { return run_case(c, xs); };
-    std::vector<Tensor> eager = run_case(c, c.inputs);
+    // Each run gets its own copies (same layouts): in-place ops write into them.
+    std::vector<Tensor> eager_in = clone_like(c.inputs), got_in = clone_like(c.inputs);
+    std::vector<Tensor> eager = run_case(c, eager_in);
     CompileOptions co;
     co.session = session;
     CompiledCallable run = compile(fn, co)(c.inputs);
-    std::vector<Tensor> got = run(c.inputs).as<std::vector<Tensor>>();
+    std::vector<Tensor> got = run(got_in).as<std::vector<Tensor>>();
+    // written inputs are results too
+    for (size_t i = 0; i < c.inputs.size(); ++i) {
+      got.push_back(got_in[i]);
+      eager.push_back(eager_in[i]);
+    }
     // float64 reference: the same program on float64 copies of the inputs.
     std::vector<Tensor> ref, ref_nudged;
     if (is_floating(c.dtype)) {
@@ -209,6 +270,10 @@ void fuzz(bool strict) {
       }
       ref = run_case(c, x64);
       ref_nudged = run_case(c, x64n);
+      for (size_t i = 0; i < x64.size(); ++i) {
+        ref.push_back(x64[i]);
+        ref_nudged.push_back(x64n[i]);
+      }
     }
     REQUIRE(got.size() == eager.size());
     for (size_t k = 0; k < got.size(); ++k) {
@@ -233,6 +298,11 @@ void fuzz(bool strict) {
                          : kt::close(gv[i], ev[i], tolerance(c.dtype), tolerance(c.dtype));
         if (!ok) {
           ++failures;
+          std::string prog;
+          for (const auto& op : c.ops)
+            prog += std::to_string(op.kind) + ":" + std::string(op_name(op.op)) + "(" + std::to_string(op.a) + "," +
+                    std::to_string(op.b) + ") ";
+          FAIL_CHECK("program " << prog << " dtype " << name(c.dtype));
           FAIL_CHECK("seed " << seed << " output " << k << " element " << i << ": compiled " << gv[i] << " eager "
                              << ev[i] << std::string(strict ? " (strict: must be bitwise equal)" : ""));
           break;

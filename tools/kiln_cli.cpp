@@ -115,9 +115,17 @@ int cmd_info(const Args& a) {
               << layout_str(s.in_layouts[i]) << "\n";
   std::cout << "results:   " << s.out_tree.str() << "\n";
   auto opaths = s.out_tree.leaf_paths();
-  for (size_t i = 0; i < s.out_layouts.size(); ++i)
-    std::cout << "  " << i << " (" << (i < opaths.size() && !opaths[i].empty() ? opaths[i] : "0") << "): "
+  for (size_t i = 0; i < opaths.size() && i < s.out_layouts.size(); ++i)
+    std::cout << "  " << i << " (" << (!opaths[i].empty() ? opaths[i] : "0") << "): "
               << TensorType(s.out_layouts[i]).str() << "\n";
+  if (!s.writes.empty()) {
+    std::cout << "in-place write-backs: " << s.writes.size() << "\n";
+    for (size_t k = 0; k < s.writes.size(); ++k) {
+      const WriteBack& wb = s.writes[k];
+      std::cout << "  " << (wb.argument >= 0 ? "argument " + std::to_string(wb.argument) : "weight " + wb.weight)
+                << ": " << TensorType(s.out_layouts[s.out_layouts.size() - s.writes.size() + k]).str() << "\n";
+    }
+  }
   const auto& w = art->weight_slots();
   std::cout << "weights expected: " << w.size() << "\n";
   for (const auto& [name, t] : w) std::cout << "  " << name << ": " << t.str() << "\n";
@@ -178,8 +186,8 @@ std::vector<Tensor> load_inputs(const Args& a, const CompiledCallable& run) {
 
 int cmd_run(const Args& a) {
   CompiledCallable run = load_callable(a);
-  if (!a.outputs.empty() && a.outputs.size() != run.out_layouts().size())
-    throw UsageError("the callable returns " + std::to_string(run.out_layouts().size()) + " tensor(s), got " +
+  if (!a.outputs.empty() && a.outputs.size() != run.out_tree().num_leaves())
+    throw UsageError("the callable returns " + std::to_string(run.out_tree().num_leaves()) + " tensor(s), got " +
                      std::to_string(a.outputs.size()) + " --output");
   std::vector<Tensor> in = load_inputs(a, run);
   // Same path as an in-process call: inputs are contiguous, the model runs them.

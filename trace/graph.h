@@ -39,6 +39,16 @@ struct TensorType {
 
 class Graph;
 
+/// A graph output past a traced function's results that a compiled call
+/// writes back when it ends (in-place writes, tensor/mutation.h): the final
+/// value of argument leaf `argument`, or (argument < 0) of the mutable
+/// source bound as weight `weight` (GraphRealizationContext::add_mutable_source).
+struct WriteBack {
+  int32_t argument = -1;
+  std::string weight;
+  friend bool operator==(const WriteBack&, const WriteBack&) = default;
+};
+
 /// A value in a graph: a handle (graph, id). Valid while the graph lives.
 struct GraphValue {
   Graph* graph = nullptr;

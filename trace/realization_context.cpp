@@ -47,6 +47,60 @@ void detail::realize_tensor(const Tensor& t) {
   if (t.impl().state) throw RealizationError("realize: the tensor's context did not realize it");
 }
 
+namespace {
+// Live lazy contexts, for before_memory_write (an eager write into a buffer a
+// lazy scope recorded as a source).
+std::mutex g_lazy_mu;
+std::set<LazyRealizationContext*> g_lazy;
+std::atomic<int> g_lazy_count{0};
+}  // namespace
+
+// ---- in-place writes (tensor/mutation.cpp) -------------------------------------------------
+detail::WriteMode detail::begin_write(const Tensor& dst, const char* who) {
+  RealizationContext* cur = active_context();
+  if (const auto& st = dst.impl().state) {
+    RealizationContext* owner = st->context();
+    if (owner && owner == cur) {
+      if (cur->is_view_value(st->values[0].id))
+        throw RealizationError(std::string(who) + ": writing through a view of a traced tensor (graph value %" +
+                               std::to_string(st->values[0].id) + ") is not supported; write into the whole tensor "
+                               "(e.g. x.copy_(where(mask, value, x))), or run eagerly");
+      return WriteMode::functional;
+    }
+    dst.realize();  // another context's tensor: realize it there (throws where that is impossible)
+  }
+  if (auto* g = dynamic_cast<GraphRealizationContext*>(cur)) {
+    g->add_mutable_source(dst);
+    return WriteMode::functional;
+  }
+  return WriteMode::eager;
+}
+
+void detail::functional_write(const Tensor& dst, const Tensor& value) {
+  RealizationContext& cur = current_realization_context();
+  if (dst.is_realized()) {
+    auto& g = dynamic_cast<GraphRealizationContext&>(cur);
+    g.set_mutable_value(dst, cur.value_of(value).id);
+    return;
+  }
+  auto& st = dst.impl().state;
+  cur.mark_superseded(st->values[0].id);
+  if (!value.is_realized() && value.impl().state->link() == st->link()) {
+    st = value.impl().state;
+  } else {
+    st = cur.add_source(value.is_realized() ? value : value.realize());
+  }
+}
+
+void detail::before_memory_write(const Buffer& b) {
+  if (g_lazy_count.load(std::memory_order_acquire) == 0) return;
+  std::lock_guard<std::mutex> lock(g_lazy_mu);
+  for (LazyRealizationContext* c : g_lazy) c->snapshot_sources_in(b);
+}
+
+detail::EagerGuard::EagerGuard() { push(&builtin_eager()); }
+detail::EagerGuard::~EagerGuard() { pop(&builtin_eager()); }
+
 // ---- RealizationContext ---------------------------------------------------------------
 RealizationContext::RealizationContext() : link_(std::make_shared<detail::ContextLink>()) { link_->ctx = this; }
 RealizationContext::~RealizationContext() { link_->ctx = nullptr; }
@@ -89,8 +143,24 @@ Tensor RealizationContext::apply_op(OpId op, std::span<const Tensor> in, const A
     for (const auto& t : in) many.push_back(value_of(t));
     args = many;
   }
+  if (!superseded_.empty())
+    for (const GraphValue& v : args) check_readable(v.id, op);
   GraphValue out = graph().add_op(op, args, attrs);
+  if (op_info(op).category == OpCategory::View && !args.empty()) view_base_[out.id] = view_root(args[0].id);
   return create_unrealized({out});
+}
+
+int32_t RealizationContext::view_root(int32_t v) const {
+  auto it = view_base_.find(v);
+  return it == view_base_.end() ? v : it->second;
+}
+
+void RealizationContext::check_readable(int32_t v, OpId op) const {
+  const int32_t root = view_root(v);
+  if (root != v && superseded_.count(root))
+    throw RealizationError(std::string(op_name(op)) + ": reads a view (graph value %" + std::to_string(v) +
+                           ") taken of a tensor before that tensor was written in place; traced, the view would "
+                           "keep the old value while eagerly it sees the write. Take the view after the write");
 }
 
 // ---- Eager ----------------------------------------------------------------------------
@@ -107,8 +177,16 @@ Tensor EagerRealizationContext::apply_op(OpId op, std::span<const Tensor> in, co
 }
 
 // ---- Lazy -----------------------------------------------------------------------------
-LazyRealizationContext::LazyRealizationContext() : graph_(std::make_unique<Graph>("lazy")) {}
-LazyRealizationContext::~LazyRealizationContext() = default;
+LazyRealizationContext::LazyRealizationContext() : graph_(std::make_unique<Graph>("lazy")) {
+  std::lock_guard<std::mutex> lock(g_lazy_mu);
+  g_lazy.insert(this);
+  g_lazy_count.store(static_cast<int>(g_lazy.size()), std::memory_order_release);
+}
+LazyRealizationContext::~LazyRealizationContext() {
+  std::lock_guard<std::mutex> lock(g_lazy_mu);
+  g_lazy.erase(this);
+  g_lazy_count.store(static_cast<int>(g_lazy.size()), std::memory_order_release);
+}
 
 std::shared_ptr<RealizationState> LazyRealizationContext::add_source(const Tensor& t) {
   if (!t.is_realized()) throw RealizationError("add_source: only realized tensors may be graph sources");
@@ -124,6 +202,19 @@ std::shared_ptr<RealizationState> LazyRealizationContext::add_source(const Tenso
     sources_[key] = v;
   }
   return std::make_shared<RealizationState>(std::vector<GraphValue>{{graph_.get(), v}}, link_, weak_from_this().lock());
+}
+
+void LazyRealizationContext::snapshot_sources_in(const Buffer& b) {
+  for (auto it = sources_.begin(); it != sources_.end();) {
+    const int32_t v = it->second;
+    const Tensor& data = snapshots_.count(v) ? snapshots_.at(v) : graph_->node(graph_->producer(v)).data;
+    if (data.buffer() == b) {
+      if (!snapshots_.count(v)) snapshots_[v] = data.clone();
+      it = sources_.erase(it);  // a later read of the tensor records its new contents
+    } else {
+      ++it;
+    }
+  }
 }
 
 Tensor LazyRealizationContext::create_unrealized(std::vector<GraphValue> values, std::optional<Device> mapping) {
@@ -166,7 +257,8 @@ void LazyRealizationContext::realize_all() {
     if (!run[i]) continue;
     const Node& n = g.node(i);
     if (n.kind == NodeKind::constant) {
-      val[n.outputs[0]] = n.data;
+      auto snap = snapshots_.find(n.outputs[0]);
+      val[n.outputs[0]] = snap != snapshots_.end() ? snap->second : n.data;
     } else if (n.kind == NodeKind::op) {
       args.clear();
       for (int32_t v : n.inputs) args.push_back(val[v]);
@@ -187,6 +279,8 @@ void LazyRealizationContext::realize_all() {
   // Everything recorded so far is realized (or dead): start a fresh graph.
   pending_.clear();
   sources_.clear();
+  snapshots_.clear();
+  reset_write_tracking();
   graph_ = std::make_unique<Graph>("lazy");
 }
 
@@ -208,6 +302,8 @@ std::shared_ptr<RealizationState> GraphRealizationContext::add_source(const Tens
   if (!t.is_realized())
     throw RealizationError("add_source: only realized tensors may be graph sources (this tensor is unrealized)");
   const detail::TensorImpl* key = &t.impl();
+  if (auto m = mutable_index_.find(key); m != mutable_index_.end())
+    return std::make_shared<RealizationState>(std::vector<GraphValue>{{graph_, mutable_[m->second].value}}, link_);
   auto it = sources_.find(key);
   int32_t v;
   if (it != sources_.end()) {
@@ -219,6 +315,37 @@ std::shared_ptr<RealizationState> GraphRealizationContext::add_source(const Tens
   }
   return std::make_shared<RealizationState>(std::vector<GraphValue>{{graph_, v}}, link_);
 }
+
+std::shared_ptr<RealizationState> GraphRealizationContext::add_mutable_source(const Tensor& t) {
+  if (!t.defined() || !t.is_realized())
+    throw RealizationError("add_mutable_source: only realized tensors may be mutable graph sources");
+  const detail::TensorImpl* key = &t.impl();
+  if (mutable_index_.count(key)) return add_source(t);
+  if (sources_.count(key))
+    throw RealizationError("add_mutable_source: the tensor (" + TensorType(t.dtype(), t.shape(), t.device()).str() +
+                           ") was already read as a constant of graph '" + graph_->name() +
+                           "' (its value at that point is baked in); make it mutable before its first read, e.g. "
+                           "write into it before reading it or call add_mutable_source first");
+  MutableSource m;
+  m.tensor = t;
+  m.weight = prefix_ + "mutable." + std::to_string(mutable_.size());
+  m.value = graph_->add_weight(m.weight, TensorType(t.dtype(), t.shape(), t.device())).id;
+  mutable_index_[key] = mutable_.size();
+  mutable_.push_back(std::move(m));
+  return add_source(t);
+}
+
+void GraphRealizationContext::set_mutable_value(const Tensor& t, int32_t v) {
+  auto it = mutable_index_.find(&t.impl());
+  if (it == mutable_index_.end())
+    throw RealizationError("in-place write: the tensor is not a mutable source of graph '" + graph_->name() + "'");
+  MutableSource& m = mutable_[it->second];
+  mark_superseded(m.value);
+  m.value = v;
+  m.written = true;
+}
+
+bool GraphRealizationContext::is_mutable_source(const Tensor& t) const { return mutable_index_.count(&t.impl()) != 0; }
 
 std::vector<std::pair<Tensor, int32_t>> GraphRealizationContext::sources() const {
   std::vector<std::pair<Tensor, int32_t>> r;

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -73,8 +74,27 @@ class RealizationContext {
   /// this context, else (after realizing it if needed) add_source(t).
   GraphValue value_of(const Tensor& t);
 
+  /// In-place writes (tensor/mutation.h): true when graph value `v` was made
+  /// by a view op (reshape, slice, ...) of another value of this context.
+  bool is_view_value(int32_t v) const { return view_base_.count(v) != 0; }
+  /// Records that `old_value` was superseded by an in-place write: a view
+  /// taken of it before the write can no longer be read (RealizationError).
+  void mark_superseded(int32_t old_value) { superseded_.insert(old_value); }
+
  protected:
+  /// The value a chain of view ops started from (v itself when not a view).
+  int32_t view_root(int32_t v) const;
+  /// Forgets the view and write bookkeeping (a lazy context starting a fresh graph).
+  void reset_write_tracking() {
+    view_base_.clear();
+    superseded_.clear();
+  }
   std::shared_ptr<detail::ContextLink> link_;
+
+ private:
+  void check_readable(int32_t v, OpId op) const;
+  std::map<int32_t, int32_t> view_base_;  // view value -> its root value
+  std::set<int32_t> superseded_;          // values rebound away by in-place writes
 };
 
 /// Runs each op at once with the eager kernels (the default context).
@@ -105,9 +125,13 @@ class LazyRealizationContext : public RealizationContext,
   Tensor create_unrealized(std::vector<GraphValue> values, std::optional<Device> mapping = std::nullopt) override;
   /// Op nodes executed by realizations so far (for tests and diagnostics).
   int64_t ops_executed() const { return ops_executed_; }
+  /// Before an eager write into `b`: recorded sources stored in `b` keep
+  /// their old contents (a copy), and later reads record the new ones.
+  void snapshot_sources_in(const Buffer& b);
 
  private:
   std::unique_ptr<Graph> graph_;
+  std::map<int32_t, Tensor> snapshots_;  // constant value -> its contents at recording time
   std::vector<std::weak_ptr<detail::TensorImpl>> pending_;
   std::map<const detail::TensorImpl*, int32_t> sources_;  // realized tensor -> its constant value
   int64_t ops_executed_ = 0;
@@ -124,7 +148,31 @@ class GraphRealizationContext : public RealizationContext {
   /// Always throws RealizationError ("can't realize from a graph context").
   void realize_all() override;
   /// Embeds a realized tensor as a constant; an unrealized one throws RealizationError.
+  /// A tensor already added by add_mutable_source gives its current value.
   std::shared_ptr<RealizationState> add_source(const Tensor& t) override;
+  /// Adds a realized tensor as a mutable value of the graph: a named weight
+  /// ("<prefix>mutable.<n>") read from the tensor's memory on every call, so
+  /// writes made to it between calls are seen. In-place writes to it while
+  /// recording are functionalised (a new SSA value per write; the tensor then
+  /// stands for the newest); mutable_sources() lists the final values, which
+  /// compile() writes back into the tensor when a call ends. Calling it again
+  /// for the same tensor gives its current value. Throws RealizationError
+  /// for an unrealized tensor, or one already embedded as a constant (add
+  /// it before its first read).
+  std::shared_ptr<RealizationState> add_mutable_source(const Tensor& t) override;
+  /// A realized tensor added by add_mutable_source, its weight's name and its current (newest) value.
+  struct MutableSource {
+    Tensor tensor;
+    std::string weight;
+    int32_t value = -1;
+    bool written = false;  ///< an in-place write was recorded
+  };
+  /// The mutable sources, in the order added.
+  const std::vector<MutableSource>& mutable_sources() const { return mutable_; }
+  /// In-place writes: `t` (a mutable source, see add_mutable_source) now stands for `v`.
+  void set_mutable_value(const Tensor& t, int32_t v);
+  /// True when `t`'s impl is a mutable source of this context.
+  bool is_mutable_source(const Tensor& t) const;
 
   const std::string& prefix() const { return prefix_; }
   const std::vector<GraphValue>& signal_buffers() const { return signal_buffers_; }
@@ -142,6 +190,8 @@ class GraphRealizationContext : public RealizationContext {
   std::string prefix_;
   std::map<const detail::TensorImpl*, int32_t> sources_;
   std::vector<Tensor> pinned_;
+  std::vector<MutableSource> mutable_;
+  std::map<const detail::TensorImpl*, size_t> mutable_index_;  // impl -> index into mutable_
 };
 
 /// The innermost context on this thread, or the default one.

@@ -83,9 +83,26 @@ StagedGraph TraceSession::finish(const std::vector<Tensor>& outs, TreeDef out_tr
     if (!outs[i].defined())
       throw ValueError("stage: output " + (paths[i].empty() ? std::string("(the result itself)") : paths[i]) +
                        " is an undefined tensor");
-  graph_->output(outs);
   StagedGraph s;
-  for (auto& [t, v] : ctx_->sources()) s.captured.push_back({t, content_hash(t), v});
+  // In-place writes: an argument whose handle now stands for a new value, and
+  // every written mutable source, become extra outputs written back per call.
+  std::vector<Tensor> all = outs;
+  const auto& gin = graph_->input_ids();
+  for (size_t i = 0; i < inputs_.size(); ++i) {
+    const auto& st = inputs_[i].impl().state;
+    if (st && st->values[0].graph == graph_.get() && st->values[0].id != gin[i]) {
+      all.push_back(inputs_[i]);
+      s.writes.push_back({static_cast<int32_t>(i), ""});
+    }
+  }
+  for (const auto& m : ctx_->mutable_sources()) {
+    s.mutable_weights[m.weight] = m.tensor;
+    if (!m.written) continue;
+    all.push_back(ctx_->create_unrealized({GraphValue{graph_.get(), m.value}}));
+    s.writes.push_back({-1, m.weight});
+  }
+  graph_->output(all);
+  for (auto& [t, v] : ctx_->sources()) s.captured.push_back({t, content_hash(t), v, t.buffer().version()});
   ctx_.reset();
   s.graph = graph_;
   s.in_layouts = std::move(in_layouts);

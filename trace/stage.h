@@ -1,6 +1,7 @@
 // kiln: stage(fn)(specs...) traces `fn` into a graph without running it.
 #pragma once
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -21,6 +22,7 @@ struct CapturedConstant {
   Tensor source;        ///< the captured tensor (kept alive)
   uint64_t hash = 0;    ///< content hash when traced
   int32_t value = -1;   ///< its constant's value id in the staged graph
+  uint64_t version = 0; ///< its buffer's Buffer::version() when traced (for the error message)
 };
 /// 64-bit content hash (FNV-1a over 8-byte words) of a tensor's elements.
 uint64_t content_hash(const Tensor& t);
@@ -34,6 +36,12 @@ struct StagedGraph {
   TreeDef out_tree;
   /// Tensors captured by the function, in the order first used.
   std::vector<CapturedConstant> captured;
+  /// In-place writes the function made to its arguments or to realized
+  /// tensors (mutable sources): the graph outputs past out_tree's leaves
+  /// (out_layouts lists them last), written back when a compiled call ends.
+  std::vector<WriteBack> writes;
+  /// The mutable sources, bound as weights by name (add_mutable_source).
+  std::map<std::string, Tensor> mutable_weights;
   /// The graph's text form (subgraph definitions first).
   std::string ir() const { return graph->to_text(); }
 };

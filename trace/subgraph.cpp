@@ -42,6 +42,19 @@ std::vector<Tensor> call_subgraph(
       std::vector<Tensor> body_args;
       for (const auto& v : body.inputs()) body_args.push_back(child.create_unrealized({v}));
       std::vector<Tensor> outs = trace_body(body_args, out_tree);
+      // In-place writes are functionalised per context: a write made inside
+      // a deduplicated body could not reach the caller's tensors. Refuse it
+      // rather than drop it (tracing inline, allow_subgraphs = false, works).
+      const char* why = nullptr;
+      for (size_t i = 0; i < body_args.size() && !why; ++i)
+        if (body_args[i].impl().state->values[0].id != body.inputs()[i].id) why = "writes into an argument";
+      if (!why && !child.mutable_sources().empty()) why = "writes into a captured tensor";
+      for (const auto& [t, v] : child.sources())
+        if (!why && parent.is_mutable_source(t)) why = "reads a tensor the caller writes in place";
+      if (why)
+        throw RealizationError("subgraph call '" + base_name + "': the body " + std::string(why) +
+                               "; in-place writes do not cross a subgraph call (compile with "
+                               "allow_subgraphs = false to inline it)");
       body.output(outs);
     } catch (...) {
       parent.graph().remove_subgraph(name);

@@ -1,0 +1,353 @@
+// In-place ops and assignment (tensor/mutation.h): each rule pinned, eagerly,
+// in lazy scopes and traced. References are float64 loops written here.
+#include <cstring>
+
+#include "test_util.h"
+
+using namespace kiln;
+
+namespace {
+std::vector<double> vals(const Tensor& t) { return t.to_vector<double>(); }
+std::vector<double> arange_d(int64_t n, double start = 0) {
+  std::vector<double> v(n);
+  for (int64_t i = 0; i < n; ++i) v[i] = start + static_cast<double>(i);
+  return v;
+}
+Tensor f32_range(int64_t n, const Shape& s) { return Tensor::from_vector(arange_d(n), s).to(DType::float32); }
+bool same_bits(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
+  Tensor ca = a.contiguous(), cb = b.contiguous();
+  return std::memcmp(ca.data_ptr(), cb.data_ptr(), static_cast<size_t>(ca.numel()) * ca.itemsize()) == 0;
+}
+}  // namespace
+
+TEST_SUITE("mutation") {
+  TEST_CASE("compound operators with tensor and scalar operands write into the destination") {
+    Tensor a = f32_range(6, {2, 3});
+    const void* p = a.data_ptr();
+    Tensor b = Tensor::from_vector(std::vector<double>{10, 20, 30}).to(DType::float32);
+    a += b;  // broadcasts b over the rows
+    a -= 1.0;
+    a *= 2;
+    a /= b;
+    std::vector<double> want;
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 3; ++j) {
+        const double bj = 10.0 * (j + 1);
+        want.push_back(static_cast<double>(static_cast<float>(static_cast<float>((static_cast<float>(i * 3 + j + bj) - 1.0f) * 2.0f) / static_cast<float>(bj))));
+      }
+    CHECK(a.data_ptr() == p);
+    CHECK(a.dtype() == DType::float32);
+    CHECK(vals(a) == want);
+    // A handle copy is the same tensor: it sees the write.
+    Tensor alias = a;
+    alias.zero_();
+    for (double v : vals(a)) CHECK(v == 0.0);
+    // integer destination, integer operands
+    Tensor i = Tensor::from_vector(std::vector<int32_t>{1, 2, 3});
+    i += 5;
+    i *= i;
+    CHECK(i.to_vector<int32_t>() == std::vector<int32_t>{36, 49, 64});
+    CHECK(i.dtype() == DType::int32);
+  }
+
+  TEST_CASE("the destination's dtype never changes: same_kind casting, DTypeError otherwise") {
+    Tensor i = Tensor::from_vector(std::vector<int32_t>{1, 2, 3});
+    CHECK_THROWS_WITH_AS(i += 0.5, doctest::Contains("cannot write a float32 value into a int32 tensor"), DTypeError);
+    CHECK_THROWS_AS(i /= 2, DTypeError);  // true division gives float
+    CHECK_THROWS_AS(i.exp_(), DTypeError);
+    CHECK_THROWS_AS(i.copy_(ones({3})), DTypeError);
+    CHECK(i.to_vector<int32_t>() == std::vector<int32_t>{1, 2, 3});  // a refused write changes nothing
+    // asked for: unsafe truncates toward zero (cast semantics)
+    i.copy_(Tensor::from_vector(std::vector<double>{-1.7, 2.9, 7.5}), Casting::unsafe);
+    CHECK(i.to_vector<int32_t>() == std::vector<int32_t>{-1, 2, 7});
+    // same kind, narrower: float64 into float32 rounds, int64 into int8 wraps (numpy same_kind)
+    Tensor f = zeros({2});
+    f += Tensor::from_vector(std::vector<double>{0.1, 1e300});
+    CHECK(vals(f)[0] == static_cast<double>(0.1f));
+    CHECK(std::isinf(vals(f)[1]));
+    CHECK(f.dtype() == DType::float32);
+    // up the kinds is fine: bool -> int -> float
+    Tensor g = zeros({2});
+    g.copy_(tensor({true, false}));
+    CHECK(vals(g) == std::vector<double>{1, 0});
+    g.less_(0.5);  // a comparison's bool result stored as 0/1
+    CHECK(vals(g) == std::vector<double>{0, 1});
+    Tensor bo = zeros({2}, DType::bool_);
+    CHECK_THROWS_AS(bo.copy_(ones({2}, DType::int32)), DTypeError);
+    bo.fill_(true);
+    CHECK(bo.to_vector<bool>() == std::vector<bool>{true, true});
+    bo.zero_();
+    CHECK(bo.to_vector<bool>() == std::vector<bool>{false, false});
+    CHECK_THROWS_AS(i.fill_(2.5), DTypeError);
+  }
+
+  TEST_CASE("the destination's shape never changes: a value that does not broadcast to it is a ShapeError") {
+    Tensor a = zeros({3});
+    CHECK_THROWS_WITH_AS(a += ones({2, 3}), doctest::Contains("does not broadcast to the destination's shape [3]"),
+                         ShapeError);
+    CHECK_THROWS_AS(a.copy_(ones({2})), ShapeError);
+    Tensor m = zeros({2, 3});
+    m += ones({3});  // broadcasts
+    m.copy_(Tensor::from_vector(std::vector<double>{1, 2}, {2, 1}).to(DType::float32));
+    CHECK(vals(m) == std::vector<double>{1, 1, 1, 2, 2, 2});
+    CHECK_THROWS_AS(m.add_(ones({2})), ShapeError);
+    CHECK(m.shape() == Shape{2, 3});
+  }
+
+  TEST_CASE("copy_ broadcasts, casts and writes across strides") {
+    Tensor base = zeros({3, 4}, DType::float64);
+    Tensor t = transpose(base);  // [4, 3], transposed strides
+    t.copy_(Tensor::from_vector(std::vector<int32_t>{1, 2, 3}));  // int32 -> float64, broadcast over rows
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 4; ++j) CHECK(vals(base)[i * 4 + j] == i + 1);
+    Tensor fl = flip(base, {1});  // negative strides
+    fl.copy_(Tensor::from_vector(arange_d(12), {3, 4}));
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 4; ++j) CHECK(vals(base)[i * 4 + j] == i * 4 + (3 - j));
+    Tensor s = slice(base, 1, 0, 4, 2);  // every other column
+    s.fill_(-1);
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 4; ++j) CHECK((vals(base)[i * 4 + j] == -1) == (j % 2 == 0));
+    // empty destination: nothing to write, no error
+    Tensor e = zeros({0, 3});
+    e.copy_(ones({3}));
+    CHECK(e.numel() == 0);
+  }
+
+  TEST_CASE("assignment through views: slice, select and index_put_ write into the base") {
+    Tensor x = zeros({4, 3});
+    slice(x, 0, 1, 3).assign(ones({2, 3}));
+    select(x, 1, 2).fill_(7);
+    select(select(x, 0, 0), 0, 0) += 5;
+    std::vector<double> want = {5, 0, 7, 1, 1, 7, 1, 1, 7, 0, 0, 7};
+    CHECK(vals(x) == want);
+    // index_put_: negative indices, repeated index (last write wins), broadcast values
+    Tensor y = zeros({5});
+    y.index_put_(Tensor::from_vector(std::vector<int64_t>{0, -1, 2, 2}),
+                 Tensor::from_vector(std::vector<double>{1, 2, 3, 4}).to(DType::float32));
+    CHECK(vals(y) == std::vector<double>{1, 0, 4, 0, 2});
+    Tensor m = zeros({3, 2});
+    m.index_put_(Tensor::from_vector(std::vector<int32_t>{2, 0}), full({}, 9.0), 0);
+    CHECK(vals(m) == std::vector<double>{9, 9, 0, 0, 9, 9});
+    m.index_put_(Tensor::from_vector(std::vector<int64_t>{1}), ones({1}) * 3.0f, 1);
+    CHECK(vals(m) == std::vector<double>{9, 3, 0, 3, 9, 3});
+    CHECK_THROWS_WITH_AS(y.index_put_(Tensor::from_vector(std::vector<int64_t>{5}), ones({1})),
+                         doctest::Contains("index 5 is out of range for axis 0 of extent 5"), IndexError);
+    CHECK_THROWS_AS(y.index_put_(Tensor::from_vector(std::vector<float>{1}), ones({1})), DTypeError);
+    CHECK_THROWS_AS(y.index_put_(Tensor::from_vector(std::vector<int64_t>{1, 2}), ones({3})), ShapeError);
+    CHECK(vals(y) == std::vector<double>{1, 0, 4, 0, 2});
+  }
+
+  TEST_CASE("a broadcast view cannot be written: its elements share memory") {
+    Tensor x = zeros({3});
+    Tensor b = broadcast_to(x, {2, 3});
+    CHECK_THROWS_WITH_AS(b.fill_(1), doctest::Contains("broadcast view whose elements share memory"), ValueError);
+    CHECK_THROWS_AS(b += 1.0f, ValueError);
+  }
+
+  TEST_CASE("overlapping operands are read as before the write (numpy)") {
+    // x[1:] = x[:-1] shifts by one, as numpy's copy does
+    Tensor x = f32_range(6, {6});
+    slice(x, 0, 1, std::nullopt).copy_(slice(x, 0, 0, -1));
+    CHECK(vals(x) == std::vector<double>{0, 0, 1, 2, 3, 4});
+    Tensor y = f32_range(6, {6});
+    slice(y, 0, 0, -1).copy_(slice(y, 0, 1, std::nullopt));
+    CHECK(vals(y) == std::vector<double>{1, 2, 3, 4, 5, 5});
+    // reversing in place
+    Tensor r = f32_range(5, {5});
+    r.copy_(flip(r));
+    CHECK(vals(r) == std::vector<double>{4, 3, 2, 1, 0});
+    // transposing a square matrix in place
+    Tensor m = f32_range(9, {3, 3});
+    m.copy_(transpose(m));
+    CHECK(vals(m) == std::vector<double>{0, 3, 6, 1, 4, 7, 2, 5, 8});
+    // an elementwise op with out= a shifted view of its input
+    Tensor z = f32_range(5, {5});
+    add(slice(z, 0, 0, 4), slice(z, 0, 1, 5), Out(slice(z, 0, 1, 5)));
+    CHECK(vals(z) == std::vector<double>{0, 1, 3, 5, 7});
+    // matmul(a, b, out=a)
+    Tensor a = f32_range(4, {2, 2});
+    Tensor bm = Tensor::from_vector(std::vector<double>{1, 2, 3, 4}, {2, 2}).to(DType::float32);
+    matmul(a, bm, Out(a));
+    CHECK(vals(a) == std::vector<double>{0 * 1 + 1 * 3, 0 * 2 + 1 * 4, 2 * 1 + 3 * 3, 2 * 2 + 3 * 4});
+    Tensor c = f32_range(4, {2, 2});
+    matmul(bm, c, Out(c));  // out is the right operand
+    CHECK(vals(c) == std::vector<double>{1 * 0 + 2 * 2, 1 * 1 + 2 * 3, 3 * 0 + 4 * 2, 3 * 1 + 4 * 3});
+  }
+
+  TEST_CASE("may_share_memory") {
+    Tensor x = zeros({4, 4});
+    CHECK(may_share_memory(x, x));
+    CHECK(may_share_memory(x, select(x, 0, 2)));
+    CHECK_FALSE(may_share_memory(select(x, 0, 0), select(x, 0, 1)));
+    CHECK(may_share_memory(slice(x, 0, 0, 3), slice(x, 0, 2, 4)));
+    CHECK_FALSE(may_share_memory(x, x.clone()));
+    CHECK_FALSE(may_share_memory(x, Tensor()));
+    CHECK_FALSE(may_share_memory(slice(x, 0, 0, 0), x));  // empty
+  }
+
+  TEST_CASE("out= overloads compute straight into a fitting destination, else copy in") {
+    Tensor a = random::normal({3, 4}), b = random::normal({4});
+    Tensor out = empty({3, 4});
+    const void* p = out.data_ptr();
+    Tensor r = add(a, b, Out(out));
+    CHECK(r.is_same(out));
+    CHECK(out.data_ptr() == p);
+    CHECK(same_bits(out, a + b));
+    // dtype differs: computed into a temporary, stored with same_kind casting
+    Tensor o64 = empty({3, 4}, DType::float64);
+    exp(a, Out(o64));
+    CHECK(same_bits(o64, exp(a).to(DType::float64)));
+    Tensor oi = empty({3, 4}, DType::int32);
+    CHECK_THROWS_AS(exp(a, Out(oi)), DTypeError);
+    exp(a, Out(oi, Casting::unsafe));
+    CHECK(same_bits(oi, exp(a).to(DType::int32)));
+    // scalar operand, strided destination
+    Tensor big = zeros({3, 8});
+    mul(a, 2.0, Out(slice(big, 1, 0, 8, 2)));
+    CHECK(same_bits(slice(big, 1, 0, 8, 2), a * 2.0));
+    for (int i = 0; i < 3; ++i) CHECK(vals(select(slice(big, 1, 1, 8, 2), 0, i)) == std::vector<double>{0, 0, 0, 0});
+    Tensor mo = empty({3, 3});
+    matmul(a, transpose(a), Out(mo));
+    CHECK(same_bits(mo, matmul(a, transpose(a))));
+    CHECK_THROWS_AS(matmul(a, transpose(a), Out(empty({3, 4}))), ShapeError);
+    Tensor wo = empty({3, 4});
+    where(a > 0.0f, a, zeros({}), Out(wo));
+    CHECK(same_bits(wo, relu(a)));
+    Tensor co = empty({3, 4});
+    clamp(a, full({}, -0.5), full({}, 0.5), Out(co));
+    CHECK(same_bits(co, clamp(a, -0.5, 0.5)));
+  }
+
+  TEST_CASE("clamp_, masked_fill_ and the generated `_` members") {
+    Tensor x = Tensor::from_vector(std::vector<double>{-2, -0.5, 0.5, 2}).to(DType::float32);
+    Tensor y = x.clone();
+    y.clamp_(-1.0, 1.0);
+    CHECK(vals(y) == std::vector<double>{-1, -0.5, 0.5, 1});
+    y.clamp_(std::nullopt, 0.0);
+    CHECK(vals(y) == std::vector<double>{-1, -0.5, 0, 0});
+    y.masked_fill_(x > 0.0f, 9);
+    CHECK(vals(y) == std::vector<double>{-1, -0.5, 9, 9});
+    Tensor z = x.clone();
+    z.abs_().sqrt_().neg_();
+    for (int i = 0; i < 4; ++i) CHECK(vals(z)[i] == -static_cast<double>(std::sqrt(std::abs(static_cast<float>(vals(x)[i])))));
+    Tensor w = x.clone();
+    w.maximum_(0.0).pow_(2).gelu_tanh_();
+    CHECK(same_bits(w, gelu(pow(maximum(x, 0.0), 2.0), true)));
+  }
+
+  TEST_CASE("chained optimizer step: w -= lr * g; v.mul_(mom).add_(g) in place, eagerly") {
+    Tensor w = random::normal({5}), g = random::normal({5}), v = random::normal({5});
+    const std::vector<double> w0 = vals(w), g0 = vals(g), v0 = vals(v);
+    const void* wp = w.data_ptr();
+    v.mul_(0.9).add_(g);
+    w -= 0.1 * v;
+    for (int i = 0; i < 5; ++i) {
+      const float vi = static_cast<float>(v0[i]) * 0.9f + static_cast<float>(g0[i]);
+      CHECK(vals(v)[i] == static_cast<double>(vi));
+      CHECK(vals(w)[i] == static_cast<double>(static_cast<float>(w0[i]) - 0.1f * vi));
+    }
+    CHECK(w.data_ptr() == wp);
+  }
+
+  TEST_CASE("every write bumps its buffer's version") {
+    Tensor x = zeros({4});
+    const uint64_t v0 = x.buffer().version();
+    x += 1.0f;
+    CHECK(x.buffer().version() == v0 + 1);
+    slice(x, 0, 0, 2).fill_(3);  // a view counts on the shared buffer
+    CHECK(x.buffer().version() == v0 + 2);
+    add(x, x, Out(x));
+    CHECK(x.buffer().version() == v0 + 3);
+    x.index_put_(Tensor::from_vector(std::vector<int64_t>{0}), zeros({1}));
+    CHECK(x.buffer().version() == v0 + 4);
+    Tensor y = x + 1.0f;  // reads do not count
+    CHECK(x.buffer().version() == v0 + 4);
+    CHECK(Buffer().version() == 0);
+  }
+
+  TEST_CASE("a compiled callable's bound weight sees in-place updates") {
+    nn::Linear lin(4, 3);
+    auto f = [&](Tensor x) { return lin(x); };
+    CompileOptions o;
+    o.weights = lin.state_dict();
+    CompiledCallable run = compile(f, o)(TensorLayout(DType::float32, {2, 4}));
+    Tensor x = random::normal({2, 4});
+    lin.state_dict().at("weight").mul_(0.0);
+    lin.state_dict().at("bias").copy_(Tensor::from_vector(std::vector<double>{1, 2, 3}));
+    CHECK(vals(run(x)) == std::vector<double>{1, 2, 3, 1, 2, 3});
+  }
+
+  TEST_CASE("a captured constant written in place makes the next compiled call raise, saying so") {
+    Tensor c = ones({3});
+    CompiledCallable run = compile([&](Tensor x) { return x + c; })(TensorLayout(DType::float32, {3}));
+    CHECK(vals(run(zeros({3})).tensor()) == std::vector<double>{1, 1, 1});
+    c += 1.0f;
+    CHECK_THROWS_WITH_AS(run(zeros({3})), doctest::Contains("changed since the function was traced (it was written in place)"),
+                         ValueError);
+  }
+
+  TEST_CASE("lazy: a recorded op reads its sources as they were when recorded") {
+    Tensor x = f32_range(3, {3});
+    Tensor y, z;
+    {
+      auto scope = lazy();
+      y = x * 2.0f;
+      x += 10.0f;  // an eager write into a recorded source
+      z = x * 2.0f;  // recorded after the write: sees it
+    }
+    CHECK(vals(y) == std::vector<double>{0, 2, 4});
+    CHECK(vals(z) == std::vector<double>{20, 22, 24});
+    CHECK(vals(x) == std::vector<double>{10, 11, 12});
+    // written after the scope ended, before realization
+    Tensor a = f32_range(3, {3});
+    Tensor b;
+    {
+      auto scope = lazy();
+      b = a + 1.0f;
+    }
+    a.fill_(100);
+    CHECK(vals(b) == std::vector<double>{1, 2, 3});
+  }
+
+  TEST_CASE("lazy: in-place ops on lazy tensors are recorded; an eager destination runs eagerly") {
+    Tensor src = f32_range(4, {4});
+    Tensor t, keep;
+    {
+      auto scope = lazy();
+      t = src * 1.0f;
+      keep = t;  // the same tensor: sees the write
+      t.add_(1.0f).mul_(3.0f);
+      CHECK_FALSE(t.is_realized());
+      Tensor dst = zeros({4});
+      dst.copy_(src + 5.0f);  // realized destination: runs now
+      CHECK(vals(dst) == std::vector<double>{5, 6, 7, 8});
+    }
+    CHECK(vals(t) == std::vector<double>{3, 6, 9, 12});
+    CHECK(vals(keep) == std::vector<double>{3, 6, 9, 12});
+    CHECK(vals(src) == std::vector<double>{0, 1, 2, 3});
+  }
+
+  TEST_CASE("traced: in-place ops are functionalised; views of written tensors are refused") {
+    Graph g("inplace", {TensorType(DType::float32, {3})});
+    {
+      GraphRealizationContext ctx(g);
+      Tensor a = Tensor::from_graph_value(g.inputs()[0]);
+      Tensor b = a * 1.0f;
+      b += 1.0f;
+      b.mul_(a);
+      CHECK_THROWS_WITH_AS(slice(b, 0, 0, 2).fill_(0),
+                           doctest::Contains("writing through a view of a traced tensor"), RealizationError);
+      Tensor v = reshape(b, {3});
+      b.exp_();
+      CHECK_THROWS_WITH_AS(v + 1.0f, doctest::Contains("taken of a tensor before that tensor was written in place"),
+                           RealizationError);
+      g.output(b);
+    }
+    // the graph holds one op per write (SSA), no write node
+    int ops = 0;
+    for (size_t i = 0; i < g.num_nodes(); ++i) ops += g.node(i).kind == NodeKind::op;
+    CHECK(ops >= 4);
+  }
+}
