@@ -405,8 +405,7 @@ class Printer {
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t) {
   if (!t.defined()) return os << "Tensor(undefined)";
-  if (!t.device().is_cpu())
-    throw DeviceError("print: tensor is on " + t.device().str() + "; only CPU tensors can be printed");
+  if (!t.device().is_cpu()) return os << t.cpu();  // waits for the device
   if (t.numel() == 0) return os << "[]";  // numpy prints every empty array as []
   Printer p(t);
   return os << p.str();
