@@ -100,7 +100,8 @@ KILN_HD_MATH2(pow, powf)
 KILN_HD_MATH2(atan2, atan2f)
 KILN_HD_MATH2(copysign, copysignf)
 #undef KILN_HD_MATH2
-template <class T> KILN_HD T inf() { return T(__builtin_huge_val()); }
+/// +infinity (IEEE division; no builtin is common to g++, nvcc and NVRTC).
+template <class T> KILN_HD T inf() { return T(1) / T(0); }
 }  // namespace m
 
 // ---- wrapping integer arithmetic ---------------------------------------------

@@ -1,0 +1,156 @@
+// CUDA eager ops against the CPU: memory, copies, every elementwise row over
+// dtypes and layouts (contiguous, broadcast, transposed, negative strides,
+// scalars), mixed-device errors. Label `gpu`; skipped without a device.
+#include "gpu_util.h"
+
+namespace {
+using namespace kiln;
+
+std::vector<OpId> rows_of(OpCategory c) {
+  std::vector<OpId> v;
+  for (int i = 0; i < kNumOps; ++i)
+    if (op_info(static_cast<OpId>(i)).category == c) v.push_back(static_cast<OpId>(i));
+  return v;
+}
+
+const std::vector<DType> kDTypes = {DType::float32, DType::float16, DType::bfloat16, DType::float64, DType::int32,
+                                    DType::int64,   DType::int8,    DType::uint8,    DType::bool_};
+
+/// Runs `f` on CPU inputs and on their CUDA copies; both succeed and agree,
+/// or both raise the same kind of error. Returns 1 when compared.
+template <class F> int compare(const std::vector<Tensor>& cpu_in, F f, const std::string& what) {
+  std::vector<Tensor> gpu_in;
+  for (const Tensor& t : cpu_in) gpu_in.push_back(t.ndim() == 0 ? t : t.cuda());
+  Tensor want;
+  try {
+    want = f(cpu_in);
+  } catch (const DTypeError&) {
+    CHECK_THROWS_AS(f(gpu_in), DTypeError);
+    return 0;
+  } catch (const ValueError&) {
+    CHECK_THROWS_AS(f(gpu_in), ValueError);
+    return 0;
+  }
+  Tensor got = f(gpu_in);
+  kt::check_cuda_matches_cpu(got, want, what);
+  return 1;
+}
+}  // namespace
+
+TEST_SUITE("gpu") {
+  TEST_CASE("host to device to host round trips every dtype, strided views too") {
+    if (!kt::gpu_or_skip()) return;
+    for (DType d : kDTypes) {
+      CAPTURE(d);
+      Tensor x = kt::random_tensor({33, 17}, d, 1, true);
+      Tensor g = x.cuda();
+      CHECK(g.device() == Device::cuda(0));
+      CHECK(kt::values(g.cpu()) == kt::values(x));
+      Tensor t = x.transpose();  // a strided source: made contiguous on its device
+      CHECK(kt::values(t.cuda()) == kt::values(t));
+      CHECK(kt::values(g.transpose().contiguous()) == kt::values(t));  // the Cast kernel copies on the device
+      CHECK(g.to(Device::cuda(0)).is_same(g));
+    }
+    Tensor big = kt::random_tensor({5'000'000}, DType::float32, 2);  // > one 8 MiB staging chunk
+    CHECK(kt::values(big.cuda().cpu()) == kt::values(big));
+    Tensor z = zeros({1000}, DType::int64, Device::cuda(0));
+    CHECK(z.to_vector<int64_t>() == std::vector<int64_t>(1000, 0));
+    Tensor o = full({3}, 2.5, DType::float16, Device::cuda(0));
+    CHECK(o.to_vector<double>() == std::vector<double>{2.5, 2.5, 2.5});
+    CHECK(Tensor::from_vector(std::vector<float>{4.5f}).cuda().item<double>() == 4.5);
+    std::ostringstream os;
+    os << Tensor::from_vector(std::vector<float>{1, 2}).cuda();
+    CHECK(os.str() == "[1., 2.]");
+  }
+
+  TEST_CASE("the caching allocator reuses freed device blocks and reports per-device statistics") {
+    if (!kt::gpu_or_skip()) return;
+    cuda::empty_cache(0);
+    const auto before = cuda::memory_stats(0);
+    { Tensor a = empty({1 << 20}, DType::float32, Device::cuda(0)); }
+    { Tensor b = empty({1 << 20}, DType::float32, Device::cuda(0)); }
+    const auto after = cuda::memory_stats(0);
+    CHECK(after.cache_hits >= before.cache_hits + 1);
+    CHECK(after.bytes_in_use == before.bytes_in_use);
+    CHECK(after.bytes_cached >= size_t(4) << 20);
+    cuda::empty_cache(0);
+    CHECK(cuda::memory_stats(0).bytes_cached == 0);
+    cuda::set_memory_limit(0, size_t(1) << 20);
+    CHECK_THROWS_WITH_AS(empty({1 << 20}, DType::float32, Device::cuda(0)), doctest::Contains("cuda:0: out of memory"),
+                         DeviceError);
+    cuda::set_memory_limit(0, SIZE_MAX);
+  }
+
+  TEST_CASE("mixed devices are a DeviceError naming both; CPU scalars join CUDA operands") {
+    if (!kt::gpu_or_skip()) return;
+    Tensor c = Tensor::from_vector(std::vector<float>{1, 2, 3});
+    Tensor g = c.cuda();
+    CHECK_THROWS_WITH_AS(add(c, g), doctest::Contains("cuda:0"), DeviceError);
+    CHECK_THROWS_WITH_AS(add(g, c), doctest::Contains("cpu"), DeviceError);
+    CHECK(kt::values(g * 2) == std::vector<double>{2, 4, 6});
+    CHECK(kt::values(2 - g) == std::vector<double>{1, 0, -1});
+    CHECK((g + 1).device() == Device::cuda(0));
+    CHECK(kt::values(where(g > 1.5, g, 0.0)) == std::vector<double>{0, 2, 3});
+  }
+
+  TEST_CASE("every elementwise row on CUDA matches the CPU over dtypes and layouts") {
+    if (!kt::gpu_or_skip()) return;
+    int compared = 0;
+    for (OpId op : rows_of(OpCategory::Unary)) {
+      for (DType d : kDTypes) {
+        const std::string what = std::string(op_name(op)) + " " + std::string(name(d));
+        Tensor x = kt::random_tensor({37, 19}, d, 10 + int(op), true);
+        Attrs a;
+        a.dtype = DType::float32;  // Cast's target
+        auto f = [&](const std::vector<Tensor>& in) { return apply(op, in[0], a); };
+        compared += compare({x}, f, what + " contiguous");
+        compared += compare({x.transpose()}, [&](const std::vector<Tensor>& in) { return apply(op, in[0], a); },
+                            what + " transposed");
+        compared += compare({flip(x, {0})}, f, what + " negative strides");
+      }
+    }
+    for (OpId op : rows_of(OpCategory::Binary)) {
+      for (DType d : kDTypes) {
+        const std::string what = std::string(op_name(op)) + " " + std::string(name(d));
+        Tensor a = kt::random_tensor({37, 19}, d, 100 + int(op), true);
+        Tensor b = kt::random_tensor({37, 19}, d, 200 + int(op), true);
+        Tensor col = kt::random_tensor({37, 1}, d, 300 + int(op), true);
+        Tensor row = kt::random_tensor({19}, d, 400 + int(op), true);
+        auto f = [&](const std::vector<Tensor>& in) { return apply(op, std::span<const Tensor>(in)); };
+        compared += compare({a, b}, f, what + " same shape");
+        compared += compare({col, row}, f, what + " broadcast");
+        compared += compare({a.transpose(), b.transpose()}, f, what + " transposed");
+        Tensor wide = kt::random_tensor({37, 38}, d, 600 + int(op), true);
+        compared += compare({a, slice(wide, 1, 0, std::nullopt, 2)}, f, what + " step-2 slice");
+        compared += compare({a, kt::random_tensor({}, d, 7, false)}, f, what + " CPU scalar");
+      }
+    }
+    for (OpId op : rows_of(OpCategory::Ternary)) {
+      for (DType d : {DType::float32, DType::float16, DType::int32}) {
+        const std::string what = std::string(op_name(op)) + " " + std::string(name(d));
+        Tensor a = kt::random_tensor({37, 19}, d, 500, true);
+        Tensor b = kt::random_tensor({37, 1}, d, 501, true);
+        Tensor c = kt::random_tensor({19}, d, 502, true);
+        auto f = [&](const std::vector<Tensor>& in) { return apply(op, std::span<const Tensor>(in)); };
+        compared += compare({a, b, c}, f, what + " broadcast");
+      }
+    }
+    MESSAGE(compared << " CUDA results compared with the CPU");
+    CHECK(compared > 1000);
+  }
+
+  TEST_CASE("a large contiguous elementwise op (vectorised path, many blocks) matches the CPU") {
+    if (!kt::gpu_or_skip()) return;
+    Tensor a = kt::random_tensor({(1 << 22) + 3}, DType::float32, 9);
+    Tensor b = kt::random_tensor({(1 << 22) + 3}, DType::float32, 10);
+    kt::check_cuda_matches_cpu(exp(a.cuda()) + b.cuda(), exp(a) + b, "exp(a) + b, 4M + 3");
+    Tensor h = a.to(DType::float16);
+    kt::check_cuda_matches_cpu(tanh(h.cuda()), tanh(h), "tanh float16");
+  }
+
+  TEST_CASE("ops without a CUDA kernel raise the registry's DeviceError") {
+    if (!kt::gpu_or_skip()) return;
+    Tensor g = Tensor::from_vector(std::vector<float>{1, 2, 3}).cuda();
+    CHECK_THROWS_WITH_AS(cumsum(g, 0), doctest::Contains("no kernel for cuda:0"), DeviceError);
+  }
+}
