@@ -258,7 +258,8 @@ struct Pow {
     if constexpr (is_float_v<T>) {
       return m::pow(a, b);
     } else {
-      if (b < T(0)) return T(0);
+      if constexpr (traits<T>::is_signed)
+        if (b < T(0)) return T(0);
       T r = T(1);
       for (unsigned_t<T> e = unsigned_t<T>(b); e; e = unsigned_t<T>(e >> 1)) {
         if (e & 1u) r = wrap_mul(r, a);

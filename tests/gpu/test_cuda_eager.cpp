@@ -148,6 +148,19 @@ TEST_SUITE("gpu") {
     kt::check_cuda_matches_cpu(tanh(h.cuda()), tanh(h), "tanh float16");
   }
 
+  TEST_CASE("concat, pad and tile on CUDA match the CPU") {
+    if (!kt::gpu_or_skip()) return;
+    for (DType d : {DType::float32, DType::float16, DType::int64, DType::bool_}) {
+      CAPTURE(d);
+      Tensor a = kt::random_tensor({4, 5}, d, 1), b = kt::random_tensor({4, 3}, d, 2);
+      kt::check_cuda_matches_cpu(concat({a.cuda(), b.cuda()}, 1), concat({a, b}, 1), "concat axis 1");
+      kt::check_cuda_matches_cpu(concat({a.cuda().transpose(), b.cuda().transpose()}, 0),
+                                 concat({a.transpose(), b.transpose()}, 0), "concat of transposed views");
+      kt::check_cuda_matches_cpu(pad(a.cuda(), {{1, 2}, {0, 3}}, 1.0), pad(a, {{1, 2}, {0, 3}}, 1.0), "pad");
+      kt::check_cuda_matches_cpu(tile(a.cuda(), {2, 1, 3}), tile(a, {2, 1, 3}), "tile");
+    }
+  }
+
   TEST_CASE("ops without a CUDA kernel raise the registry's DeviceError") {
     if (!kt::gpu_or_skip()) return;
     Tensor g = Tensor::from_vector(std::vector<float>{1, 2, 3}).cuda();
