@@ -59,8 +59,10 @@ for op in ("add", "exp"):
     if copy and r: print(f"{op} 64M float32: {r/1e9:.0f} GB/s = {r/copy:.2f} of cudaMemcpyAsync D2D ({copy/1e9:.0f} GB/s); target >= 0.85")
 lat = b.get("BM_cuda_add_1_latency")
 if lat and not lat.get("error_occurred"): print(f"1-element add: {lat['real_time']:.2f} {lat['time_unit']} per eager call; target <= 6 us")
-mm = b.get("BM_cuda_matmul_4096")
-if mm and mm.get("error_occurred"): print("matmul 4096: " + mm.get("error_message", "skipped"))
+for arg, dt in (("0", "float32"), ("1", "bfloat16")):
+    mm = b.get(f"BM_cuda_matmul_4096/{arg}")
+    if mm and not mm.get("error_occurred"):
+        print(f"matmul 4096 {dt}: {mm['TFLOPS']:.1f} TFLOPS (peer: direct cublasLtMatmul, open)")
 PY
 step="done"
 echo "gpu_check: passed"

@@ -16,7 +16,7 @@ inline bool gpu_or_skip() {
     try {
       kiln::zeros({1}, kiln::DType::float32, kiln::Device::cuda(0));
     } catch (const kiln::Error& e) {
-      MESSAGE("skipped: no CUDA device answers (" << e.what() << ")");
+      MESSAGE("skipped: no CUDA device answers (" << std::string(e.what()) << ")");
     }
     return false;
   }

@@ -161,6 +161,35 @@ TEST_SUITE("gpu") {
     }
   }
 
+  TEST_CASE("matmul through cuBLASLt matches the CPU: 2-d, batched, broadcast batches, transposed views") {
+    if (!kt::gpu_or_skip()) return;
+    for (DType d : {DType::float32, DType::float64, DType::float16, DType::bfloat16}) {
+      CAPTURE(d);
+      // Sums of K products: a tolerance relative to K * |a| |b| (inputs ~ N(0, 1)).
+      const double tol = d == DType::float64 ? 1e-10 : d == DType::float32 ? 2e-4 : d == DType::float16 ? 2e-2 : 1e-1;
+      auto cmp = [&](const Tensor& a, const Tensor& b, const char* what) {
+        Tensor want = matmul(a, b);
+        Tensor got = matmul(a.cuda(), b.cuda());
+        CHECK(got.device() == Device::cuda(0));
+        kt::check_all_close(got, kt::values(want), tol, tol * std::sqrt(double(a.shape().back())), what);
+      };
+      Tensor a = kt::random_tensor({33, 70}, d, 1, false, 1.0), b = kt::random_tensor({70, 45}, d, 2, false, 1.0);
+      cmp(a, b, "2-d");
+      cmp(a.transpose().contiguous().transpose(), b, "A column-major (no copy)");
+      cmp(a, b.transpose().contiguous().transpose(), "B column-major (no copy)");
+      Tensor ba = kt::random_tensor({3, 33, 70}, d, 3, false, 1.0), bb = kt::random_tensor({3, 70, 45}, d, 4, false, 1.0);
+      cmp(ba, bb, "batched");
+      cmp(ba, b, "broadcast batch of B");
+      cmp(kt::random_tensor({2, 1, 8, 16}, d, 5, false, 1.0), kt::random_tensor({3, 16, 4}, d, 6, false, 1.0),
+          "broadcast batches [2,1] x [3]");
+      cmp(kt::random_tensor({70}, d, 7, false, 1.0), b, "vector @ matrix");
+      cmp(slice(ba, 2, 0, std::nullopt, 2), kt::random_tensor({35, 5}, d, 8, false, 1.0), "strided A (copied)");
+    }
+    CHECK_THROWS_WITH_AS(matmul(Tensor::from_vector(std::vector<int32_t>{1, 2}).cuda(),
+                                Tensor::from_vector(std::vector<int32_t>{1, 2}).cuda()),
+                         doctest::Contains("no kernel for cuda:0 of dtype int32"), DeviceError);
+  }
+
   TEST_CASE("ops without a CUDA kernel raise the registry's DeviceError") {
     if (!kt::gpu_or_skip()) return;
     Tensor g = Tensor::from_vector(std::vector<float>{1, 2, 3}).cuda();
