@@ -60,9 +60,9 @@ for op in ("add", "exp"):
 lat = b.get("BM_cuda_add_1_latency")
 if lat and not lat.get("error_occurred"): print(f"1-element add: {lat['real_time']:.2f} {lat['time_unit']} per eager call; target <= 6 us")
 for arg, dt in (("0", "float32"), ("1", "bfloat16")):
-    mm = b.get(f"BM_cuda_matmul_4096/{arg}")
-    if mm and not mm.get("error_occurred"):
-        print(f"matmul 4096 {dt}: {mm['TFLOPS']:.1f} TFLOPS (peer: direct cublasLtMatmul, open)")
+    mm, peer = b.get(f"BM_cuda_matmul_4096/{arg}"), b.get(f"BM_cublaslt_matmul_4096/{arg}")
+    if mm and peer and not mm.get("error_occurred") and not peer.get("error_occurred"):
+        print(f"matmul 4096 {dt}: {mm['TFLOPS']:.1f} TFLOPS = {mm['TFLOPS']/peer['TFLOPS']:.2f}x direct cublasLtMatmul ({peer['TFLOPS']:.1f}); target >= 0.95")
 PY
 step="done"
 echo "gpu_check: passed"
