@@ -19,7 +19,9 @@ template <class S2> struct CastTo {
 void cast_kernel(const KernelArgs& k) {
   const Tensor& src = k.in[0];
   const Tensor& dst = k.out;
-  if (src.dtype() == dst.dtype() && src.is_contiguous() && dst.is_contiguous() && src.shape() == dst.shape()) {
+  // (A 0-d CPU source is a by-value fill: the kernel broadcasts it.)
+  if (!src.device().is_cpu() && src.dtype() == dst.dtype() && src.is_contiguous() && dst.is_contiguous() &&
+      src.shape() == dst.shape()) {
     const int dev = dst.device().index;
     use_device(dev);
     const size_t n = size_t(dst.numel()) * dst.itemsize();

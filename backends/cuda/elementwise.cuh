@@ -205,7 +205,8 @@ void launch_elementwise(std::span<const Tensor> in, const Tensor& out) {
     for (int k = 0; k < N; ++k) strides.push_back(broadcast_strides(in[size_t(k)], out.shape()));
     const Coalesced c = coalesce(out.shape(), strides);
     const Launch l = launch_for(n, 1, max_blocks);
-    if (fits_int32(c, n)) {
+    // 32-bit indices also for the grid-stride loop's last increment.
+    if (fits_int32(c, n + int64_t(l.blocks) * l.threads)) {
       OffsetCalc<N + 1, int32_t> oc;
       if (!make_offset_calc(c, oc)) throw ShapeError("cuda: elementwise op on more than 12 non-mergeable dimensions");
       strided_kernel<Op, R, S0, S, N, int32_t><<<l.blocks, l.threads, 0, st>>>(oc, o, a, int32_t(n));

@@ -243,11 +243,12 @@ void check(cudaError_t e, int dev, const char* what) {
 }
 
 void use_device(int dev) {
-  thread_local int current = -1;
-  if (current == dev) [[likely]] return;
   check_index(dev);
+  // Asked each time (tens of nanoseconds): the allocator and library calls
+  // may have changed the thread's device since.
+  int current = -1;
+  if (cudaGetDevice(&current) == cudaSuccess && current == dev) [[likely]] return;
   check(cudaSetDevice(dev), dev, "cudaSetDevice");
-  current = dev;
 }
 
 cudaStream_t stream(int dev) { return per_device(dev).stream; }
