@@ -1,6 +1,8 @@
 // CUDA eager ops against the CPU: memory, copies, every elementwise row over
 // dtypes and layouts (contiguous, broadcast, transposed, negative strides,
 // scalars), mixed-device errors. Label `gpu`; skipped without a device.
+#include <functional>
+
 #include "gpu_util.h"
 
 namespace {
@@ -16,11 +18,20 @@ std::vector<OpId> rows_of(OpCategory c) {
 const std::vector<DType> kDTypes = {DType::float32, DType::float16, DType::bfloat16, DType::float64, DType::int32,
                                     DType::int64,   DType::int8,    DType::uint8,    DType::bool_};
 
-/// Runs `f` on CPU inputs and on their CUDA copies; both succeed and agree,
-/// or both raise the same kind of error. Returns 1 when compared.
-template <class F> int compare(const std::vector<Tensor>& cpu_in, F f, const std::string& what) {
-  std::vector<Tensor> gpu_in;
-  for (const Tensor& t : cpu_in) gpu_in.push_back(t.ndim() == 0 ? t : t.cuda());
+/// The same view of input k on either device (a strided view on CUDA is
+/// made after the copy, so the kernel sees the strides).
+using View = std::function<Tensor(size_t, const Tensor&)>;
+const View as_is = [](size_t, const Tensor& t) { return t; };
+
+/// Runs `f` on views of CPU inputs and on the same views of their CUDA
+/// copies (0-d inputs stay CPU scalars); both succeed and agree, or both
+/// raise the same kind of error. Returns 1 when compared.
+template <class F> int compare(const std::vector<Tensor>& base, const View& view, F f, const std::string& what) {
+  std::vector<Tensor> cpu_in, gpu_in;
+  for (size_t k = 0; k < base.size(); ++k) {
+    cpu_in.push_back(view(k, base[k]));
+    gpu_in.push_back(base[k].ndim() == 0 ? base[k] : view(k, base[k].cuda()));
+  }
   Tensor want;
   try {
     want = f(cpu_in);
@@ -103,10 +114,9 @@ TEST_SUITE("gpu") {
         Attrs a;
         a.dtype = DType::float32;  // Cast's target
         auto f = [&](const std::vector<Tensor>& in) { return apply(op, in[0], a); };
-        compared += compare({x}, f, what + " contiguous");
-        compared += compare({x.transpose()}, [&](const std::vector<Tensor>& in) { return apply(op, in[0], a); },
-                            what + " transposed");
-        compared += compare({flip(x, {0})}, f, what + " negative strides");
+        compared += compare({x}, as_is, f, what + " contiguous");
+        compared += compare({x}, [](size_t, const Tensor& t) { return t.transpose(); }, f, what + " transposed");
+        compared += compare({x}, [](size_t, const Tensor& t) { return flip(t, {0}); }, f, what + " negative strides");
       }
     }
     for (OpId op : rows_of(OpCategory::Binary)) {
@@ -117,12 +127,14 @@ TEST_SUITE("gpu") {
         Tensor col = kt::random_tensor({37, 1}, d, 300 + int(op), true);
         Tensor row = kt::random_tensor({19}, d, 400 + int(op), true);
         auto f = [&](const std::vector<Tensor>& in) { return apply(op, std::span<const Tensor>(in)); };
-        compared += compare({a, b}, f, what + " same shape");
-        compared += compare({col, row}, f, what + " broadcast");
-        compared += compare({a.transpose(), b.transpose()}, f, what + " transposed");
+        compared += compare({a, b}, as_is, f, what + " same shape");
+        compared += compare({col, row}, as_is, f, what + " broadcast");
+        compared += compare({a, b}, [](size_t, const Tensor& t) { return t.transpose(); }, f, what + " transposed");
         Tensor wide = kt::random_tensor({37, 38}, d, 600 + int(op), true);
-        compared += compare({a, slice(wide, 1, 0, std::nullopt, 2)}, f, what + " step-2 slice");
-        compared += compare({a, kt::random_tensor({}, d, 7, false)}, f, what + " CPU scalar");
+        compared += compare({a, wide}, [](size_t k, const Tensor& t) { return k ? slice(t, 1, 0, std::nullopt, 2) : t; },
+                            f, what + " step-2 slice");
+        compared += compare({a, kt::random_tensor({}, d, 7, false)}, as_is, f, what + " CPU scalar");
+        compared += compare({kt::random_tensor({}, d, 8, false), a}, as_is, f, what + " CPU scalar first");
       }
     }
     for (OpId op : rows_of(OpCategory::Ternary)) {
@@ -132,7 +144,8 @@ TEST_SUITE("gpu") {
         Tensor b = kt::random_tensor({37, 1}, d, 501, true);
         Tensor c = kt::random_tensor({19}, d, 502, true);
         auto f = [&](const std::vector<Tensor>& in) { return apply(op, std::span<const Tensor>(in)); };
-        compared += compare({a, b, c}, f, what + " broadcast");
+        compared += compare({a, b, c}, as_is, f, what + " broadcast");
+        compared += compare({a, b, kt::random_tensor({}, d, 503, false)}, as_is, f, what + " CPU scalar");
       }
     }
     MESSAGE(compared << " CUDA results compared with the CPU");
@@ -167,23 +180,28 @@ TEST_SUITE("gpu") {
       CAPTURE(d);
       // Sums of K products: a tolerance relative to K * |a| |b| (inputs ~ N(0, 1)).
       const double tol = d == DType::float64 ? 1e-10 : d == DType::float32 ? 2e-4 : d == DType::float16 ? 2e-2 : 1e-1;
-      auto cmp = [&](const Tensor& a, const Tensor& b, const char* what) {
-        Tensor want = matmul(a, b);
-        Tensor got = matmul(a.cuda(), b.cuda());
+      // va / vb make the operands' layouts on each device (after the copy).
+      auto cmp = [&](const Tensor& a, const Tensor& b, const char* what, const View& va = as_is,
+                     const View& vb = as_is) {
+        Tensor want = matmul(va(0, a), vb(1, b));
+        Tensor got = matmul(va(0, a.cuda()), vb(1, b.cuda()));
         CHECK(got.device() == Device::cuda(0));
         kt::check_all_close(got, kt::values(want), tol, tol * std::sqrt(double(a.shape().back())), what);
       };
       Tensor a = kt::random_tensor({33, 70}, d, 1, false, 1.0), b = kt::random_tensor({70, 45}, d, 2, false, 1.0);
       cmp(a, b, "2-d");
-      cmp(a.transpose().contiguous().transpose(), b, "A column-major (no copy)");
-      cmp(a, b.transpose().contiguous().transpose(), "B column-major (no copy)");
+      const View col_major = [](size_t, const Tensor& t) { return t.transpose().contiguous().transpose(); };
+      cmp(a, b, "A column-major (no copy)", col_major);
+      cmp(a, b, "B column-major (no copy)", as_is, col_major);
+      cmp(a, b, "both column-major", col_major, col_major);
       Tensor ba = kt::random_tensor({3, 33, 70}, d, 3, false, 1.0), bb = kt::random_tensor({3, 70, 45}, d, 4, false, 1.0);
       cmp(ba, bb, "batched");
       cmp(ba, b, "broadcast batch of B");
       cmp(kt::random_tensor({2, 1, 8, 16}, d, 5, false, 1.0), kt::random_tensor({3, 16, 4}, d, 6, false, 1.0),
           "broadcast batches [2,1] x [3]");
       cmp(kt::random_tensor({70}, d, 7, false, 1.0), b, "vector @ matrix");
-      cmp(slice(ba, 2, 0, std::nullopt, 2), kt::random_tensor({35, 5}, d, 8, false, 1.0), "strided A (copied)");
+      cmp(ba, kt::random_tensor({35, 5}, d, 8, false, 1.0), "strided A (copied)",
+          [](size_t, const Tensor& t) { return slice(t, 2, 0, std::nullopt, 2); });
     }
     CHECK_THROWS_WITH_AS(matmul(Tensor::from_vector(std::vector<int32_t>{1, 2}).cuda(),
                                 Tensor::from_vector(std::vector<int32_t>{1, 2}).cuda()),
