@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "allocator.h"
+#include "device_memory.h"
 #include "error.h"
 
 namespace kiln {
@@ -19,24 +20,29 @@ struct Storage {
   Device device;
   std::shared_ptr<void> keep_alive;  // external owner, or null when we own data
   std::atomic<uint64_t> version{0};  // in-place writes (Buffer::version)
+  void (*device_free)(int, void*, size_t) noexcept = nullptr;  // device memory: its backend's free
   ~Storage() {
-    if (!keep_alive) detail::cpu_free(data, capacity);
+    if (keep_alive) return;
+    if (device_free) device_free(device.index, data, capacity);
+    else detail::cpu_free(data, capacity);
   }
 };
 }  // namespace detail
 
 Buffer Buffer::allocate(size_t nbytes, Device device) {
-  if (!device.is_cpu())
-    throw DeviceError("Buffer::allocate: tensors on " + device.str() +
-                      " are not supported: kiln tensors live in CPU memory (the CUDA backend, when built, "
-                      "offers device queries only: kiln::cuda::is_built, device_count, device_name)");
   auto s = std::make_shared<detail::Storage>();
   // Never 0 bytes: an empty tensor still gets a valid pointer. The padded
   // size is what Storage frees.
   const size_t padded = nbytes == 0 ? 64 : nbytes;
-  s->data = detail::cpu_allocate(padded);
-  if (!s->data)
-    throw ValueError("Buffer::allocate: out of memory allocating " + std::to_string(nbytes) + " bytes");
+  if (device.is_cpu()) [[likely]] {
+    s->data = detail::cpu_allocate(padded);
+    if (!s->data)
+      throw ValueError("Buffer::allocate: out of memory allocating " + std::to_string(nbytes) + " bytes");
+  } else {
+    const detail::DeviceMemoryHooks& h = detail::device_memory(device, "Buffer::allocate");
+    s->data = h.allocate(device.index, padded);  // throws DeviceError
+    s->device_free = h.free;
+  }
   s->nbytes = nbytes;
   s->capacity = padded;
   s->device = device;

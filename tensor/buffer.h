@@ -16,8 +16,11 @@ namespace detail { struct Storage; }
 class Buffer {
  public:
   Buffer() = default;
-  /// Allocates `nbytes` (uninitialised) on `device`. Throws DeviceError for a
-  /// device that is not built and ValueError when the allocation fails.
+  /// Allocates `nbytes` (uninitialised) on `device`: CPU memory from
+  /// tensor/allocator.h, device memory from its backend's caching allocator
+  /// (kiln::cuda::memory_stats). Throws NotBuiltError for a device whose
+  /// backend is not built, DeviceError for an absent device or when device
+  /// memory runs out, ValueError when CPU memory runs out.
   static Buffer allocate(size_t nbytes, Device device = Device::cpu());
   /// Wraps memory owned elsewhere; `keep_alive` is held as long as the Buffer.
   static Buffer wrap(void* data, size_t nbytes, Device device, std::shared_ptr<void> keep_alive);

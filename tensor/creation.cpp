@@ -7,6 +7,7 @@
 #include <string>
 #include <type_traits>
 
+#include "device_memory.h"
 #include "dispatch.h"
 #include "kernel_registry.h"
 #include "num_str.h"
@@ -111,6 +112,10 @@ Tensor zeros(const Shape& shape, DType dtype, Device device) {
   Tensor t = alloc(shape, dtype, device, "zeros");
   // All-zero bytes are 0 / +0.0 / false in every kiln dtype.
   const int64_t nbytes = t.numel() * static_cast<int64_t>(size_of(dtype));
+  if (!device.is_cpu()) {  // a stream-ordered memset on the device
+    if (nbytes > 0) detail::device_memory(device, "zeros").zero(device.index, t.data_ptr(), size_t(nbytes));
+    return t;
+  }
   char* p = static_cast<char*>(t.data_ptr());
   constexpr int64_t kChunk = int64_t(1) << 20;
   const int64_t chunks = (nbytes + kChunk - 1) / kChunk;
@@ -122,6 +127,7 @@ Tensor zeros(const Shape& shape, DType dtype, Device device) {
 
 namespace {
 Tensor filled(const Shape& shape, double value, DType dtype, Device device, const char* op) {
+  if (!device.is_cpu()) return filled(shape, value, dtype, Device::cpu(), op).to(device);
   Tensor t = alloc(shape, dtype, device, op);
   fill(t, value);
   return t;

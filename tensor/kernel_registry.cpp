@@ -59,12 +59,25 @@ const DeviceUtilities& device_utilities(Device dev, const char* who) {
   return g_utilities[dev_index(dev.type)];
 }
 
+namespace {
+bool is_cpu_scalar(const Tensor& t) { return t.device().is_cpu() && t.ndim() == 0; }
+}  // namespace
+
 void check_same_device(OpId op, std::span<const Tensor> in) {
   for (size_t i = 1; i < in.size(); ++i)
-    if (!(in[i].device() == in[0].device())) [[unlikely]]
-      throw DeviceError(op_prefix(op) + "input " + std::to_string(i) + " is on " + in[i].device().str() +
-                        " but input 0 is on " + in[0].device().str() +
-                        " (move one with .to(device); eager ops never copy between devices)");
+    if (!(in[i].device() == in[0].device())) [[unlikely]] {
+      // Scalars on the CPU join any device; otherwise name the first two.
+      size_t ref = 0;
+      while (ref < in.size() && is_cpu_scalar(in[ref])) ++ref;
+      if (ref == in.size()) return;
+      for (size_t j = 0; j < in.size(); ++j) {
+        if (is_cpu_scalar(in[j]) || in[j].device() == in[ref].device()) continue;
+        throw DeviceError(op_prefix(op) + "input " + std::to_string(j) + " is on " + in[j].device().str() +
+                          " but input " + std::to_string(ref) + " is on " + in[ref].device().str() +
+                          " (move one with .to(device); eager ops never copy between devices)");
+      }
+      return;
+    }
 }
 
 void copy_into(const Tensor& src, const Tensor& dst) {

@@ -62,8 +62,19 @@ bool has_kernel(OpId op, DeviceType dev, DType dtype) noexcept;
 const DeviceUtilities& device_utilities(Device dev, const char* who);
 
 /// Throws DeviceError naming `op` and both devices unless every input lives on
-/// input 0's device (eager ops never move data implicitly).
+/// one device (eager ops never move data implicitly). A 0-d CPU tensor (a
+/// scalar operand: `x + 1` makes one) may join inputs on any device, as in
+/// PyTorch: a device kernel reads its value on the host and passes it by
+/// value, so `cuda_x * 2` copies nothing to the device.
 void check_same_device(OpId op, std::span<const Tensor> in);
+
+/// The device an op's result lives on: that of the first input that is not a
+/// 0-d CPU tensor (input 0's when all are).
+inline Device operands_device(std::span<const Tensor> in) {
+  for (const Tensor& t : in)
+    if (!t.device().is_cpu()) [[unlikely]] return t.device();
+  return in.empty() ? Device::cpu() : in[0].device();
+}
 
 /// Runs the kernel of `op` for the device of `out` and compute dtype `dtype`.
 inline void run_kernel(OpId op, DType dtype, std::span<const Tensor> in, const Tensor& out, const Attrs& attrs) {

@@ -70,7 +70,7 @@ Tensor eager_binary(OpId op, std::span<const Tensor> in, const Attrs& attrs) {
   Shape bshape;
   const bool same = a.shape() == b.shape();
   if (!same) bshape = broadcast_shapes(a.shape(), b.shape(), op_name(op));
-  Tensor out = detail::output_tensor(same ? a.shape() : bshape, od, a.device());
+  Tensor out = detail::output_tensor(same ? a.shape() : bshape, od, operands_device(in));
   if (d[0] == cd && d[1] == cd) {
     if (is_integral(cd) && out.numel() > 0) check_integer_domain(op, b);
     run_kernel(op, cd, in, out, attrs);

@@ -47,7 +47,7 @@ Tensor eager_ternary(OpId op, std::span<const Tensor> in, const Attrs& attrs) {
   check_same_device(op, in);
   const DType d[3] = {in[0].dtype(), in[1].dtype(), in[2].dtype()};
   const DType od = result_dtype(op, d, attrs);
-  Tensor out = detail::output_tensor(broadcast3(op, in[0].shape(), in[1].shape(), in[2].shape()), od, in[0].device());
+  Tensor out = detail::output_tensor(broadcast3(op, in[0].shape(), in[1].shape(), in[2].shape()), od, operands_device(in));
   // where's condition is read as bool (nonzero and NaN are true); the value
   // operands are promoted to the result dtype.
   const DType d0 = op == OpId::Where ? DType::bool_ : od;

@@ -430,8 +430,7 @@ std::string detail::shortest_str(double v, DType dt) {
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t) {
   if (!t.defined()) return os << "Tensor(undefined)";
-  if (!t.device().is_cpu())
-    throw DeviceError("print: tensor is on " + t.device().str() + "; only CPU tensors can be printed");
+  if (!t.device().is_cpu()) return os << t.cpu();  // waits for the device
   if (t.numel() == 0) return os << "[]";  // numpy prints every empty array as []
   Printer p(t, get_print_options());
   return os << p.str();

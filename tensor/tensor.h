@@ -115,7 +115,9 @@ class Tensor {
   }
 
   /// The value of a one-element tensor converted to T (default double).
-  /// Throws ShapeError when numel() != 1.
+  /// Throws ShapeError when numel() != 1. A tensor on a device is copied to
+  /// the CPU first (this waits for the work that computes it); so is it for
+  /// to_vector and printing.
   template <class T = double> T item() const;
   /// All elements in row-major order, converted to T.
   template <class T> std::vector<T> to_vector() const;
@@ -123,6 +125,15 @@ class Tensor {
   Tensor contiguous() const;
   /// A copy converted to `dtype` (this tensor when the dtype already matches).
   Tensor to(DType dtype) const;
+  /// A contiguous copy on `device` (this tensor when it is there already):
+  /// host to device, device to host or device to device, on the device's
+  /// kiln stream; a copy to the CPU has finished when this returns. Throws
+  /// NotBuiltError for a CUDA device when kiln was built without CUDA, and
+  /// DeviceError with the driver's words when the device is absent.
+  Tensor to(Device device) const;
+  /// to(Device::cpu()) and to(Device::cuda(index)).
+  Tensor cpu() const;
+  Tensor cuda(int index = 0) const;
   /// A contiguous copy that shares nothing with this tensor.
   Tensor clone() const;
 

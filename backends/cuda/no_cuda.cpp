@@ -4,9 +4,19 @@
 #include "../../tensor/error.h"
 
 namespace kiln::cuda {
+namespace {
+[[noreturn]] void not_built(const char* what) {
+  throw NotBuiltError(std::string("cuda: ") + what +
+                      ": kiln was built without the CUDA backend (configure with -DKILN_WITH_CUDA=ON on a "
+                      "machine with the CUDA toolkit)");
+}
+}  // namespace
 bool is_built() { return false; }
 int device_count() { return 0; }
-std::string device_name(int) {
-  throw NotBuiltError("cuda: kiln was built without the CUDA backend (configure with -DKILN_WITH_CUDA=ON on a machine with the CUDA toolkit)");
-}
+std::string device_name(int) { not_built("device_name"); }
+DeviceMemoryStats memory_stats(int) { not_built("memory_stats"); }
+void reset_peak_memory(int) { not_built("reset_peak_memory"); }
+void empty_cache(int) { not_built("empty_cache"); }
+void set_memory_limit(int, size_t) { not_built("set_memory_limit"); }
+void synchronize(int) { not_built("synchronize"); }
 }  // namespace kiln::cuda

@@ -1,0 +1,141 @@
+// CUDA eager figures (issue 12), each beside its peer in the same run:
+//   add / exp on 64M float32 vs a device-to-device cudaMemcpyAsync (the
+//   bandwidth ceiling; bytes_per_second counts each op's reads + writes),
+//   the eager launch of a 1-element add (host time per call, asynchronous,
+//   synchronised once per batch), matmul 4096^2 float32/bfloat16 vs a
+//   direct cublasLtMatmul (TFLOPS).
+// Without a device every benchmark is skipped with the driver's message.
+#include <benchmark/benchmark.h>
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <kiln/kiln.h>
+
+#include "../backends/cuda/cuda_backend.h"
+
+namespace {
+using namespace kiln;
+
+constexpr int64_t k64M = int64_t(64) << 20;
+
+bool skip_without_gpu(benchmark::State& state) {
+  if (cuda::device_count() > 0) return false;
+  state.SkipWithError("no CUDA device");
+  return true;
+}
+
+void BM_cuda_memcpy_d2d_64M(benchmark::State& state) {
+  if (skip_without_gpu(state)) return;
+  Tensor a = zeros({k64M}, DType::float32, Device::cuda(0));
+  Tensor b = empty({k64M}, DType::float32, Device::cuda(0));
+  const size_t n = size_t(k64M) * 4;
+  cuda::synchronize(0);  // zeros ran on kiln's (non-blocking) stream
+  for (auto _ : state) {
+    cudaMemcpyAsync(b.data_ptr(), a.data_ptr(), n, cudaMemcpyDeviceToDevice, nullptr);
+    cudaStreamSynchronize(nullptr);
+  }
+  state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(2 * n));  // read + write
+}
+
+void BM_cuda_add_64M(benchmark::State& state) {
+  if (skip_without_gpu(state)) return;
+  Tensor a = ones({k64M}, DType::float32, Device::cuda(0));
+  Tensor b = ones({k64M}, DType::float32, Device::cuda(0));
+  for (auto _ : state) {
+    Tensor c = a + b;
+    cuda::synchronize(0);
+  }
+  state.SetBytesProcessed(int64_t(state.iterations()) * k64M * 4 * 3);  // 2 reads + 1 write
+}
+
+void BM_cuda_exp_64M(benchmark::State& state) {
+  if (skip_without_gpu(state)) return;
+  Tensor a = zeros({k64M}, DType::float32, Device::cuda(0));
+  for (auto _ : state) {
+    Tensor c = exp(a);
+    cuda::synchronize(0);
+  }
+  state.SetBytesProcessed(int64_t(state.iterations()) * k64M * 4 * 2);
+}
+
+void BM_cuda_add_1_latency(benchmark::State& state) {
+  if (skip_without_gpu(state)) return;
+  Tensor a = ones({1}, DType::float32, Device::cuda(0));
+  Tensor b = ones({1}, DType::float32, Device::cuda(0));
+  int64_t k = 0;
+  for (auto _ : state) {
+    Tensor c = a + b;
+    benchmark::DoNotOptimize(c);
+    if (++k % 1024 == 0) cuda::synchronize(0);  // bounded queue depth
+  }
+  cuda::synchronize(0);
+}
+
+void BM_cuda_matmul_4096(benchmark::State& state) {
+  if (skip_without_gpu(state)) return;
+  const DType d = state.range(0) ? DType::bfloat16 : DType::float32;
+  Tensor a = ones({4096, 4096}, d, Device::cuda(0)), b = ones({4096, 4096}, d, Device::cuda(0));
+  for (auto _ : state) {
+    Tensor c = matmul(a, b);
+    cuda::synchronize(0);
+  }
+  state.counters["TFLOPS"] = benchmark::Counter(2.0 * 4096 * 4096 * 4096 * double(state.iterations()) / 1e12,
+                                                benchmark::Counter::kIsRate);
+}
+
+/// The peer: one cublasLtMatmul of the same operands (row-major C = A B as
+/// column-major C^T = B^T A^T), descriptors and algorithm chosen once,
+/// outside the timed loop; the same compute type as kiln (32F, no TF32).
+void BM_cublaslt_matmul_4096(benchmark::State& state) {
+  if (skip_without_gpu(state)) return;
+  const bool bf16 = state.range(0) != 0;
+  const DType d = bf16 ? DType::bfloat16 : DType::float32;
+  const cudaDataType_t t = bf16 ? CUDA_R_16BF : CUDA_R_32F;
+  const int64_t n = 4096;
+  Tensor a = ones({n, n}, d, Device::cuda(0)), b = ones({n, n}, d, Device::cuda(0)), c = empty({n, n}, d, Device::cuda(0));
+  cuda::synchronize(0);
+  cublasLtHandle_t h;
+  cublasLtCreate(&h);
+  cublasLtMatmulDesc_t desc;
+  cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+  cublasLtMatrixLayout_t la, lb, lc;
+  cublasLtMatrixLayoutCreate(&la, t, n, n, n);
+  cublasLtMatrixLayoutCreate(&lb, t, n, n, n);
+  cublasLtMatrixLayoutCreate(&lc, t, n, n, n);
+  void* ws = nullptr;
+  const size_t ws_bytes = size_t(32) << 20;
+  cudaMalloc(&ws, ws_bytes);
+  cublasLtMatmulPreference_t pref;
+  cublasLtMatmulPreferenceCreate(&pref);
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes, sizeof(ws_bytes));
+  cublasLtMatmulHeuristicResult_t r{};
+  int found = 0;
+  cublasLtMatmulAlgoGetHeuristic(h, desc, lb, la, lc, lc, pref, 1, &r, &found);
+  const float one = 1.f, zero = 0.f;
+  if (found == 0) state.SkipWithError("cuBLASLt found no algorithm");
+  else
+    for (auto _ : state) {
+      cublasLtMatmul(h, desc, &one, b.data_ptr(), lb, a.data_ptr(), la, &zero, c.data_ptr(), lc, c.data_ptr(), lc,
+                     &r.algo, ws, ws_bytes, nullptr);
+      cudaStreamSynchronize(nullptr);
+    }
+  state.counters["TFLOPS"] = benchmark::Counter(2.0 * n * n * n * double(state.iterations()) / 1e12,
+                                                benchmark::Counter::kIsRate);
+  cublasLtMatmulPreferenceDestroy(pref);
+  cudaFree(ws);
+  cublasLtMatrixLayoutDestroy(la);
+  cublasLtMatrixLayoutDestroy(lb);
+  cublasLtMatrixLayoutDestroy(lc);
+  cublasLtMatmulDescDestroy(desc);
+  cublasLtDestroy(h);
+}
+
+}  // namespace
+
+BENCHMARK(BM_cuda_memcpy_d2d_64M)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_cuda_add_64M)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_cuda_exp_64M)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_cuda_add_1_latency)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_cuda_matmul_4096)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_cublaslt_matmul_4096)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_MAIN();
