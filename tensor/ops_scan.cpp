@@ -1,8 +1,6 @@
 // kiln: the Scan category (cumsum, cumprod, sort, argsort along attrs.axis):
-// shape rule, eager call and the public functions (and topk, built on them).
+// shape rule, eager call and the public functions.
 #include "sorting.h"
-
-#include <string>
 
 #include "kernel_registry.h"
 #include "op_table.h"
@@ -44,15 +42,5 @@ Tensor cumprod(const Tensor& x, int64_t axis) { return along(OpId::CumProd, x, a
 Tensor sort(const Tensor& x, int64_t axis, bool descending) { return along(OpId::Sort, x, axis, descending); }
 Tensor argsort(const Tensor& x, int64_t axis, bool descending) { return along(OpId::ArgSort, x, axis, descending); }
 
-TopK topk(const Tensor& x, int64_t k, int64_t axis, bool largest) {
-  const int64_t n = x.ndim() == 0 ? 1 : x.shape()[normalize_axis(axis, x.ndim(), "topk")];
-  if (k < 0 || k > n)
-    throw ValueError("topk: k must be in [0, " + std::to_string(n) + "] (the extent of axis " + std::to_string(axis) +
-                     " of shape " + shape_str(x.shape()) + "), got " + std::to_string(k));
-  // The first k of a stable sort: ties keep the lower index first, as
-  // torch.topk's sorted CPU result does.
-  Tensor idx = slice(argsort(x, axis, largest), axis, 0, k);
-  return {gather(x, axis, idx), idx};
-}
 
 }  // namespace kiln

@@ -14,8 +14,11 @@
 #include <mutex>
 #include <string>
 
+#include "creation.h"
 #include "dispatch.h"
 #include "num_str.h"
+#include "ops.h"
+#include "sorting.h"
 
 namespace kiln::random {
 
@@ -117,6 +120,46 @@ void generate(Generator* gen, const Tensor& out, Make&& make) {
 }
 
 }  // namespace
+
+Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype, Generator* gen) {
+  if (!is_integral(dtype))
+    throw DTypeError("randint: expected an integer dtype, got " + std::string(name(dtype)));
+  checked_numel(shape, "randint");
+  if (!(low < high))
+    throw ValueError("randint: expected low < high, got low=" + std::to_string(low) + ", high=" + std::to_string(high));
+  Tensor out = Tensor::empty(shape, dtype);
+  // The range as uint64 (high - low may exceed INT64_MAX).
+  const uint64_t range = static_cast<uint64_t>(high) - static_cast<uint64_t>(low);
+  detail::visit_dtype(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      if (low < static_cast<int64_t>(std::numeric_limits<T>::min()) ||
+          high - 1 > static_cast<int64_t>(std::numeric_limits<T>::max()))
+        throw ValueError("randint: [" + std::to_string(low) + ", " + std::to_string(high) + ") does not fit " +
+                         std::string(name(dtype)));
+      generate<T, 2>(gen, out, [&](const uint32_t* w, T* v) {
+        for (int k = 0; k < 2; ++k) {
+          const uint64_t x = (uint64_t(w[2 * k]) << 32) | w[2 * k + 1];
+          const uint64_t r = static_cast<uint64_t>((static_cast<unsigned __int128>(x) * range) >> 64);
+          v[k] = static_cast<T>(static_cast<int64_t>(static_cast<uint64_t>(low) + r));
+        }
+      });
+    }
+  });
+  return out;
+}
+
+Tensor bernoulli(double p, const Shape& shape, DType dtype, Generator* gen) {
+  if (!(p >= 0.0 && p <= 1.0)) throw ValueError("bernoulli: expected 0 <= p <= 1, got p=" + num_str(p));
+  Tensor u = uniform(shape, 0.0, 1.0, DType::float64, gen);
+  Tensor b = less(u, full({}, p, DType::float64));
+  return dtype == DType::bool_ ? b : cast(b, dtype);
+}
+
+Tensor permutation(int64_t n, Generator* gen) {
+  if (n < 0) throw ValueError("permutation: expected n >= 0, got " + std::to_string(n));
+  return argsort(uniform({n}, 0.0, 1.0, DType::float64, gen));
+}
 
 Generator& default_generator() {
   static Generator g(0);

@@ -32,4 +32,17 @@ Tensor uniform(const Shape& shape, double low = 0.0, double high = 1.0, DType dt
 Tensor normal(const Shape& shape, double mean = 0.0, double std = 1.0, DType dtype = DType::float32,
               Generator* gen = nullptr);
 
+/// Integers uniform in [low, high) (numpy.random.Generator.integers):
+/// integer dtypes (int64 by default; DTypeError otherwise), ValueError
+/// unless low < high and both fit the dtype. Each value is the high 64 bits
+/// of a 64-bit word times the range (Lemire's multiply-shift): no draw is
+/// rejected, so element i stays a function of (seed, offset, i); the bias is
+/// below range / 2^64.
+Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype = DType::int64, Generator* gen = nullptr);
+/// True with probability p (0 <= p <= 1, ValueError otherwise): uniform
+/// float64 draws compared with p. Bool by default; any dtype (0/1) allowed.
+Tensor bernoulli(double p, const Shape& shape, DType dtype = DType::bool_, Generator* gen = nullptr);
+/// A random permutation of 0..n-1 (int64): argsort of n float64 uniform draws.
+Tensor permutation(int64_t n, Generator* gen = nullptr);
+
 }  // namespace kiln::random

@@ -1,6 +1,7 @@
 // kiln: sorting along an axis: sort, argsort, topk.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "tensor.h"
 
@@ -24,5 +25,32 @@ struct TopK {
 };
 /// Throws ValueError unless 0 <= k <= the axis' extent.
 TopK topk(const Tensor& x, int64_t k, int64_t axis = -1, bool largest = true);
+
+/// For each value, its insertion position in the 1-d ascending
+/// `sorted_sequence` (numpy.searchsorted): the first position whose element
+/// is not below the value (`right`: not at or below it); NaN sorts last.
+/// int64, values' shape. Runs as one broadcast comparison (O(n m) work):
+/// meant for short sequences. ShapeError unless the sequence is 1-d.
+Tensor searchsorted(const Tensor& sorted_sequence, const Tensor& values, bool right = false);
+
+// The results below have shapes that depend on the data: they run eagerly
+// and raise RealizationError inside jit/compile/stage (no graph can hold them).
+
+/// numpy.unique of the flattened x: the sorted distinct values, and for
+/// each the index of its first occurrence is not kept; `inverse` maps every
+/// element of x (x's shape) to its value's position, `counts` gives how
+/// often each value occurs (both int64). NaNs count as one value (numpy 2's
+/// equal_nan=True), sorted last.
+struct Unique {
+  Tensor values;
+  Tensor inverse;
+  Tensor counts;
+};
+Unique unique(const Tensor& x);
+/// numpy.nonzero: one int64 tensor per axis with the coordinates of the
+/// nonzero (true, NaN included) elements in row-major order.
+std::vector<Tensor> nonzero(const Tensor& x);
+/// numpy.argwhere: the same coordinates as one int64 [count, ndim] tensor.
+Tensor argwhere(const Tensor& x);
 
 }  // namespace kiln

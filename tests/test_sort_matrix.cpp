@@ -276,3 +276,89 @@ TEST_SUITE("sort and matrix ops") {
     CHECK(clip(x, 2.0, 10.0).to_vector<float>() == std::vector<float>{2, 4, 9, 10});
   }
 }
+
+TEST_SUITE("sort and matrix ops") {
+  TEST_CASE("searchsorted left and right against a linear scan, NaN last") {
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    Tensor seq = tensor({1.0f, 2.0f, 2.0f, 5.0f, nan});
+    Tensor v = tensor({{0.0f, 2.0f, 3.0f}, {5.0f, 9.0f, nan}});
+    CHECK(searchsorted(seq, v).to_vector<int64_t>() == std::vector<int64_t>{0, 1, 3, 3, 4, 4});
+    CHECK(searchsorted(seq, v, true).to_vector<int64_t>() == std::vector<int64_t>{0, 3, 3, 4, 4, 5});
+    CHECK(searchsorted(seq, v).shape() == Shape{2, 3});
+    CHECK_THROWS_AS(searchsorted(zeros({2, 2}), v), ShapeError);
+  }
+
+  TEST_CASE("unique: sorted values, inverse and counts; NaNs as one value; empty") {
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    Tensor x = tensor({{3.0, 1.0, nan}, {1.0, nan, 3.0}});
+    Unique u = unique(x);
+    const std::vector<double> vals = u.values.to_vector<double>();
+    REQUIRE(vals.size() == 3);
+    CHECK(vals[0] == 1.0);
+    CHECK(vals[1] == 3.0);
+    CHECK(std::isnan(vals[2]));
+    CHECK(u.counts.to_vector<int64_t>() == std::vector<int64_t>{2, 2, 2});
+    CHECK(u.inverse.shape() == Shape{2, 3});
+    CHECK(u.inverse.to_vector<int64_t>() == std::vector<int64_t>{1, 0, 2, 0, 2, 1});
+    Unique b = unique(tensor({true, false, true, true}));
+    CHECK(b.values.to_vector<bool>() == std::vector<bool>{false, true});
+    CHECK(b.counts.to_vector<int64_t>() == std::vector<int64_t>{1, 3});
+    Unique e = unique(zeros({0, 3}, DType::int32));
+    CHECK(e.values.numel() == 0);
+    CHECK(e.counts.numel() == 0);
+    CHECK(e.inverse.shape() == Shape{0, 3});
+    // values[inverse] rebuilds x, for random integers too
+    Tensor r = kt::random_tensor({50}, DType::int32, 3, false, 1.0, -4, 4);
+    Unique ur = unique(r);
+    CHECK(index_select(ur.values, 0, ur.inverse).to_vector<int32_t>() == r.to_vector<int32_t>());
+    CHECK(sum(ur.counts).item<int64_t>() == 50);
+  }
+
+  TEST_CASE("nonzero and argwhere; data-dependent ops refuse to be traced") {
+    Tensor x = tensor({{0.0f, 2.0f, 0.0f}, {std::numeric_limits<float>::quiet_NaN(), 0.0f, -1.0f}});
+    std::vector<Tensor> nz = nonzero(x);
+    REQUIRE(nz.size() == 2);
+    CHECK(nz[0].to_vector<int64_t>() == std::vector<int64_t>{0, 1, 1});
+    CHECK(nz[1].to_vector<int64_t>() == std::vector<int64_t>{1, 0, 2});
+    Tensor aw = argwhere(x);
+    CHECK(aw.shape() == Shape{3, 2});
+    CHECK(aw.to_vector<int64_t>() == std::vector<int64_t>{0, 1, 1, 0, 1, 2});
+    CHECK(argwhere(full({}, 1.0f)).shape() == Shape{1, 0});
+    CHECK(argwhere(full({}, 0.0f)).shape() == Shape{0, 0});
+    CHECK(nonzero(zeros({0})).at(0).numel() == 0);
+    auto f = [](Tensor t) { return nonzero(t)[0]; };
+    CHECK_THROWS_WITH_AS(compile(f)(TensorLayout(DType::float32, {4})),
+                         doctest::Contains("nonzero: the result's shape depends on the data"), RealizationError);
+    auto g = [](Tensor t) { return unique(t).values; };
+    CHECK_THROWS_WITH_AS(compile(g)(TensorLayout(DType::float32, {4})), doctest::Contains("unique:"), RealizationError);
+  }
+
+  TEST_CASE("randint, bernoulli and permutation: ranges, determinism, frequencies") {
+    random::Generator g1(7), g2(7);
+    Tensor a = random::randint(-3, 4, {10000}, DType::int64, &g1);
+    CHECK(a.to_vector<int64_t>() == random::randint(-3, 4, {10000}, DType::int64, &g2).to_vector<int64_t>());
+    std::vector<int64_t> hist(7, 0);
+    for (int64_t v : a.to_vector<int64_t>()) {
+      REQUIRE(v >= -3);
+      REQUIRE(v < 4);
+      ++hist[v + 3];
+    }
+    for (int64_t h : hist) CHECK(std::abs(h - 10000 / 7) < 200);  // ~5 sigma
+    Tensor big = random::randint(INT64_MIN, INT64_MAX, {4}, DType::int64, &g1);  // the whole range
+    CHECK(big.numel() == 4);
+    CHECK(random::randint(0, 256, {5}, DType::uint8, &g1).dtype() == DType::uint8);
+    CHECK_THROWS_AS(random::randint(0, 300, {5}, DType::uint8), ValueError);
+    CHECK_THROWS_AS(random::randint(5, 5, {5}), ValueError);
+    CHECK_THROWS_AS(random::randint(0, 5, {5}, DType::float32), DTypeError);
+    Tensor b = random::bernoulli(0.25, {20000}, DType::bool_, &g1);
+    const double share = sum(b).item<int64_t>() / 20000.0;
+    CHECK(std::abs(share - 0.25) < 0.015);
+    CHECK(sum(random::bernoulli(0.0, {100})).item<int64_t>() == 0);
+    CHECK(sum(random::bernoulli(1.0, {100})).item<int64_t>() == 100);
+    CHECK_THROWS_AS(random::bernoulli(1.5, {3}), ValueError);
+    Tensor p = random::permutation(1000, &g1);
+    CHECK(sort(p).to_vector<int64_t>() == arange(1000).to_vector<int64_t>());
+    CHECK(p.to_vector<int64_t>() != arange(1000).to_vector<int64_t>());
+    CHECK(random::permutation(0).numel() == 0);
+  }
+}
