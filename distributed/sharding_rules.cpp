@@ -33,6 +33,14 @@ DistributedTensor move(const DistributedTensor& t, const Placement& to, const ch
   return t.redistribute({to});
 }
 
+/// The mapping of a rule's result: placement p on a 1-d mesh. On a mesh of
+/// several axes the rules gather their operands first, so p is Replicated
+/// and holds on every axis.
+DeviceMapping mapping_of(const DeviceMesh& mesh, const Placement& p) {
+  if (mesh.ndim() == 1) return DeviceMapping(mesh, {p});
+  return DeviceMapping(mesh, std::vector<Placement>(static_cast<size_t>(mesh.ndim()), p));
+}
+
 DistributedTensor gather_all(const DistributedTensor& t, const char* op, int which) {
   const DeviceMapping r = DeviceMapping::replicated(t.mesh());
   if (t.mapping() == r) return t;
@@ -74,7 +82,7 @@ DistributedTensor elementwise(const DistributedTensor& a0, const DistributedTens
   auto run = [&](const DistributedTensor& a, const DistributedTensor& b, const Placement& p) {
     std::vector<Tensor> res;
     for (int64_t i : a.local_shards()) res.push_back(f(a.shard(i), b.shard(i)));
-    const DistributedLayout l(res.front().dtype(), out, DeviceMapping(a.mesh(), {p}));  // before res moves
+    const DistributedLayout l(res.front().dtype(), out, mapping_of(a.mesh(), p));  // before res moves
     return DistributedTensor::from_shards(l, std::move(res));
   };
   if (a0.mesh().ndim() != 1 || a0.num_shards() == 1) {
@@ -146,7 +154,7 @@ DistributedTensor matmul(const DistributedTensor& a0, const DistributedTensor& b
   auto run = [&](const DistributedTensor& a, const DistributedTensor& b, const Placement& p) {
     std::vector<Tensor> res;
     for (int64_t i : a.local_shards()) res.push_back(kiln::matmul(a.shard(i), b.shard(i)));
-    const DistributedLayout l(res.front().dtype(), out, DeviceMapping(a.mesh(), {p}));  // before res moves
+    const DistributedLayout l(res.front().dtype(), out, mapping_of(a.mesh(), p));  // before res moves
     return DistributedTensor::from_shards(l, std::move(res));
   };
   if (a0.mesh().ndim() != 1 || a0.num_shards() == 1) return run(gather_all(a0, op, 0), gather_all(b0, op, 1), Replicated());
@@ -171,7 +179,7 @@ DistributedTensor each(const DistributedTensor& x, const Shape& g, const Placeme
                        const std::function<Tensor(const Tensor&)>& f) {
   std::vector<Tensor> res;
   for (int64_t i : x.local_shards()) res.push_back(f(x.shard(i)));
-  const DistributedLayout l(res.front().dtype(), g, DeviceMapping(x.mesh(), {p}));  // before res moves
+  const DistributedLayout l(res.front().dtype(), g, mapping_of(x.mesh(), p));  // before res moves
   return DistributedTensor::from_shards(l, std::move(res));
 }
 

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cerrno>
 #include <cstdlib>
 #include <string>
 #include <tuple>
@@ -27,7 +28,18 @@ namespace kd = kiln::distributed;
 int main(int argc, char** argv) {
   try {
     auto world = kd::init();
-    auto arg = [&](int i, int64_t def) { return argc > i ? std::stoll(argv[i]) : def; };
+    // Positional integers in [1, 2^20]; anything else is a usage error.
+    auto arg = [&](int i, int64_t def) -> int64_t {
+      if (argc <= i) return def;
+      char* end = nullptr;
+      errno = 0;
+      const long long v = std::strtoll(argv[i], &end, 10);
+      if (errno != 0 || end == argv[i] || *end != '\0' || v < 1 || v > (1 << 20))
+        throw ValueError(std::string("tensor_parallel: argument ") + std::to_string(i) + " must be an integer in [1, " +
+                         std::to_string(1 << 20) + "], got '" + argv[i] +
+                         "' (usage: tensor_parallel [devices] [batch] [d_in] [d_hidden] [d_out])");
+      return v;
+    };
     const char* env = std::getenv("KILN_CPU_DEVICES");
     int devices = world->size() > 1 ? world->size() : int(arg(1, env ? std::atoi(env) : 2));
     const int64_t batch = arg(2, 64), d_in = arg(3, 256), d_hidden = arg(4, 1024), d_out = arg(5, 256);

@@ -294,7 +294,7 @@ Window window(const Tensor& x, const std::vector<int64_t>& k, std::vector<int64_
   for (int i = 0; i < 2; ++i) {
     if (s[i] <= 0 || d[i] <= 0 || kk[i] <= 0)
       throw ValueError(std::string(op) + ": kernel, stride and dilation must be positive, got kernel " + shape_str(kk) +
-                       ", stride " + shape_str(s) + ", dilation " + shape_str(d));
+                       ", stride " + shape_str(s) + (d[0] == 1 && d[1] == 1 ? "" : ", dilation " + shape_str(d)));
     if (p[i] < 0) throw ValueError(std::string(op) + ": padding must not be negative, got " + shape_str(p));
   }
   Window w{kk[0], kk[1], s[0], s[1], p[0], p[1], d[0], d[1], 0, 0};
@@ -371,10 +371,18 @@ Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t
   return squeeze(y, {2});
 }
 
+// torch's rule: padding at most half the kernel, so no window is all padding.
+static void check_pool_padding(const Window& w, const char* op) {
+  if (2 * w.ph > w.kh || 2 * w.pw > w.kw)
+    throw ValueError(std::string(op) + ": padding must be at most half the kernel, got padding [" + str(w.ph) + ", " +
+                     str(w.pw) + "] for kernel [" + str(w.kh) + ", " + str(w.kw) + "]");
+}
+
 Tensor max_pool2d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride,
                   std::vector<int64_t> padding) {
   const Window w = window(x, kernel, stride.empty() ? kernel : std::move(stride), std::move(padding), {1, 1},
                           "max_pool2d");
+  check_pool_padding(w, "max_pool2d");
   return max(patches(x, w, lowest_of(x.dtype())), {2});
 }
 
@@ -382,6 +390,7 @@ Tensor avg_pool2d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int6
                   std::vector<int64_t> padding) {
   const Window w = window(x, kernel, stride.empty() ? kernel : std::move(stride), std::move(padding), {1, 1},
                           "avg_pool2d");
+  check_pool_padding(w, "avg_pool2d");
   return mean(patches(x, w, 0), {2});
 }
 

@@ -66,7 +66,10 @@ Tensor diag(const Tensor& x, int64_t k) {
   if (x.ndim() == 2) return diagonal(x, k);
   if (x.ndim() != 1)
     throw ShapeError("diag: expected a 1-d or 2-d tensor, got shape " + shape_str(x.shape()));
-  const int64_t len = x.shape()[0], a = k >= 0 ? k : -k, n = len + a;
+  const int64_t len = x.shape()[0];
+  if (k <= -(int64_t(1) << 40) || k >= (int64_t(1) << 40))
+    throw ValueError("diag: diagonal " + str(k) + " gives a matrix too large to allocate (" + str(len) + " + |k| rows)");
+  const int64_t a = k >= 0 ? k : -k, n = len + a;
   // Row i of the result holds x[i] at column i + k (k >= 0); column j holds
   // x[j] at row j - k (k < 0). Pad x to n and broadcast it along the other axis.
   Tensor padded = pad(x, {{0, a}}, 0);

@@ -12,7 +12,8 @@
 namespace kiln {
 
 TopK topk(const Tensor& x, int64_t k, int64_t axis, bool largest) {
-  const int64_t n = x.ndim() == 0 ? 1 : x.shape()[normalize_axis(axis, x.ndim(), "topk")];
+  if (x.ndim() == 0) throw IndexError("topk: a 0-d tensor has no axis " + std::to_string(axis));
+  const int64_t n = x.shape()[normalize_axis(axis, x.ndim(), "topk")];
   if (k < 0 || k > n)
     throw ValueError("topk: k must be in [0, " + std::to_string(n) + "] (the extent of axis " + std::to_string(axis) +
                      " of shape " + shape_str(x.shape()) + "), got " + std::to_string(k));

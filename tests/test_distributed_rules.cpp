@@ -163,6 +163,19 @@ TEST_SUITE("distributed_rules") {
     }
   }
 
+  TEST_CASE("on a 2x2 mesh every rule gathers to Replicated and gives the one-device result") {
+    const DeviceMesh mesh(cpu_devices(4), {2, 2}, {"dp", "tp"});
+    Tensor x = kt::random_tensor({4, 6}, DType::float64, 31), w = kt::random_tensor({6, 3}, DType::float64, 32);
+    DistributedTensor xs = distribute(x, DeviceMapping(mesh, {Sharded(0), Sharded(1)}));
+    DistributedTensor xd = distribute(x, DeviceMapping(mesh, {Sharded(0), Replicated()}));
+    DistributedTensor wr = distribute(w, DeviceMapping::replicated(mesh));
+    const Tensor mm = matmul(xd, wr).full_tensor(), s1 = sum(xs, {1}).full_tensor(), sm = softmax(xs, 1).full_tensor();
+    kt::check_all_close(mm, kiln::matmul(x, w).to_vector<double>(), 1e-12, 1e-12, "2x2 matmul");
+    kt::check_all_close(s1, kiln::sum(x, {1}).to_vector<double>(), 1e-12, 1e-12, "2x2 sum");
+    kt::check_all_close(sm, kiln::softmax(x, 1).to_vector<double>(), 1e-12, 1e-12, "2x2 softmax");
+    CHECK(matmul(xd, wr).mapping().placements().size() == 2);
+  }
+
   TEST_CASE("errors") {
     const DeviceMesh m2(cpu_devices(2)), m3(cpu_devices(3));
     Tensor a = kt::random_tensor({4, 3}, DType::float32, 1);
