@@ -10,6 +10,7 @@
 #include "dispatch.h"
 #include "kernel_registry.h"
 #include "num_str.h"
+#include "scalar_store.h"
 
 // Values must match numpy's bit for bit: no fused multiply-add contraction
 // (-march=native enables FMA, and GCC contracts a*b+c by default in C++).
@@ -38,15 +39,15 @@ Tensor alloc(const Shape& shape, DType dtype, Device device, const char* op) {
   return Tensor::empty(shape, dtype, device);
 }
 
-// Stores `value` (converted to t's dtype with numpy's cast rules) into every
-// element of the contiguous tensor t.
-void fill(const Tensor& t, double value) {
+// Stores `value` (converted to t's dtype by Scalar's rules, exact for
+// integers; errors name `op`) into every element of the contiguous tensor t.
+void fill(const Tensor& t, const Scalar& value, const char* op) {
   const int64_t n = t.numel();
-  if (n == 0) return;
   void* p = t.data_ptr();
   detail::visit_dtype(t.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T v = detail::convert<T>(value);
+    const T v = detail::scalar_as<T>(value, op);  // checked even when n == 0, as numpy
+    if (n == 0) return;
     T* d = static_cast<T*>(p);
 #pragma omp parallel for schedule(static) if (n >= kFillGrain)
     for (int64_t i = 0; i < n; ++i) d[i] = v;
@@ -121,9 +122,9 @@ Tensor zeros(const Shape& shape, DType dtype, Device device) {
 }
 
 namespace {
-Tensor filled(const Shape& shape, double value, DType dtype, Device device, const char* op) {
+Tensor filled(const Shape& shape, const Scalar& value, DType dtype, Device device, const char* op) {
   Tensor t = alloc(shape, dtype, device, op);
-  fill(t, value);
+  fill(t, value, op);
   return t;
 }
 }  // namespace
@@ -131,8 +132,7 @@ Tensor filled(const Shape& shape, double value, DType dtype, Device device, cons
 Tensor ones(const Shape& shape, DType dtype, Device device) { return filled(shape, 1.0, dtype, device, "ones"); }
 
 Tensor full(const Shape& shape, Scalar value, DType dtype, Device device) {
-  check_scalar_fits(value, dtype, "full");
-  return filled(shape, value.value, dtype, device, "full");
+  return filled(shape, value, dtype, device, "full");
 }
 
 Tensor empty_like(const Tensor& x) { return Tensor::empty(x.shape(), x.dtype(), x.device()); }

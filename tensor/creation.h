@@ -12,7 +12,10 @@ namespace kiln {
 Tensor empty(const Shape& shape, DType dtype = DType::float32, Device device = Device::cpu());
 Tensor zeros(const Shape& shape, DType dtype = DType::float32, Device device = Device::cpu());
 Tensor ones(const Shape& shape, DType dtype = DType::float32, Device device = Device::cpu());
-/// Every element `value` converted to `dtype`.
+/// Every element `value` stored in `dtype` by Scalar's rules (scalar.h):
+/// integers exactly; an integer outside an integer dtype's range, or a NaN,
+/// infinite or out-of-range float for an integer dtype, throws ValueError
+/// (numpy 2); a finite float truncates toward zero.
 Tensor full(const Shape& shape, Scalar value, DType dtype = DType::float32, Device device = Device::cpu());
 Tensor empty_like(const Tensor& x);
 Tensor zeros_like(const Tensor& x);

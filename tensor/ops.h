@@ -66,7 +66,14 @@ Tensor logical_not(const Tensor& x);
 Tensor isnan(const Tensor& x);
 Tensor isinf(const Tensor& x);
 Tensor isfinite(const Tensor& x);
-/// Converts to `dtype` with numpy's cast semantics (float->int truncates).
+/// Converts to `dtype` with numpy's cast semantics: float -> int truncates
+/// toward zero; a float whose truncation does not fit (NaN, +-inf, out of
+/// range) never raises and becomes, for int8/int32/int64, the dtype's
+/// minimum (what numpy gives on x86: the CPU's "integer indefinite"), and for
+/// uint8 the low 8 bits of its int64 truncation (0 for NaN, inf and
+/// |x| >= 2^63). Any nonzero (and NaN) -> true. Eager kernels and compiled
+/// code give the same bits (tests/test_exact_scalars.cpp). Scalars stored by
+/// full/masked_fill raise instead (Scalar).
 Tensor cast(const Tensor& x, DType dtype);
 
 // ---- binary elementwise -----------------------------------------------------
@@ -116,7 +123,9 @@ Tensor where(const Tensor& cond, Scalar a, const Tensor& b);
 /// min(max(x, lo), hi); NaN in x propagates. A missing bound is no bound.
 Tensor clamp(const Tensor& x, const Tensor& lo, const Tensor& hi);
 Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi);
-/// x where !mask, value where mask (mask broadcasts to x's shape).
+/// x where !mask, value where mask (mask broadcasts to x's shape). The value
+/// takes x's dtype by Scalar's rules (ValueError for an integer out of range
+/// or a NaN/inf/out-of-range float into an integer x).
 Tensor masked_fill(const Tensor& x, const Tensor& mask, Scalar value);
 
 // ---- C++ operators ------------------------------------------------------------
