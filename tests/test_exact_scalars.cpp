@@ -273,3 +273,19 @@ TEST_SUITE("exact scalars") {
     }
   }
 }
+
+TEST_SUITE("exact scalars") {
+  TEST_CASE("pad fills with an exact int64 value, eager and compiled") {
+    const Tensor x = i64({5, 6});
+    for (int64_t v : {k2p53p1, kMax, kMin, int64_t{-3}}) {
+      CAPTURE(v);
+      const V want = {v, 5, 6, v, v};
+      CHECK(pad(x, {{1, 2}}, v).to_vector<int64_t>() == want);
+      auto f = [v](Tensor t) { return pad(t, {{1, 2}}, v); };
+      CHECK(compile(f)(i64_layout(2))(x).tensor().to_vector<int64_t>() == want);
+    }
+    CHECK_THROWS_WITH_AS(pad(full({2}, 1, DType::int8), {{1, 1}}, 300), doctest::Contains("pad: the integer scalar 300"),
+                         ValueError);
+    CHECK_THROWS_AS(pad(full({2}, 1, DType::int32), {{1, 1}}, std::numeric_limits<double>::quiet_NaN()), ValueError);
+  }
+}
