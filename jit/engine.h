@@ -132,7 +132,12 @@ class Model {
   ~Model();
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
-  /// Runs on contiguous tensors in graph-input order, with no checks.
+  /// Runs on contiguous tensors in graph-input order. The fast path: no
+  /// shape, stride or tree checks, only what keeps a wrong input from being
+  /// read out of bounds or reinterpreted: the count (ValueError), each
+  /// input's dtype (DTypeError), device (DeviceError) and that its buffer
+  /// holds the graph's byte size from the tensor's offset (ShapeError); the
+  /// message names the input index.
   std::vector<Tensor> execute(std::span<const Tensor> inputs) const;
   const CompiledModel& artifact() const { return *artifact_; }
   const std::shared_ptr<const CompiledModel>& artifact_ptr() const { return artifact_; }
@@ -181,6 +186,13 @@ class Model {
  private:
   std::shared_ptr<const CompiledModel> artifact_;
   std::vector<Tensor> bound_;
+  /// Per graph input, what execute() checks (filled once by the constructor).
+  struct InputCheck {
+    DType dtype;
+    Device device;
+    size_t nbytes;
+  };
+  std::vector<InputCheck> input_checks_;
   std::unique_ptr<detail::CaptureTable> captures_;
 };
 

@@ -77,28 +77,35 @@ Tensor converted(const Tensor& t, DType dtype) {
   return out;
 }
 
-template <class T>
-Tensor from_list(std::initializer_list<T> v, std::optional<DType> dtype) {
-  Tensor t = Tensor::from_data(v.begin(), dtype_v<T>, v.size(), Shape{static_cast<int64_t>(v.size())});
-  return dtype ? converted(t, *dtype) : t;
+// Appends the elements of a (nested) literal list to `flat`, recording the
+// extents in `shape` at `depth` (the first list at each depth sets it; the
+// others must match: ShapeError naming the list's index in its parent).
+template <class S, class T>
+void flatten_list(std::initializer_list<T> v, size_t depth, size_t index, Shape& shape, std::vector<S>& flat) {
+  if (shape.size() <= depth) shape.resize(depth + 1, -1);
+  const int64_t n = static_cast<int64_t>(v.size());
+  if (shape[depth] < 0) shape[depth] = n;
+  if (shape[depth] != n)
+    throw ShapeError("tensor: nested lists must be rectangular; row 0 has " + std::to_string(shape[depth]) +
+                     " elements but row " + std::to_string(index) + " has " + std::to_string(n) + " (nesting depth " +
+                     std::to_string(depth) + ")");
+  size_t i = 0;
+  for (const auto& e : v) {
+    if constexpr (std::is_arithmetic_v<T>) flat.push_back(static_cast<S>(e));
+    else flatten_list(e, depth + 1, i++, shape, flat);
+  }
 }
 
-template <class T>
-Tensor from_nested(std::initializer_list<std::initializer_list<T>> v, std::optional<DType> dtype) {
-  const int64_t rows = static_cast<int64_t>(v.size());
-  const int64_t cols = rows ? static_cast<int64_t>(v.begin()->size()) : 0;
-  std::vector<T> flat;
-  flat.reserve(static_cast<size_t>(rows * cols));
-  int64_t r = 0;
-  for (const auto& row : v) {
-    if (static_cast<int64_t>(row.size()) != cols)
-      throw ShapeError("tensor: nested lists must be rectangular; row 0 has " + std::to_string(cols) +
-                       " elements but row " + std::to_string(r) + " has " + std::to_string(row.size()));
-    flat.insert(flat.end(), row.begin(), row.end());
-    ++r;
-  }
-  // std::vector<bool> has no data(); no bool overload of this template exists.
-  Tensor t = Tensor::from_data(flat.data(), dtype_v<T>, flat.size(), Shape{rows, cols});
+template <class T, int Depth, class L>
+Tensor from_literal(L v, std::optional<DType> dtype) {
+  using S = std::conditional_t<std::is_same_v<T, bool>, uint8_t, T>;  // vector<bool> has no data()
+  Shape shape;
+  std::vector<S> flat;
+  flatten_list(v, 0, 0, shape, flat);
+  // An empty list at some depth leaves the deeper extents unknown: 0.
+  shape.resize(Depth, 0);
+  for (auto& e : shape) e = std::max<int64_t>(e, 0);
+  Tensor t = Tensor::from_data(flat.data(), dtype_v<T>, flat.size(), shape);
   return dtype ? converted(t, *dtype) : t;
 }
 
@@ -237,20 +244,28 @@ Tensor eye(int64_t n, std::optional<int64_t> m, DType dtype) {
   return t;
 }
 
-Tensor tensor(std::initializer_list<float> v, std::optional<DType> dtype) { return from_list(v, dtype); }
-Tensor tensor(std::initializer_list<double> v, std::optional<DType> dtype) { return from_list(v, dtype); }
-Tensor tensor(std::initializer_list<int> v, std::optional<DType> dtype) { return from_list(v, dtype); }
-Tensor tensor(std::initializer_list<int64_t> v, std::optional<DType> dtype) { return from_list(v, dtype); }
-Tensor tensor(std::initializer_list<bool> v, std::optional<DType> dtype) { return from_list(v, dtype); }
-Tensor tensor(std::initializer_list<std::initializer_list<float>> v, std::optional<DType> dtype) {
-  return from_nested(v, dtype);
+template <TensorLiteral T>
+Tensor tensor(std::initializer_list<T> v, std::optional<DType> dtype) {
+  return from_literal<T, 1>(v, dtype);
 }
-Tensor tensor(std::initializer_list<std::initializer_list<double>> v, std::optional<DType> dtype) {
-  return from_nested(v, dtype);
+template <TensorLiteral T>
+Tensor tensor(std::initializer_list<std::initializer_list<T>> v, std::optional<DType> dtype) {
+  return from_literal<T, 2>(v, dtype);
 }
-Tensor tensor(std::initializer_list<std::initializer_list<int>> v, std::optional<DType> dtype) {
-  return from_nested(v, dtype);
+template <TensorLiteral T>
+Tensor tensor(std::initializer_list<std::initializer_list<std::initializer_list<T>>> v, std::optional<DType> dtype) {
+  return from_literal<T, 3>(v, dtype);
 }
+#define KILN_TENSOR_LITERAL(T)                                                                                   \
+  template Tensor tensor<T>(std::initializer_list<T>, std::optional<DType>);                                     \
+  template Tensor tensor<T>(std::initializer_list<std::initializer_list<T>>, std::optional<DType>);              \
+  template Tensor tensor<T>(std::initializer_list<std::initializer_list<std::initializer_list<T>>>, std::optional<DType>);
+KILN_TENSOR_LITERAL(float)
+KILN_TENSOR_LITERAL(double)
+KILN_TENSOR_LITERAL(int)
+KILN_TENSOR_LITERAL(int64_t)
+KILN_TENSOR_LITERAL(bool)
+#undef KILN_TENSOR_LITERAL
 
 Tensor scalar(Scalar v, DType dtype) { return full({}, v, dtype); }
 

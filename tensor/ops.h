@@ -180,7 +180,8 @@ Tensor any(const Tensor& x, const Axes& axes = {}, bool keepdim = false);
 Tensor all(const Tensor& x, const Axes& axes = {}, bool keepdim = false);
 /// Inclusive prefix sum along `axis` (integer/bool accumulate in int64 and
 /// return int64; float16/bfloat16 accumulate in float32). Sequential along
-/// the axis. A 0-d x has no axis (IndexError).
+/// the axis. A 0-d x with axis 0 or -1 gives its value (0-d, the same dtype
+/// rule); any other axis of a 0-d x is an IndexError ("0-d tensor has no axis").
 Tensor cumsum(const Tensor& x, int64_t axis);
 /// exp(x - max) / sum(exp(x - max)) along `axis`. Integer/bool inputs give
 /// float32. A line holding NaN or +inf, or only -inf, is NaN throughout (as
@@ -247,7 +248,8 @@ Tensor tile(const Tensor& x, const Axes& reps);
 /// Constant padding: pads[i] = {before, after} for axis i (leading axes may
 /// be omitted: pads apply to the last pads.size() axes).
 Tensor pad(const Tensor& x, const std::vector<std::pair<int64_t, int64_t>>& pads, Scalar value = 0.0);
-/// Reverses the order along `axes` (all when empty); a view with negative strides.
+/// Reverses the order along `axes` (all when empty); a view with negative
+/// strides. A 0-d x with no axes named is returned as is (numpy).
 Tensor flip(const Tensor& x, const Axes& axes = {});
 /// numpy.take_along_axis: out[..i..] = x[..index[..i..]..] along `axis`;
 /// index is int32/int64 of the same rank; negative indices count from the end.

@@ -27,6 +27,10 @@ Tensor eager_scan(OpId op, std::span<const Tensor> in, const Attrs& attrs) {
 }  // namespace detail
 
 Tensor cumsum(const Tensor& x, int64_t axis) {
+  // A 0-d tensor is its own cumulative sum along axis 0 / -1 (numpy's
+  // cumsum of a 0-d array, torch.cumsum(t, 0)): through a 1-element axis,
+  // so the result dtype and the recorded graph follow the op's rules.
+  if (x.ndim() == 0 && (axis == 0 || axis == -1)) return cumsum(x.reshape({1}), 0).reshape({});
   Attrs a;
   a.axis = axis;
   return apply(OpId::CumSum, x, a);
