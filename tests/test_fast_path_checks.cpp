@@ -27,22 +27,19 @@ TEST_SUITE("fast path checks") {
     const Tensor small = Tensor::from_vector(std::vector<float>{1, 2});
     const Tensor bad_size[2] = {small, x};
     CHECK_THROWS_WITH_AS(run.execute_raw(std::span<const Tensor>(bad_size, 2)),
-                         "execute: input 0: expected a buffer of at least 16 bytes from its offset, got 8", ShapeError);
-    // right element count but a view whose buffer ends 1 element early from its offset
-    const Tensor base = Tensor::from_vector(std::vector<float>{0, 1, 2, 3, 4, 5, 6, 7});
-    const Tensor reversed(base.buffer(), DType::float32, {4}, {-1}, 5);
-    const Tensor bad_view[2] = {x, reversed};
-    CHECK_THROWS_AS(run.execute_raw(std::span<const Tensor>(bad_view, 2)), ShapeError);
+                         "execute: input 0: expected shape [4], got [2]", ShapeError);
+    // bigger, or the same count in another shape: also refused (never reinterpreted)
+    const Tensor big = Tensor::from_vector(std::vector<float>{1, 2, 3, 4, 5, 6});
+    const Tensor bad_big[2] = {big, x};
+    CHECK_THROWS_AS(run.execute_raw(std::span<const Tensor>(bad_big, 2)), ShapeError);
+    const Tensor bad_shape[2] = {x.reshape({2, 2}), x};
+    CHECK_THROWS_AS(run.execute_raw(std::span<const Tensor>(bad_shape, 2)), ShapeError);
     // undefined, and the count (as before)
     const Tensor undef[2] = {x, Tensor()};
     CHECK_THROWS_AS(run.execute_raw(std::span<const Tensor>(undef, 2)), ValueError);
     CHECK_THROWS_AS(run.execute_raw(std::span<const Tensor>(in, 1)), ValueError);
     // the engine model directly
     CHECK_THROWS_AS(run.engine_model().execute(std::span<const Tensor>(bad_dtype, 2)), DTypeError);
-    // a bigger buffer is fine (the first numel elements are read)
-    const Tensor big = Tensor::from_vector(std::vector<float>{1, 2, 3, 4, 5, 6});
-    const Tensor in_big[2] = {big, x};
-    CHECK(run.execute_raw(std::span<const Tensor>(in_big, 2))[0].to_vector<float>() == y);
     // the Buffer overload: a too-small buffer raises too
     CHECK_THROWS_AS(run.execute_raw(std::vector<Buffer>{small.buffer(), x.buffer()}), Error);
   }
