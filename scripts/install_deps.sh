@@ -16,6 +16,7 @@ packages=(
   doctest-dev               # tests
   libbenchmark-dev          # benchmarks/
   clang libclang-rt-14-dev libomp-dev  # clang builds: sanitizers, fuzzers, clang's OpenMP
+  valgrind                  # scripts/valgrind_tail_lanes.sh
 )
 if [[ "${KILN_WITH_LIBTORCH:-0}" == "1" ]]; then
   packages+=(libtorch-dev)
