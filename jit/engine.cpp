@@ -197,7 +197,23 @@ Model::Model(std::shared_ptr<const CompiledModel> artifact, const std::map<std::
       throw ValueError("compile: weight '" + name + "' must be contiguous (pass .contiguous())");
     bound_.push_back(w);
   }
+  const Graph& g = artifact_->plan().graph();
+  for (int32_t v : g.input_ids()) {
+    const TensorType& t = g.type(v);
+    input_checks_.push_back({t.dtype, t.device, t.shape});
+  }
 }
+
+namespace {
+[[noreturn]] void bad_input(size_t i, const std::string& what, const std::string& want, const std::string& got,
+                            int kind) {
+  const std::string m = "execute: input " + std::to_string(i) + ": expected " + what + " " + want + ", got " + got;
+  if (kind == 0) throw DTypeError(m);
+  if (kind == 1) throw DeviceError(m);
+  if (kind == 2) throw ShapeError(m);
+  throw ValueError(m);
+}
+}  // namespace
 
 std::vector<Tensor> Model::execute(std::span<const Tensor> inputs) const {
   // No layout checks here (the fast path), but a wrong count would read past
@@ -206,6 +222,17 @@ std::vector<Tensor> Model::execute(std::span<const Tensor> inputs) const {
   if (inputs.size() != want)
     throw ValueError("execute: expected " + std::to_string(want) + " input tensors (graph order), got " +
                      std::to_string(inputs.size()));
+  // A few compares per input (issue 11: a too-small or wrong-dtype input
+  // must not be read out of bounds or reinterpreted). A realized tensor is a
+  // view checked against its buffer, so the right shape means enough bytes.
+  for (size_t i = 0; i < want; ++i) {
+    const Tensor& t = inputs[i];
+    const InputCheck& c = input_checks_[i];
+    if (!t.defined()) bad_input(i, "a", "tensor", "an undefined one", 3);
+    if (t.dtype() != c.dtype) bad_input(i, "dtype", std::string(name(c.dtype)), std::string(name(t.dtype())), 0);
+    if (!(t.device() == c.device)) bad_input(i, "device", c.device.str(), t.device().str(), 1);
+    if (t.shape() != c.shape) bad_input(i, "shape", shape_str(c.shape), shape_str(t.shape()), 2);
+  }
   std::vector<Tensor> out;
   artifact_->plan().run(inputs, bound_, out);
   return out;

@@ -136,7 +136,14 @@ class Model {
   ~Model();
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
-  /// Runs on contiguous tensors in graph-input order, with no checks.
+  /// Runs on contiguous tensors in graph-input order. The fast path: no
+  /// shape, stride or tree checks, only what keeps a wrong input from being
+  /// read out of bounds or reinterpreted: the count (ValueError), each
+  /// input's dtype (DTypeError), device (DeviceError) and shape
+  /// (ShapeError: a tensor's view always lies inside its buffer, so a
+  /// matching shape is never read out of bounds); the message names the
+  /// input index. Strides are the caller's promise (contiguous, or the
+  /// stride class the callable was compiled for).
   std::vector<Tensor> execute(std::span<const Tensor> inputs) const;
   const CompiledModel& artifact() const { return *artifact_; }
   const std::shared_ptr<const CompiledModel>& artifact_ptr() const { return artifact_; }
@@ -185,6 +192,13 @@ class Model {
  private:
   std::shared_ptr<const CompiledModel> artifact_;
   std::vector<Tensor> bound_;
+  /// Per graph input, what execute() checks (filled once by the constructor).
+  struct InputCheck {
+    DType dtype;
+    Device device;
+    Shape shape;
+  };
+  std::vector<InputCheck> input_checks_;
   std::unique_ptr<detail::CaptureTable> captures_;
 };
 

@@ -1,4 +1,9 @@
 #include "jit_function.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
 #include "plan.h"
 
 namespace kiln::detail {
@@ -90,6 +95,41 @@ void JitCache::clear() {
 std::string JitCache::last_miss_explanation() const {
   std::lock_guard<std::mutex> lock(mu_);
   return last_miss_;
+}
+
+bool JitCache::sample_capture_check() {
+  static const bool env = [] {
+    const char* e = std::getenv("KILN_JIT_CHECK_CAPTURES");
+    return e != nullptr && std::strcmp(e, "1") == 0;
+  }();
+  if (!opts_.check_captures && !env) return false;
+  std::lock_guard<std::mutex> lock(mu_);
+  return cached_calls_++ % 16 == 0;
+}
+
+void check_same_trace(const StagedGraph& cached, const StagedGraph& now) {
+  const std::string a = cached.ir(), b = now.ir();
+  if (a == b) return;
+  // The first differing line of the two texts: a constant (its %id, bytes
+  // and type) when a captured value changed.
+  std::istringstream sa(a), sb(b);
+  std::string la, lb;
+  int line = 0;
+  while (true) {
+    const bool ga = static_cast<bool>(std::getline(sa, la)), gb = static_cast<bool>(std::getline(sb, lb));
+    ++line;
+    if (!ga || !gb || la != lb) {
+      if (!ga) la = "(end of graph)";
+      if (!gb) lb = "(end of graph)";
+      break;
+    }
+  }
+  auto trim = [](std::string s) { return s.substr(std::min(s.find_first_not_of(' '), s.size())); };
+  throw ValueError("jit: check_captures: the function traced differently on this call than when it was compiled "
+                   "(a captured C++ number, container or tensor variable changed since tracing, or the function "
+                   "draws random numbers; the compiled function keeps the traced values: pass them as arguments): "
+                   "graph line " + std::to_string(line) +
+                   " was `" + trim(la) + "`, is now `" + trim(lb) + "`");
 }
 
 }  // namespace kiln::detail

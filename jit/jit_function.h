@@ -36,6 +36,14 @@ struct JitOptions {
   bool error_on_recompile = false;
   /// Passed to each compile.
   CompileOptions compile;
+  /// Debug mode for captured values: on the first call served from the cache
+  /// and then every 16th, trace the function again and throw ValueError when
+  /// the new graph differs from the cached one (a captured C++ number,
+  /// container or tensor *variable* changed since tracing, which the
+  /// compiled function cannot see), naming the first differing constant.
+  /// Costs a trace per sampled call. Also on when the environment variable
+  /// KILN_JIT_CHECK_CAPTURES is 1.
+  bool check_captures = false;
 };
 
 struct JitStats {
@@ -62,6 +70,9 @@ class JitCache {
   /// ("arg 0: shape [32, 64] vs cached [16, 64]"); empty before any miss.
   std::string last_miss_explanation() const;
   const JitOptions& options() const { return opts_; }
+  /// Counts a cached call and says whether this one is re-traced
+  /// (JitOptions::check_captures or KILN_JIT_CHECK_CAPTURES=1).
+  bool sample_capture_check();
 
  private:
   struct Entry {
@@ -76,7 +87,11 @@ class JitCache {
   std::list<Entry> lru_;  // most recent first
   JitStats stats_;
   std::string last_miss_;
+  int64_t cached_calls_ = 0;
 };
+/// Throws ValueError naming the first line (constant) where the graph traced
+/// now differs from the cached callable's (JitOptions::check_captures).
+void check_same_trace(const StagedGraph& cached, const StagedGraph& now);
 std::string jit_key(const TreeDef& tree, const std::vector<TensorLayout>& layouts);
 }  // namespace detail
 
@@ -128,10 +143,16 @@ class JitFunction {
       if (!t.defined()) throw ValueError("jit: an argument is an undefined tensor");
       layouts.push_back(t.layout());
     }
+    bool compiled = false;
     auto fn = cache_->get(tree, layouts, [&] {
+      compiled = true;
       const auto& co = cache_->options().compile;
       return compile(fn_, co)(args...);
     });
+    if (!compiled && cache_->sample_capture_check()) {
+      const auto& co = cache_->options().compile;
+      detail::check_same_trace(fn->staged(), stage(fn_, StageOptions{co.name, co.allow_subgraphs})(args...));
+    }
     return fn->call_flat(leaves, tree);
   }
 

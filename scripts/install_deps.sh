@@ -20,6 +20,7 @@ packages=(
   clang libclang-rt-14-dev libomp-dev  # clang builds: sanitizers, fuzzers, clang's OpenMP
   python3-venv              # kiln-repl's venv (scripts/install_repl_deps.sh: cppyy-cling, cppyy-backend)
   clang-tools-19            # clang-repl-19: the clang-repl prompt (scripts/repl.sh --clang)
+  valgrind                  # scripts/valgrind_tail_lanes.sh
 )
 if [[ "${KILN_WITH_LIBTORCH:-0}" == "1" ]]; then
   packages+=(libtorch-dev)

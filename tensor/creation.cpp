@@ -11,6 +11,7 @@
 #include "dispatch.h"
 #include "kernel_registry.h"
 #include "num_str.h"
+#include "scalar_store.h"
 
 // Values must match numpy's bit for bit: no fused multiply-add contraction
 // (-march=native enables FMA, and GCC contracts a*b+c by default in C++).
@@ -39,15 +40,15 @@ Tensor alloc(const Shape& shape, DType dtype, Device device, const char* op) {
   return Tensor::empty(shape, dtype, device);
 }
 
-// Stores `value` (converted to t's dtype with numpy's cast rules) into every
-// element of the contiguous tensor t.
-void fill(const Tensor& t, double value) {
+// Stores `value` (converted to t's dtype by Scalar's rules, exact for
+// integers; errors name `op`) into every element of the contiguous tensor t.
+void fill(const Tensor& t, const Scalar& value, const char* op) {
   const int64_t n = t.numel();
-  if (n == 0) return;
   void* p = t.data_ptr();
   detail::visit_dtype(t.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T v = detail::convert<T>(value);
+    const T v = detail::scalar_as<T>(value, op);  // checked even when n == 0, as numpy
+    if (n == 0) return;
     T* d = static_cast<T*>(p);
 #pragma omp parallel for schedule(static) if (n >= kFillGrain)
     for (int64_t i = 0; i < n; ++i) d[i] = v;
@@ -77,28 +78,35 @@ Tensor converted(const Tensor& t, DType dtype) {
   return out;
 }
 
-template <class T>
-Tensor from_list(std::initializer_list<T> v, std::optional<DType> dtype) {
-  Tensor t = Tensor::from_data(v.begin(), dtype_v<T>, v.size(), Shape{static_cast<int64_t>(v.size())});
-  return dtype ? converted(t, *dtype) : t;
+// Appends the elements of a (nested) literal list to `flat`, recording the
+// extents in `shape` at `depth` (the first list at each depth sets it; the
+// others must match: ShapeError naming the list's index in its parent).
+template <class S, class T>
+void flatten_list(std::initializer_list<T> v, size_t depth, size_t index, Shape& shape, std::vector<S>& flat) {
+  if (shape.size() <= depth) shape.resize(depth + 1, -1);
+  const int64_t n = static_cast<int64_t>(v.size());
+  if (shape[depth] < 0) shape[depth] = n;
+  if (shape[depth] != n)
+    throw ShapeError("tensor: nested lists must be rectangular; row 0 has " + std::to_string(shape[depth]) +
+                     " elements but row " + std::to_string(index) + " has " + std::to_string(n) + " (nesting depth " +
+                     std::to_string(depth) + ")");
+  size_t i = 0;
+  for (const auto& e : v) {
+    if constexpr (std::is_arithmetic_v<T>) flat.push_back(static_cast<S>(e));
+    else flatten_list(e, depth + 1, i++, shape, flat);
+  }
 }
 
-template <class T>
-Tensor from_nested(std::initializer_list<std::initializer_list<T>> v, std::optional<DType> dtype) {
-  const int64_t rows = static_cast<int64_t>(v.size());
-  const int64_t cols = rows ? static_cast<int64_t>(v.begin()->size()) : 0;
-  std::vector<T> flat;
-  flat.reserve(static_cast<size_t>(rows * cols));
-  int64_t r = 0;
-  for (const auto& row : v) {
-    if (static_cast<int64_t>(row.size()) != cols)
-      throw ShapeError("tensor: nested lists must be rectangular; row 0 has " + std::to_string(cols) +
-                       " elements but row " + std::to_string(r) + " has " + std::to_string(row.size()));
-    flat.insert(flat.end(), row.begin(), row.end());
-    ++r;
-  }
-  // std::vector<bool> has no data(); no bool overload of this template exists.
-  Tensor t = Tensor::from_data(flat.data(), dtype_v<T>, flat.size(), Shape{rows, cols});
+template <class T, int Depth, class L>
+Tensor from_literal(L v, std::optional<DType> dtype) {
+  using S = std::conditional_t<std::is_same_v<T, bool>, uint8_t, T>;  // vector<bool> has no data()
+  Shape shape;
+  std::vector<S> flat;
+  flatten_list(v, 0, 0, shape, flat);
+  // An empty list at some depth leaves the deeper extents unknown: 0.
+  shape.resize(Depth, 0);
+  for (auto& e : shape) e = std::max<int64_t>(e, 0);
+  Tensor t = Tensor::from_data(flat.data(), dtype_v<T>, flat.size(), shape);
   return dtype ? converted(t, *dtype) : t;
 }
 
@@ -126,10 +134,10 @@ Tensor zeros(const Shape& shape, DType dtype, Device device) {
 }
 
 namespace {
-Tensor filled(const Shape& shape, double value, DType dtype, Device device, const char* op) {
+Tensor filled(const Shape& shape, const Scalar& value, DType dtype, Device device, const char* op) {
   if (!device.is_cpu()) return filled(shape, value, dtype, Device::cpu(), op).to(device);
   Tensor t = alloc(shape, dtype, device, op);
-  fill(t, value);
+  fill(t, value, op);
   return t;
 }
 }  // namespace
@@ -137,8 +145,7 @@ Tensor filled(const Shape& shape, double value, DType dtype, Device device, cons
 Tensor ones(const Shape& shape, DType dtype, Device device) { return filled(shape, 1.0, dtype, device, "ones"); }
 
 Tensor full(const Shape& shape, Scalar value, DType dtype, Device device) {
-  check_scalar_fits(value, dtype, "full");
-  return filled(shape, value.value, dtype, device, "full");
+  return filled(shape, value, dtype, device, "full");
 }
 
 Tensor empty_like(const Tensor& x) { return Tensor::empty(x.shape(), x.dtype(), x.device()); }
@@ -243,20 +250,28 @@ Tensor eye(int64_t n, std::optional<int64_t> m, DType dtype) {
   return t;
 }
 
-Tensor tensor(std::initializer_list<float> v, std::optional<DType> dtype) { return from_list(v, dtype); }
-Tensor tensor(std::initializer_list<double> v, std::optional<DType> dtype) { return from_list(v, dtype); }
-Tensor tensor(std::initializer_list<int> v, std::optional<DType> dtype) { return from_list(v, dtype); }
-Tensor tensor(std::initializer_list<int64_t> v, std::optional<DType> dtype) { return from_list(v, dtype); }
-Tensor tensor(std::initializer_list<bool> v, std::optional<DType> dtype) { return from_list(v, dtype); }
-Tensor tensor(std::initializer_list<std::initializer_list<float>> v, std::optional<DType> dtype) {
-  return from_nested(v, dtype);
+template <TensorLiteral T>
+Tensor tensor(std::initializer_list<T> v, std::optional<DType> dtype) {
+  return from_literal<T, 1>(v, dtype);
 }
-Tensor tensor(std::initializer_list<std::initializer_list<double>> v, std::optional<DType> dtype) {
-  return from_nested(v, dtype);
+template <TensorLiteral T>
+Tensor tensor(std::initializer_list<std::initializer_list<T>> v, std::optional<DType> dtype) {
+  return from_literal<T, 2>(v, dtype);
 }
-Tensor tensor(std::initializer_list<std::initializer_list<int>> v, std::optional<DType> dtype) {
-  return from_nested(v, dtype);
+template <TensorLiteral T>
+Tensor tensor(std::initializer_list<std::initializer_list<std::initializer_list<T>>> v, std::optional<DType> dtype) {
+  return from_literal<T, 3>(v, dtype);
 }
+#define KILN_TENSOR_LITERAL(T)                                                                                   \
+  template Tensor tensor<T>(std::initializer_list<T>, std::optional<DType>);                                     \
+  template Tensor tensor<T>(std::initializer_list<std::initializer_list<T>>, std::optional<DType>);              \
+  template Tensor tensor<T>(std::initializer_list<std::initializer_list<std::initializer_list<T>>>, std::optional<DType>);
+KILN_TENSOR_LITERAL(float)
+KILN_TENSOR_LITERAL(double)
+KILN_TENSOR_LITERAL(int)
+KILN_TENSOR_LITERAL(int64_t)
+KILN_TENSOR_LITERAL(bool)
+#undef KILN_TENSOR_LITERAL
 
 Tensor scalar(Scalar v, DType dtype) { return full({}, v, dtype); }
 

@@ -34,8 +34,10 @@ template <class T> using compute_t = typename compute_type<T>::type;
 
 /// Value conversion with numpy's cast semantics where defined: float to int
 /// truncates toward zero; NaN, inf and out-of-range floats (undefined in C++)
-/// become the integer minimum (x86 behaviour, as numpy gives there); any
-/// nonzero (and NaN) becomes true.
+/// become the integer minimum (x86 behaviour, as numpy gives there), uint8
+/// the low byte of the int64 truncation (0 without one); any nonzero (and
+/// NaN) becomes true. The code generator (backends/cpu/jit/convert.cpp)
+/// implements the same rule; the public statement is on cast (ops.h).
 template <class To, class From>
 inline To convert(From v) {
   if constexpr (std::is_same_v<To, From>) {

@@ -7,15 +7,27 @@
 
 namespace kiln {
 
+namespace {
+// A DType made from an arbitrary integer (a cast, a corrupted file) is not
+// an index into the tables below: raise instead of reading past them.
+int checked_code(DType d, const char* who) {
+  const int c = static_cast<int>(d);
+  if (c < 0 || c >= kNumDTypes)
+    throw DTypeError(std::string(who) + ": invalid dtype code " + std::to_string(c) + " (expected 0 <= code < " +
+                     std::to_string(kNumDTypes) + ")");
+  return c;
+}
+}  // namespace
+
 size_t size_of(DType d) {
   static constexpr size_t kSize[kNumDTypes] = {1, 1, 1, 4, 8, 2, 2, 4, 8};
-  return kSize[static_cast<int>(d)];
+  return kSize[checked_code(d, "size_of")];
 }
 
 std::string_view name(DType d) {
   static constexpr std::string_view kName[kNumDTypes] = {
       "bool", "uint8", "int8", "int32", "int64", "float16", "bfloat16", "float32", "float64"};
-  return kName[static_cast<int>(d)];
+  return kName[checked_code(d, "dtype name")];
 }
 
 DType dtype_from_name(std::string_view s) {

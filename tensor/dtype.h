@@ -14,9 +14,10 @@ namespace kiln {
 enum class DType : uint8_t { bool_, uint8, int8, int32, int64, float16, bfloat16, float32, float64 };
 inline constexpr int kNumDTypes = 9;
 
-/// Bytes per element.
+/// Bytes per element. Throws DTypeError for a code outside the enum.
 size_t size_of(DType d);
-/// numpy's name: "float32", "bool", ...
+/// numpy's name: "float32", "bool", ... Throws DTypeError for a code outside
+/// the enum (e.g. DType(200)); so does printing one with <<.
 std::string_view name(DType d);
 /// Parses a name as printed by name(); throws DTypeError on an unknown one.
 DType dtype_from_name(std::string_view s);

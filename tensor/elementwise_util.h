@@ -1,6 +1,7 @@
 // kiln (internal): helpers shared by the elementwise front ends
 // (ops_unary.cpp, ops_binary.cpp, ops_ternary.cpp). Not part of <kiln/kiln.h>.
 #pragma once
+#include "scalar.h"
 #include "tensor.h"
 
 namespace kiln::detail {
@@ -9,7 +10,8 @@ namespace kiln::detail {
 /// cast semantics. Used inside eager kernels (not recorded in graphs).
 Tensor converted(const Tensor& x, DType d);
 
-/// A 0-d tensor of dtype d holding v converted with cast semantics.
-Tensor make_scalar(double v, DType d);
+/// A 0-d tensor of dtype d holding `s` stored by Scalar's rules (exact for
+/// integers); throws ValueError naming `who` when it cannot be (scalar.h).
+Tensor make_scalar(const Scalar& s, DType d, const char* who);
 
 }  // namespace kiln::detail

@@ -66,7 +66,14 @@ Tensor logical_not(const Tensor& x);
 Tensor isnan(const Tensor& x);
 Tensor isinf(const Tensor& x);
 Tensor isfinite(const Tensor& x);
-/// Converts to `dtype` with numpy's cast semantics (float->int truncates).
+/// Converts to `dtype` with numpy's cast semantics: float -> int truncates
+/// toward zero; a float whose truncation does not fit (NaN, +-inf, out of
+/// range) never raises and becomes, for int8/int32/int64, the dtype's
+/// minimum (what numpy gives on x86: the CPU's "integer indefinite"), and for
+/// uint8 the low 8 bits of its int64 truncation (0 for NaN, inf and
+/// |x| >= 2^63). Any nonzero (and NaN) -> true. Eager kernels and compiled
+/// code give the same bits (tests/test_exact_scalars.cpp). Scalars stored by
+/// full/masked_fill raise instead (Scalar).
 Tensor cast(const Tensor& x, DType dtype);
 
 // ---- binary elementwise -----------------------------------------------------
@@ -116,7 +123,9 @@ Tensor where(const Tensor& cond, Scalar a, const Tensor& b);
 /// min(max(x, lo), hi); NaN in x propagates. A missing bound is no bound.
 Tensor clamp(const Tensor& x, const Tensor& lo, const Tensor& hi);
 Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi);
-/// x where !mask, value where mask (mask broadcasts to x's shape).
+/// x where !mask, value where mask (mask broadcasts to x's shape). The value
+/// takes x's dtype by Scalar's rules (ValueError for an integer out of range
+/// or a NaN/inf/out-of-range float into an integer x).
 Tensor masked_fill(const Tensor& x, const Tensor& mask, Scalar value);
 
 // ---- C++ operators ------------------------------------------------------------
@@ -171,7 +180,8 @@ Tensor any(const Tensor& x, const Axes& axes = {}, bool keepdim = false);
 Tensor all(const Tensor& x, const Axes& axes = {}, bool keepdim = false);
 /// Inclusive prefix sum along `axis` (integer/bool accumulate in int64 and
 /// return int64; float16/bfloat16 accumulate in float32). Sequential along
-/// the axis. A 0-d x has no axis (IndexError).
+/// the axis. A 0-d x with axis 0 or -1 gives its value (0-d, the same dtype
+/// rule); any other axis of a 0-d x is an IndexError ("0-d tensor has no axis").
 Tensor cumsum(const Tensor& x, int64_t axis);
 /// Inclusive prefix product along `axis` (cumsum's dtype rules; integers
 /// wrap as int64 does).
@@ -241,7 +251,8 @@ Tensor tile(const Tensor& x, const Axes& reps);
 /// Constant padding: pads[i] = {before, after} for axis i (leading axes may
 /// be omitted: pads apply to the last pads.size() axes).
 Tensor pad(const Tensor& x, const std::vector<std::pair<int64_t, int64_t>>& pads, Scalar value = 0.0);
-/// Reverses the order along `axes` (all when empty); a view with negative strides.
+/// Reverses the order along `axes` (all when empty); a view with negative
+/// strides. A 0-d x with no axes named is returned as is (numpy).
 Tensor flip(const Tensor& x, const Axes& axes = {});
 /// numpy.take_along_axis: out[..i..] = x[..index[..i..]..] along `axis`;
 /// index is int32/int64 of the same rank; negative indices count from the end.

@@ -8,6 +8,7 @@
 #include "kernel_registry.h"
 #include "op_table.h"
 #include "ops.h"
+#include "scalar_store.h"
 
 namespace kiln {
 
@@ -43,11 +44,11 @@ void check_integer_domain(OpId op, const Tensor& b) {
 
 }  // namespace
 
-Tensor make_scalar(double v, DType d) {
+Tensor make_scalar(const Scalar& s, DType d, const char* who) {
   Tensor t = Tensor::empty({}, d);
   visit_dtype(d, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    *static_cast<T*>(t.data_ptr()) = convert<T>(v);
+    *static_cast<T*>(t.data_ptr()) = scalar_as<T>(s, who);
   });
   return t;
 }
@@ -121,25 +122,8 @@ KILN_BINARY_FUNCTION(logical_or, LogicalOr)
 KILN_BINARY_FUNCTION(logical_xor, LogicalXor)
 #undef KILN_BINARY_FUNCTION
 
-void check_scalar_fits(const Scalar& s, DType d, const char* who) {
-  if (s.kind != ScalarKind::integer || is_floating(d) || d == DType::bool_) return;
-  double lo = 0, hi = 0;
-  switch (d) {
-    case DType::int8: lo = -128, hi = 127; break;
-    case DType::uint8: lo = 0, hi = 255; break;
-    case DType::int32: lo = -2147483648.0, hi = 2147483647.0; break;
-    default: lo = -9223372036854775808.0, hi = 9223372036854775807.0; break;
-  }
-  if (s.value < lo || s.value > hi)
-    throw ValueError(std::string(who) + ": the integer scalar " + detail::num_str(s.value) + " is out of range for " +
-                     std::string(name(d)) + " (a tensor's integer dtype wins over a scalar, as in numpy 2, which raises here); " +
-                     "cast the tensor to a wider dtype first, e.g. x.to(DType::int64)");
-}
-
 Tensor scalar_tensor(Scalar s, DType like) {
-  const DType d = promote_with_scalar(like, s.kind);
-  check_scalar_fits(s, d, "scalar operand");
-  return detail::make_scalar(s.value, d);
+  return detail::make_scalar(s, promote_with_scalar(like, s.kind), "scalar operand");
 }
 
 #define KILN_SCALAR_FUNCTION(fn, id) \

@@ -37,10 +37,18 @@ Tensor along(OpId op, const Tensor& x, int64_t axis, bool flag = false) {
 }
 }  // namespace
 
-Tensor cumsum(const Tensor& x, int64_t axis) { return along(OpId::CumSum, x, axis); }
-Tensor cumprod(const Tensor& x, int64_t axis) { return along(OpId::CumProd, x, axis); }
+Tensor cumsum(const Tensor& x, int64_t axis) {
+  // A 0-d tensor is its own cumulative sum along axis 0 / -1 (numpy's
+  // cumsum of a 0-d array, torch.cumsum(t, 0)): through a 1-element axis,
+  // so the result dtype and the recorded graph follow the op's rules.
+  if (x.ndim() == 0 && (axis == 0 || axis == -1)) return cumsum(x.reshape({1}), 0).reshape({});
+  return along(OpId::CumSum, x, axis);
+}
+Tensor cumprod(const Tensor& x, int64_t axis) {
+  if (x.ndim() == 0 && (axis == 0 || axis == -1)) return cumprod(x.reshape({1}), 0).reshape({});  // as cumsum
+  return along(OpId::CumProd, x, axis);
+}
 Tensor sort(const Tensor& x, int64_t axis, bool descending) { return along(OpId::Sort, x, axis, descending); }
 Tensor argsort(const Tensor& x, int64_t axis, bool descending) { return along(OpId::ArgSort, x, axis, descending); }
-
 
 }  // namespace kiln

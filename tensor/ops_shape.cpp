@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "creation.h"
 #include "op_table.h"
 #include "ops.h"
 
@@ -157,6 +158,15 @@ Tensor pad(const Tensor& x, const std::vector<std::pair<int64_t, int64_t>>& pads
   for (const auto& [before, after] : pads) {
     a.ints.push_back(before);
     a.ints.push_back(after);
+  }
+  check_scalar_fits(value, x.dtype(), "pad");
+  // The fill value travels as a double attribute: an integer a double cannot
+  // hold (beyond 2^53) pads with 0 and puts the exact value in with where.
+  const bool exact_in_double = value.value >= -9223372036854775808.0 && value.value < 9223372036854775808.0 &&
+                               static_cast<int64_t>(value.value) == value.int_value;
+  if (value.kind == ScalarKind::integer && is_integral(x.dtype()) && !exact_in_double) {
+    const Tensor border = pad(zeros(x.shape(), DType::bool_), pads, true);
+    return where(border, value, pad(x, pads, 0));
   }
   a.scalar = value.value;
   return apply(OpId::Pad, x, a);

@@ -90,26 +90,29 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi
   if (lo) d = promote_with_scalar(d, lo->kind);
   if (hi) d = promote_with_scalar(d, hi->kind);
   // An integer bound outside d's range bounds nothing on that side (numpy 2's
-  // clip): it becomes d's extreme instead of a wrapped value.
+  // clip): it becomes d's extreme instead of a wrapped value. Compared
+  // exactly (int_value), so INT64_MAX and 2^53 + 1 bound exactly.
   auto bound = [&](const std::optional<Scalar>& b, bool upper) {
     if (!b) return detail::extreme_scalar(d, upper);
-    if (b->kind == ScalarKind::integer && !is_floating(d) && d != DType::bool_) {
-      const Tensor lim = detail::extreme_scalar(d, b->value > 0);
-      if ((b->value > 0 && b->value > lim.item<double>()) || (b->value < 0 && b->value < lim.item<double>())) return lim;
+    if (b->kind == ScalarKind::integer && is_integral(d)) {
+      const Tensor hi_lim = detail::extreme_scalar(d, true), lo_lim = detail::extreme_scalar(d, false);
+      if (b->above_int64 || b->int_value > hi_lim.item<int64_t>()) return hi_lim;
+      if (b->int_value < lo_lim.item<int64_t>()) return lo_lim;
     }
-    return detail::make_scalar(b->value, d);
+    return detail::make_scalar(*b, d, "clamp");
   };
   Tensor lt = bound(lo, false), ht = bound(hi, true);
   return apply3(OpId::Clamp, as_dtype(x, d), lt, ht);
 }
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, Scalar value) {
-  check_scalar_fits(value, x.dtype(), "masked_fill");
   if (broadcast_shapes(x.shape(), mask.shape(), "masked_fill") != x.shape())
     throw ShapeError("masked_fill: mask of shape " + shape_str(mask.shape()) + " does not broadcast to the input's shape " +
                      shape_str(x.shape()));
   // The value takes x's dtype (as torch.masked_fill), so the result keeps it.
-  return apply3(OpId::Where, mask, detail::make_scalar(value.value, x.dtype()), x);
+  // Stored by Scalar's rules: an integer outside x's range, or a NaN/inf/
+  // out-of-range float for an integer x, is a ValueError (numpy 2).
+  return apply3(OpId::Where, mask, detail::make_scalar(value, x.dtype(), "masked_fill"), x);
 }
 
 }  // namespace kiln

@@ -58,6 +58,9 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, std::string_view op) {
 }
 
 int64_t normalize_axis(int64_t axis, int64_t ndim, std::string_view op) {
+  if (ndim == 0)
+    throw IndexError(std::string(op) + ": a 0-d tensor has no axis " + std::to_string(axis) +
+                     " (it has no axes; reshape it to 1-d first)");
   if (axis < -ndim || axis >= ndim)
     throw IndexError(std::string(op) + ": axis " + std::to_string(axis) + " is out of range for a " +
                      std::to_string(ndim) + "-d tensor (expected -" + std::to_string(ndim) + " <= axis < " +

@@ -318,7 +318,8 @@ int check_scan_op(OpId op) {
       }
     }
     CHECK_THROWS_AS(cumsum(random_tensor({2, 3}, dt, 1), 2), kiln::IndexError);
-    CHECK_THROWS_AS(cumsum(random_of({}, dt, 1, false), 0), kiln::IndexError);
+    // a 0-d tensor has only axes 0 / -1 (its own value: tests/test_zero_d.cpp)
+    CHECK_THROWS_AS(cumsum(random_of({}, dt, 1, false), 1), kiln::IndexError);
   }
   return cases;
 }

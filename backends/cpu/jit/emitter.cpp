@@ -461,6 +461,15 @@ void Gen::run() {
         orig[k] = cc_.newIntPtr();
         cc_.mov(orig[k], src);
       } else {
+        // Zero the buffer first: the lanes past `rem` then hold 0 instead of
+        // stack garbage, which the per-lane C library calls (pow, fmod,
+        // atan2, remainder: scalar_calls.cpp) would branch on (valgrind's
+        // uninitialised-value reports). Once per run, so it costs nothing.
+        const int vb = A_.vbytes();
+        const x86::Vec z = A_.zero(vb);
+        for (int off = 0; off < 64; off += vb)
+          cc_.emit(A_.sse() ? asmjit::x86::Inst::kIdMovups : asmjit::x86::Inst::kIdVmovups,
+                   x86::ptr(b, off, uint32_t(vb)), z);
         cc_.mov(nb, rem);
         cc_.imul(nb, nb, isz(k));
         copy_bytes(b, src, nb, true);
