@@ -30,7 +30,7 @@ Tensor make(const std::vector<double>& v, const Shape& s, DType d) {
 Tensor make(const std::vector<double>& v, DType d) { return make(v, Shape{int64_t(v.size())}, d); }
 
 /// The same tensor with every zero replaced by 7 (integer divisors).
-Tensor nonzero(const Tensor& t) {
+Tensor nonzero_divisor(const Tensor& t) {
   std::vector<double> v = kt::values(t);
   for (double& x : v)
     if (x == 0.0) x = 7.0;
@@ -47,7 +47,7 @@ Tensor gen(OpId op, int arg, const Shape& s, DType d, uint64_t seed) {
   if (op == OpId::Pow && arg == 1 && ints) return kt::random_tensor(s, d, seed, false, 2.0, 0, 5);
   if (op == OpId::Atanh) return kt::random_tensor(s, d, seed, true, 0.7);
   Tensor t = kt::random_tensor(s, d, seed, true);
-  if (is_divide(op) && arg == 1 && ints) t = nonzero(t);
+  if (is_divide(op) && arg == 1 && ints) t = nonzero_divisor(t);
   return t;
 }
 
