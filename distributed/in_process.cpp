@@ -198,6 +198,7 @@ class InProcessCommunicator final : public Communicator {
 
   // out = op over ranks (in rank order) of each rank's send[offset, offset + count).
   void reduce_blocks(std::byte* out, size_t count, DType dtype, ReduceOp op, size_t offset) const {
+    if (count == 0) return;  // nothing to reduce (and memcpy forbids null pointers even then)
     const size_t isz = size_of(dtype);
     std::memcpy(out, static_cast<const std::byte*>(w_->slots[0].send) + offset * isz, count * isz);
     for (int r = 1; r < w_->n; ++r)
