@@ -11,6 +11,7 @@
 
 #include "../io/npy.h"
 #include "../io/safetensors.h"
+#include "same_bits.h"
 #include "test_util.h"
 
 #ifdef KILN_CLI_PATH
@@ -54,11 +55,7 @@ struct Cli {
   }
 };
 
-bool same_bits(const Tensor& a, const Tensor& b) {
-  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
-  Tensor ca = a.contiguous(), cb = b.contiguous();
-  return std::memcmp(ca.data_ptr(), cb.data_ptr(), static_cast<size_t>(ca.numel()) * ca.itemsize()) == 0;
-}
+using kt::same_bits;
 
 }  // namespace
 

@@ -12,6 +12,7 @@
 #include "../jit/mef.h"
 #include "../jit/plan.h"
 #include "../trace/treedef_io.h"
+#include "same_bits.h"
 #include "test_util.h"
 
 using namespace kiln;
@@ -45,11 +46,7 @@ void spit(const std::string& p, const std::string& b) {
   f.write(b.data(), static_cast<std::streamsize>(b.size()));
 }
 
-bool same_bits(const Tensor& a, const Tensor& b) {
-  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
-  Tensor ca = a.contiguous(), cb = b.contiguous();
-  return std::memcmp(ca.data_ptr(), cb.data_ptr(), static_cast<size_t>(ca.numel()) * ca.itemsize()) == 0;
-}
+using kt::same_bits;
 void check_same(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
   REQUIRE(a.size() == b.size());
   for (size_t i = 0; i < a.size(); ++i) CHECK_MESSAGE(same_bits(a[i], b[i]), "result " << i << " differs");

@@ -2,6 +2,7 @@
 // in lazy scopes and traced. References are float64 loops written here.
 #include <cstring>
 
+#include "same_bits.h"
 #include "test_util.h"
 
 using namespace kiln;
@@ -14,11 +15,7 @@ std::vector<double> arange_d(int64_t n, double start = 0) {
   return v;
 }
 Tensor f32_range(int64_t n, const Shape& s) { return Tensor::from_vector(arange_d(n), s).to(DType::float32); }
-bool same_bits(const Tensor& a, const Tensor& b) {
-  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
-  Tensor ca = a.contiguous(), cb = b.contiguous();
-  return std::memcmp(ca.data_ptr(), cb.data_ptr(), static_cast<size_t>(ca.numel()) * ca.itemsize()) == 0;
-}
+using kt::same_bits;
 }  // namespace
 
 TEST_SUITE("mutation") {

@@ -8,16 +8,13 @@
 
 #include "../io/file_bytes.h"
 #include "../jit/mef.h"
+#include "same_bits.h"
 #include "test_util.h"
 
 using namespace kiln;
 
 namespace {
-bool same_bits(const Tensor& a, const Tensor& b) {
-  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
-  Tensor ca = a.contiguous(), cb = b.contiguous();
-  return std::memcmp(ca.data_ptr(), cb.data_ptr(), static_cast<size_t>(ca.numel()) * ca.itemsize()) == 0;
-}
+using kt::same_bits;
 TensorLayout f32(Shape s) { return TensorLayout(DType::float32, std::move(s)); }
 std::string temp_path(const char* name) {
   return (std::filesystem::temp_directory_path() / (std::string("kiln_mut_") + std::to_string(getpid()) + "_" + name))

@@ -1,17 +1,14 @@
 // numpy .npy and safetensors readers/writers (io/npy.*, io/safetensors.*).
 #include "../io/npy.h"
 #include "../io/safetensors.h"
+#include "same_bits.h"
 #include "test_util.h"
 
 using namespace kiln;
 
 namespace {
 
-bool same_bits(const Tensor& a, const Tensor& b) {
-  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
-  Tensor ca = a.contiguous(), cb = b.contiguous();
-  return std::memcmp(ca.data_ptr(), cb.data_ptr(), static_cast<size_t>(ca.numel()) * ca.itemsize()) == 0;
-}
+using kt::same_bits;
 
 // A .npy file as numpy writes it (format 1.0), header padded with spaces and
 // a final '\n' so that the data starts at a multiple of 64 bytes.

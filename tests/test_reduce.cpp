@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "op_table_checks.h"
+#include "same_bits.h"
 #include "test_util.h"
 
 namespace kt {
@@ -330,12 +331,7 @@ using namespace kiln;
 
 namespace {
 
-// Bitwise equality of two tensors' bytes (same dtype and shape).
-bool same_bits(const Tensor& a, const Tensor& b) {
-  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
-  Tensor ca = a.contiguous(), cb = b.contiguous();
-  return std::memcmp(ca.data_ptr(), cb.data_ptr(), static_cast<size_t>(ca.numel()) * ca.itemsize()) == 0;
-}
+using kt::same_bits;
 
 // Restores the thread count when a test ends.
 struct ThreadGuard {

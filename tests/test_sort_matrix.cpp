@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "op_table_checks.h"
+#include "same_bits.h"
 #include "test_util.h"
 
 using namespace kiln;
@@ -52,11 +53,7 @@ std::vector<int64_t> ref_argsort(const std::vector<double>& v, const Lines& L, b
   return out;
 }
 
-bool same_bits(const Tensor& a, const Tensor& b) {
-  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
-  Tensor ca = a.contiguous(), cb = b.contiguous();
-  return std::memcmp(ca.data_ptr(), cb.data_ptr(), static_cast<size_t>(ca.numel()) * ca.itemsize()) == 0;
-}
+using kt::same_bits;
 
 // Sort or ArgSort on every dtype, layout, axis and direction against the
 // reference order (ties from few distinct values test stability).
