@@ -4,8 +4,8 @@
 # benchmarks/RESULTS.md: the machine, the date and the comparison tables
 # (kiln eager, kiln compiled and the peers measured in the same run: Eigen,
 # OpenBLAS, a plain C++ loop, the system C++ compiler, and LibTorch/TorchScript
-# when Debian's libtorch-dev is installed: `KILN_WITH_LIBTORCH=1 bash
-# scripts/install_deps.sh`). Takes a few minutes.
+# when KILN_WITH_LIBTORCH=1: then install_deps.sh installs Debian's
+# libtorch-dev and the peers are built). Takes a few minutes.
 #
 # Environment: KILN_BUILD_DIR (default build/release), KILN_JOBS (default: number
 # of cores), KILN_BENCH_MIN_TIME (seconds per benchmark, default 0.2).
@@ -20,7 +20,9 @@ bash scripts/fetch_minilm.sh || echo "run_benchmarks: no MiniLM weights; bench_m
 build_dir="${KILN_BUILD_DIR:-build/release}"
 jobs="${KILN_JOBS:-$(nproc)}"
 programs=(bench_ops bench_compile bench_digits bench_minilm)
-cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DKILN_BUILD_BENCHMARKS=ON
+with_torch=OFF
+[[ "${KILN_WITH_LIBTORCH:-0}" == "1" ]] && with_torch=ON
+cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DKILN_BUILD_BENCHMARKS=ON -DKILN_BENCH_LIBTORCH="$with_torch"
 cmake --build "$build_dir" -j"$jobs" --target "${programs[@]}"
 
 cpu_flag() { grep -m1 '^flags' /proc/cpuinfo | grep -qw "$1" && echo "$1"; }
