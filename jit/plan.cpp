@@ -5,8 +5,10 @@
 #include <map>
 #include <sstream>
 #include <unordered_map>
+#include <vector>
 
 #include "../backends/cpu/jit/row_kernels.h"
+#include "../backends/cpu/parallel_ranges.h"
 #include "../backends/cpu/reduce_kernels.h"
 
 namespace kiln::codegen {
@@ -375,6 +377,19 @@ void sink_into_readers(const Graph& g, std::vector<Group>& groups, const Items& 
   }
 }
 
+// Row step rs takes over fused step f, which computes its x (f's operand
+// 0): rs becomes a fused_row step.
+void absorb_group(PlanStep f, PlanStep& rs) {
+  rs.kind = PlanStep::Kind::fused_row;
+  rs.operands = std::move(f.operands);
+  rs.num_outputs = f.num_outputs;
+  rs.kernel = std::move(f.kernel);
+  rs.group_nodes = std::move(f.group_nodes);
+  rs.imm_table = std::move(f.imm_table);
+  rs.program = std::move(f.program);
+  rs.loop = f.loop;
+}
+
 }  // namespace
 
 ExecutionPlan::ExecutionPlan(std::shared_ptr<const Graph> graph, const KernelOptions& opt)
@@ -563,6 +578,27 @@ ExecutionPlan::ExecutionPlan(std::shared_ptr<const Graph> graph, const KernelOpt
         partner[pair[1]] = pair[0];
       }
   }
+  // A row op whose x is the one value a fused group lets out, read by
+  // nothing else, runs with that group as one fused_row step (the group's
+  // step is then stashed, not emitted): absorb_into[group] = the row node.
+  std::vector<int32_t> absorb_into(groups.size(), -1);
+  if (opt.fuse)
+    for (const Item& it : items) {
+      if (it.group >= 0 || it.node < 0 || is_gemm[it.node] || partner[it.node] >= 0) continue;
+      const Node& n = g.node(it.node);
+      PlanStep probe;
+      if (!row_op_of(n.op) || !build_row_step(g, n, opt, probe)) continue;
+      const int32_t x = n.inputs[0];
+      const int gi = group_of[x];
+      if (gi < 0 || is_output[x] || total_uses[x] != 1 || uses_outside[x] != 1 || reduce_of_group[gi] >= 0) continue;
+      bool only_output = true;
+      for (int32_t ni : groups[gi].nodes) {
+        const int32_t v = g.node(ni).outputs[0];
+        only_output &= v == x || (uses_outside[v] == 0 && !is_output[v]);
+      }
+      if (only_output) absorb_into[gi] = it.node;
+    }
+  std::vector<PlanStep> stashed(groups.size());  // an absorbed group's built step
   std::vector<char> emitted(g.num_nodes(), 0);
   const CpuTarget target = detect_cpu_target();
   KernelCache kernels;
@@ -592,8 +628,15 @@ ExecutionPlan::ExecutionPlan(std::shared_ptr<const Graph> graph, const KernelOpt
           continue;
         }
       }
-      if (opt.fuse && (build_row_step(g, n, opt, rs) || build_column_sum_step(g, n, rs))) steps_.push_back(std::move(rs));
-      else steps_.push_back(op_step(n));
+      if (opt.fuse && build_row_step(g, n, opt, rs)) {
+        const int gi = group_of[n.inputs[0]];
+        if (gi >= 0 && absorb_into[gi] == it.node) absorb_group(std::move(stashed[gi]), rs);
+        steps_.push_back(std::move(rs));
+      } else if (opt.fuse && build_column_sum_step(g, n, rs)) {
+        steps_.push_back(std::move(rs));
+      } else {
+        steps_.push_back(op_step(n));
+      }
       continue;
     }
     const Group& grp = groups[it.group];
@@ -601,6 +644,16 @@ ExecutionPlan::ExecutionPlan(std::shared_ptr<const Graph> graph, const KernelOpt
     PlanStep s;
     const int32_t rn = reduce_of_group[it.group];
     if (build_fused_step(g, grp, uses_outside, is_output, opt, target, s, kernels)) {
+      if (absorb_into[it.group] >= 0) {
+        const Node& r = g.node(absorb_into[it.group]);
+        // the row op's weight and bias take operand slots after the table
+        const size_t slots = s.operands.size() + !s.imm_table.empty() + r.inputs.size() - 1;
+        if (rn < 0 && s.num_outputs == 1 && slots <= static_cast<size_t>(kMaxFusedOperands)) {
+          stashed[it.group] = std::move(s);
+          continue;  // runs inside the row op's step
+        }
+        absorb_into[it.group] = -1;
+      }
       if (rn >= 0) {
         const Node& r = g.node(rn);
         const int32_t v = r.inputs[0];
@@ -613,6 +666,7 @@ ExecutionPlan::ExecutionPlan(std::shared_ptr<const Graph> graph, const KernelOpt
       }
       steps_.push_back(std::move(s));
     } else {
+      absorb_into[it.group] = -1;
       for (int32_t ni : grp.nodes) steps_.push_back(op_step(g.node(ni)));
       if (rn >= 0) steps_.push_back(op_step(g.node(rn)));
     }
@@ -687,6 +741,11 @@ void ExecutionPlan::plan_memory(const std::vector<char>& is_output) {
 }
 
 std::vector<int32_t> step_reads(const PlanStep& s) {
+  if (s.kind == PlanStep::Kind::fused_row) {  // the group's inputs and the row op's, but not x
+    std::vector<int32_t> r(s.operands.begin() + s.num_outputs, s.operands.end());
+    r.insert(r.end(), s.inputs.begin() + 1, s.inputs.end());
+    return r;
+  }
   if (s.kind != PlanStep::Kind::fused) return s.inputs;
   return std::vector<int32_t>(s.operands.begin() + s.num_outputs, s.operands.end());
 }
@@ -706,12 +765,11 @@ std::vector<int32_t> step_writes(const PlanStep& s) {
 namespace {
 // Runs a fused kernel on flat elements [first, first + n) of its loop, with
 // output operand `red` written contiguously to dst instead.
-void run_range(const PlanStep& s, const std::array<char*, kMaxFusedOperands>& base, int64_t first, int64_t n,
+void run_range(const PlanStep& s, int red, const std::array<char*, kMaxFusedOperands>& base, int64_t first, int64_t n,
                char* dst) {
   const cpu::StridedLoop<kMaxFusedOperands>& L = s.loop;
   const int nd = static_cast<int>(L.shape.size());
   const int64_t inner_n = L.shape[nd - 1];
-  const int red = s.reduce_operand;
   const int64_t isz = static_cast<int64_t>(size_of(s.out_layouts[red].dtype));
   std::array<int64_t, kMaxFusedOperands> st{};
   for (int k = 0; k < kMaxFusedOperands; ++k) st[k] = L.stride[k][nd - 1];
@@ -732,6 +790,40 @@ void run_range(const PlanStep& s, const std::array<char*, kMaxFusedOperands>& ba
     done += len;
   }
 }
+// Floats of a fused_row step's scratch per thread: a block of rows this
+// size stays in L1 between the group's kernel and the row kernel.
+constexpr int64_t kFusedRowScratch = 4096;
+
+void run_fused_row(const PlanStep& s, const std::array<char*, kMaxFusedOperands>& base) {
+  const int64_t rows = s.rows, n = s.row_n;
+  if (rows <= 0 || n <= 0) return;
+  const RowKernelKey& key = s.row_kernel->key();
+  size_t next = s.operands.size() + !s.imm_table.empty();
+  const float* weight = key.has_weight ? reinterpret_cast<const float*>(base[next++]) : nullptr;
+  const float* bias = key.has_bias ? reinterpret_cast<const float*>(base[next]) : nullptr;
+  float* const y = reinterpret_cast<float*>(base[0]);
+  const int64_t block = std::max<int64_t>(1, kFusedRowScratch / n);
+  const RowKernelFn f = s.row_kernel->fn();
+  // Whole rows per thread (as RowKernel::run): each row's bits are the
+  // row kernel's whatever the split.
+  cpu::parallel_ranges(rows, rows * n, [&](int64_t r0, int64_t r1) {
+    thread_local std::vector<float> scratch;  // grows once per thread, then reused
+    if (scratch.size() < static_cast<size_t>(block * n)) scratch.resize(static_cast<size_t>(block * n));
+    for (int64_t r = r0; r < r1; r += block) {
+      const int64_t cnt = std::min(block, r1 - r);
+      run_range(s, 0, base, r * n, cnt * n, reinterpret_cast<char*>(scratch.data()));
+      RowArgs a;
+      a.x = scratch.data();
+      a.y = y + r * n;
+      a.weight = weight;
+      a.bias = bias;
+      a.rows = cnt;
+      a.n = n;
+      a.eps = static_cast<float>(s.attrs.scalar);
+      f(&a);
+    }
+  });
+}
 }  // namespace
 
 void ExecutionPlan::execute(const BoundStep& b) {
@@ -742,6 +834,10 @@ void ExecutionPlan::execute(const BoundStep& b) {
   }
   if (s.kind == PlanStep::Kind::column_sum) {
     cpu::column_sum(s.out_layouts[0].dtype == DType::float64, b.base[1], s.rows, s.row_n, b.base[0]);
+    return;
+  }
+  if (s.kind == PlanStep::Kind::fused_row) {
+    run_fused_row(s, b.base);
     return;
   }
   if (s.kind == PlanStep::Kind::row) {
@@ -761,7 +857,9 @@ void ExecutionPlan::execute(const BoundStep& b) {
   }
   if (s.reduce_operand >= 0) {
     cpu::reduce_produced(s.reduce_op, s.out_layouts[s.reduce_operand].dtype, s.reduce_nout, s.reduce_nred,
-                         [&](int64_t first, int64_t n, void* dst) { run_range(s, b.base, first, n, static_cast<char*>(dst)); },
+                         [&](int64_t first, int64_t n, void* dst) {
+                           run_range(s, s.reduce_operand, b.base, first, n, static_cast<char*>(dst));
+                         },
                          b.out);
     return;
   }
@@ -842,8 +940,7 @@ void ExecutionPlan::run_stepwise(std::vector<Tensor>& vals, const Buffer& arena)
 size_t ExecutionPlan::code_bytes() const {
   size_t n = 0;
   for (const auto& s : steps_)
-    if (s.kernel) n += s.kernel->code_size();
-    else if (s.row_kernel) n += s.row_kernel->code_size();
+    n += (s.kernel ? s.kernel->code_size() : 0) + (s.row_kernel ? s.row_kernel->code_size() : 0);
   return n;
 }
 
@@ -865,6 +962,16 @@ std::string ExecutionPlan::describe(bool with_disassembly) const {
     }
     if (s.kind == PlanStep::Kind::column_sum) {
       os << "sum over axis 0: column sums of " << s.rows << " rows of " << s.row_n << "\n";
+      continue;
+    }
+    if (s.kind == PlanStep::Kind::fused_row) {
+      os << "fused group of " << s.group_nodes.size() << " ops [";
+      for (size_t i = 0; i < s.group_nodes.size(); ++i)
+        os << (i ? " " : "") << op_name(graph_->node(s.group_nodes[i]).op);
+      os << "] into " << op_name(s.op) << ": " << s.row_kernel->str() << ", " << s.rows << " rows of " << s.row_n
+         << " (x never stored), " << s.kernel->code_size() + s.row_kernel->code_size() << " bytes of code\n"
+         << s.program << "\n";
+      if (with_disassembly) os << s.kernel->disassembly() << "\n" << s.row_kernel->disassembly() << "\n";
       continue;
     }
     if (s.kind == PlanStep::Kind::row) {

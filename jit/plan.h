@@ -27,10 +27,18 @@ struct PlanStep {
   /// 2-d float matmul bound to one BLAS call (inputs are the operands'
   /// contiguous bases: a transposing permute is folded into the call);
   /// column_sum: a float sum over axis 0 of a [rows, cols] value
-  /// (cpu::column_sum, reduce()'s bits without its planning).
-  enum class Kind : uint8_t { op, fused, row, gemm, column_sum };
+  /// (cpu::column_sum, reduce()'s bits without its planning); fused_row: a
+  /// row step whose input x is the one output of a fused elementwise group
+  /// that nothing else reads (attention's softmax(scores * scale + mask), a
+  /// layer_norm of a residual sum): the group's kernel computes x a block
+  /// of rows at a time into a per-thread scratch that stays in L1, the row
+  /// kernel reads it from there, and x is never stored. Each part runs the
+  /// code it would run as a step of its own, so the bits are the unfused
+  /// plan's (and eager's in strict mode).
+  enum class Kind : uint8_t { op, fused, row, gemm, column_sum, fused_row };
   Kind kind = Kind::op;
-  // op step (and row step: op, attrs, inputs, output)
+  // op step (and row step: op, attrs, inputs, output; fused_row: the row
+  // op's, its x = inputs[0] computed by the fused fields below, operand 0)
   OpId op{};
   Attrs attrs;
   std::vector<int32_t> inputs;   // value ids
@@ -150,6 +158,16 @@ BoundStep ExecutionPlan::bind_to(size_t k, In&& in, Out&& out, OutTensor&& out_t
   const PlanStep& s = steps_[k];
   BoundStep b;
   b.step = &s;
+  if (s.kind == PlanStep::Kind::fused_row) {
+    // the group's operands (its output's slot holds y), the constant table,
+    // then the row op's other inputs (weight, bias)
+    b.base[0] = out(s.output);
+    for (size_t j = 1; j < s.operands.size(); ++j) b.base[j] = in(s.operands[j]);
+    size_t next = s.operands.size();
+    if (!s.imm_table.empty()) b.base[next++] = reinterpret_cast<char*>(const_cast<uint64_t*>(s.imm_table.data()));
+    for (size_t j = 1; j < s.inputs.size() && next < b.base.size(); ++j) b.base[next++] = in(s.inputs[j]);
+    return b;
+  }
   if (s.kind == PlanStep::Kind::row || s.kind == PlanStep::Kind::gemm || s.kind == PlanStep::Kind::column_sum) {
     for (size_t j = 0; j < s.inputs.size() && j + 1 < b.base.size(); ++j) b.base[j + 1] = in(s.inputs[j]);
     b.base[0] = out(s.output);
