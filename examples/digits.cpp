@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 
+#include "cli_args.h"
 #include "digits_model.h"
 
 namespace {
@@ -52,55 +53,21 @@ const char* kUsage =
     "                check that both runs' weights are bitwise equal\n"
     "  --help        this text\n";
 
-[[noreturn]] void usage_error(const std::string& msg) {
-  std::cerr << "digits: " << msg << "\n" << kUsage;
-  std::exit(2);
-}
-
-int parse_positive(const std::string& opt, const std::string& text) {
-  try {
-    size_t used = 0;
-    long v = std::stol(text, &used);
-    if (used == text.size() && v >= 1 && v <= 1000000) return static_cast<int>(v);
-  } catch (const std::exception&) {
-  }
-  usage_error(opt + " expects a positive integer, got '" + text + "'");
-}
-
 Options parse_args(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i], value;
-    bool inline_value = false;
-    if (auto eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
-      value = arg.substr(eq + 1);
-      arg = arg.substr(0, eq);
-      inline_value = true;
-    }
-    auto take_value = [&]() -> std::string {
-      if (inline_value) return value;
-      if (i + 1 >= argc) usage_error(arg + " expects a value");
-      return argv[++i];
-    };
-    auto no_value = [&] {
-      if (inline_value) usage_error(arg + " takes no value");
-    };
-    if (arg == "--help" || arg == "-h") {
-      std::cout << kUsage;
-      std::exit(0);
-    } else if (arg == "--data") {
-      o.data = take_value();
+  example_cli::Args a("digits", kUsage, argc, argv);
+  while (a.next()) {
+    const std::string& arg = a.arg();
+    if (arg == "--help" || arg == "-h") a.help();
+    else if (arg == "--data") {
+      o.data = a.value();
       o.data_given = true;
-    } else if (arg == "--epochs") {
-      o.epochs = parse_positive(arg, take_value());
-    } else if (arg == "--threads") {
-      o.threads = parse_positive(arg, take_value());
-    } else if (arg == "--strict") {
-      no_value();
+    } else if (arg == "--epochs") o.epochs = a.positive(1000000);
+    else if (arg == "--threads") o.threads = a.positive(1000000);
+    else if (arg == "--strict") {
+      a.no_value();
       o.strict = true;
-    } else {
-      usage_error("unknown option '" + arg + "'");
-    }
+    } else a.error("unknown option '" + arg + "'");
   }
   return o;
 }

@@ -4,6 +4,8 @@
 // with --search the nearest sentences of a small corpus, then the largest
 // eager/compiled difference, the time per batch of each and the speedup.
 // The weights come from scripts/fetch_minilm.sh (data/minilm/).
+#include <unistd.h>
+
 #include <kiln/kiln.h>
 
 #include <algorithm>
@@ -13,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <numeric>
@@ -20,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_args.h"
 #include "minilm.h"
 
 namespace {
@@ -59,69 +63,33 @@ const char* kUsage =
     "                   scripts/fetch_minilm.sh)\n"
     "  --help           this text\n";
 
-[[noreturn]] void usage_error(const std::string& msg) {
-  std::cerr << "embed: " << msg << "\n" << kUsage;
-  std::exit(2);
-}
-
-int parse_positive(const std::string& opt, const std::string& text) {
-  try {
-    size_t used = 0;
-    long v = std::stol(text, &used);
-    if (used == text.size() && v >= 1 && v <= 100000) return static_cast<int>(v);
-  } catch (const std::exception&) {
-  }
-  usage_error(opt + " expects a positive integer, got '" + text + "'");
-}
+[[noreturn]] void usage_error(const std::string& msg) { example_cli::Args::usage_error("embed", kUsage, msg); }
 
 Options parse_args(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i], value;
-    if (arg.rfind("--", 0) != 0) {
-      o.sentences.push_back(arg);
-      continue;
-    }
-    bool inline_value = false;
-    if (auto eq = arg.find('='); eq != std::string::npos) {
-      value = arg.substr(eq + 1);
-      arg = arg.substr(0, eq);
-      inline_value = true;
-    }
-    auto take_value = [&]() -> std::string {
-      if (inline_value) return value;
-      if (i + 1 >= argc) usage_error(arg + " expects a value");
-      return argv[++i];
-    };
-    if (arg == "--help") {
-      std::cout << kUsage;
-      std::exit(0);
-    } else if (arg == "--file") {
-      o.file = take_value();
-    } else if (arg == "--search") {
-      o.search = take_value();
-    } else if (arg == "--corpus") {
-      o.corpus = take_value();
-    } else if (arg == "--mode") {
-      o.mode = take_value();
+  example_cli::Args a("embed", kUsage, argc, argv);
+  while (a.next()) {
+    const std::string& arg = a.arg();
+    if (!a.is_option()) o.sentences.push_back(arg);
+    else if (arg == "--help") a.help();
+    else if (arg == "--file") o.file = a.value();
+    else if (arg == "--search") o.search = a.value();
+    else if (arg == "--corpus") o.corpus = a.value();
+    else if (arg == "--mode") {
+      o.mode = a.value();
       if (o.mode != "eager" && o.mode != "compiled" && o.mode != "both")
-        usage_error("--mode expects eager, compiled or both, got '" + o.mode + "'");
-    } else if (arg == "--output") {
-      o.output = take_value();
-    } else if (arg == "--export") {
-      o.export_path = take_value();
-    } else if (arg == "--data") {
-      o.data = take_value();
-    } else if (arg == "--threads") {
-      o.threads = parse_positive(arg, take_value());
-    } else if (arg == "--repeats") {
-      o.repeats = parse_positive(arg, take_value());
-    } else if (arg == "--strict") {
-      if (inline_value) usage_error("--strict takes no value");
-      o.strict = true;
-    } else {
-      usage_error("unknown option '" + arg + "'");
+        a.error("--mode expects eager, compiled or both, got '" + o.mode + "'");
+    } else if (arg == "--output" || arg == "--export") {
+      (arg == "--output" ? o.output : o.export_path) = a.value();
+      if ((arg == "--output" ? o.output : o.export_path).empty()) a.error(arg + " expects a file path, got ''");
     }
+    else if (arg == "--data") o.data = a.value();
+    else if (arg == "--threads") o.threads = a.positive(100000);
+    else if (arg == "--repeats") o.repeats = a.positive(100000);
+    else if (arg == "--strict") {
+      a.no_value();
+      o.strict = true;
+    } else a.error("unknown option '" + arg + "'");
   }
   if (o.strict && o.mode != "both") usage_error("--strict compares both runs: it needs --mode both");
   if (!o.export_path.empty() && o.mode == "eager") usage_error("--export writes the compiled callable: not with --mode eager");
@@ -197,7 +165,22 @@ double max_abs_diff(const kiln::Tensor& a, const kiln::Tensor& b) {
   return m;
 }
 
+// A file the run writes, checked before any work (loading the model,
+// embedding): not a folder, in a folder that exists and can be written.
+void check_writable(const std::string& path, const std::string& option) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) throw kiln::IoError(option + " '" + path + "': is a folder, not a file");
+  const fs::path dir = fs::path(path).parent_path().empty() ? fs::path(".") : fs::path(path).parent_path();
+  if (!fs::is_directory(dir, ec))
+    throw kiln::IoError(option + " '" + path + "': the folder '" + dir.string() + "' does not exist");
+  if (access(dir.c_str(), W_OK) != 0)
+    throw kiln::IoError(option + " '" + path + "': the folder '" + dir.string() + "' cannot be written");
+}
+
 int run(const Options& opt) {
+  if (!opt.output.empty()) check_writable(opt.output, "--output");
+  if (!opt.export_path.empty()) check_writable(opt.export_path, "--export");  // its .npy inputs go beside it
   if (opt.threads > 0) kiln::set_num_threads(opt.threads);
   std::vector<std::string> sentences = opt.sentences;
   for (size_t i = 0; i < sentences.size(); ++i)

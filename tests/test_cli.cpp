@@ -155,6 +155,38 @@ TEST_SUITE("cli") {
     CHECK(help.out.find("kiln run FILE.mef") == std::string::npos);  // usage lists commands, not this phrase
     CHECK(help.out.find("run   FILE.mef") != std::string::npos);
   }
+
+  TEST_CASE("kiln run refuses token ids outside the embedding table, naming the input") {
+    Cli kiln;
+    nn::Embedding emb(5, 3);
+    CompileOptions o;
+    o.weights = emb.state_dict();
+    auto f = [&](Tensor mask, Tensor ids) { return emb(ids) * unsqueeze(mask, -1); };
+    CompiledCallable run = compile(f, o)(TensorLayout(DType::float32, {2, 4}), TensorLayout(DType::int64, {2, 4}));
+    const std::string mef = kiln.file("e.mef");
+    run.export_mef(mef);
+    write_safetensors(kiln.file("w.safetensors"), emb.state_dict());
+    const Tensor mask = ones({2, 4});
+    write_npy(kiln.file("mask.npy"), mask);
+    auto run_ids = [&](std::vector<int64_t> ids) {
+      write_npy(kiln.file("ids.npy"), Tensor::from_vector(ids, {2, 4}));
+      return kiln("run '" + mef + "' --weights '" + kiln.file("w.safetensors") + "' --input '" + kiln.file("mask.npy") +
+                  "' --input '" + kiln.file("ids.npy") + "' --output '" + kiln.file("out.npy") + "'");
+    };
+    Run ok = run_ids({0, 1, 2, 3, 4, 4, 3, 2});
+    CHECK_MESSAGE(ok.code == 0, ok.err);
+    CHECK(same_bits(read_npy(kiln.file("out.npy")),
+                    run(mask, Tensor::from_vector(std::vector<int64_t>{0, 1, 2, 3, 4, 4, 3, 2}, {2, 4})).leaves[0]));
+    Run neg = run_ids({0, 1, 2, 3, 4, -1, 3, 2});
+    CHECK(neg.code == 1);
+    CHECK(neg.err.find("IndexError") == std::string::npos);  // the message, not a type dump
+    CHECK(neg.err.find("input 1 ('" + kiln.file("ids.npy") + "'): id -1 at flat position 5 is outside the rows 0..4 of "
+                       "embedding table 'weight' (a negative id would wrap to the table's last rows)") != std::string::npos);
+    Run past = run_ids({0, 1, 2, 3, 4, 5, 3, 2});
+    CHECK(past.code == 1);
+    CHECK(past.err.find("input 1 ('" + kiln.file("ids.npy") + "'): id 5 at flat position 5 is outside the rows 0..4") !=
+          std::string::npos);
+  }
 }
 
 #endif  // KILN_CLI_PATH

@@ -184,12 +184,47 @@ std::vector<Tensor> load_inputs(const Args& a, const CompiledCallable& run) {
   return in;
 }
 
+// Inputs that index an embedding table: graph input k reaching, through
+// views only, the indices of an index_select along axis 0 of a weight.
+// index_select counts negative indices from the end (numpy.take), so a
+// negative token id would silently read one of the table's last rows: here
+// it is an IndexError naming the input (ids past the table too, with the
+// same naming). Other int inputs are left to their ops.
+void check_token_ids(const Graph& g, const std::vector<Tensor>& in, const std::vector<std::string>& paths) {
+  auto input_index = [&](int32_t v) -> int {
+    for (;;) {
+      const Node& p = g.node(g.producer(v));
+      if (p.kind == NodeKind::input) {
+        const auto& ids = g.input_ids();
+        return static_cast<int>(std::find(ids.begin(), ids.end(), v) - ids.begin());
+      }
+      if (p.kind != NodeKind::op || op_info(p.op).category != OpCategory::View || p.inputs.empty()) return -1;
+      v = p.inputs[0];
+    }
+  };
+  for (const Node& n : g.nodes()) {
+    if (n.kind != NodeKind::op || n.op != OpId::IndexSelect || n.attrs.axis != 0 || n.inputs.size() != 2) continue;
+    const Node& table = g.node(g.producer(n.inputs[0]));
+    const int k = input_index(n.inputs[1]);
+    if (table.kind != NodeKind::weight || k < 0 || k >= static_cast<int>(in.size())) continue;
+    const int64_t rows = g.type(n.inputs[0]).shape.at(0);
+    const std::vector<int64_t> ids = in[k].to_vector<int64_t>();
+    for (size_t j = 0; j < ids.size(); ++j)
+      if (ids[j] < 0 || ids[j] >= rows)
+        throw IndexError("input " + std::to_string(k) + " ('" + paths.at(k) + "'): id " + std::to_string(ids[j]) +
+                         " at flat position " + std::to_string(j) + " is outside the rows 0.." +
+                         std::to_string(rows - 1) + " of embedding table '" + table.name + "'" +
+                         (ids[j] < 0 ? " (a negative id would wrap to the table's last rows)" : ""));
+  }
+}
+
 int cmd_run(const Args& a) {
   CompiledCallable run = load_callable(a);
   if (!a.outputs.empty() && a.outputs.size() != run.out_tree().num_leaves())
     throw UsageError("the callable returns " + std::to_string(run.out_tree().num_leaves()) + " tensor(s), got " +
                      std::to_string(a.outputs.size()) + " --output");
   std::vector<Tensor> in = load_inputs(a, run);
+  check_token_ids(run.engine_model().artifact().plan().graph(), in, a.inputs);
   // Same path as an in-process call: inputs are contiguous, the model runs them.
   std::vector<Tensor> out = run.execute_raw(std::span<const Tensor>(in));
   if (a.outputs.empty()) {
