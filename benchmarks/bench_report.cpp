@@ -24,17 +24,24 @@ std::vector<std::string>& notes() {
 }
 
 struct Collecting : benchmark::ConsoleReporter {
-  std::map<std::string, double> ns;  // benchmark name -> real time per iteration, ns
+  std::map<std::string, double> ns;   // benchmark name -> real time per iteration, ns
+  std::map<std::string, double> cpu;  // benchmark name -> CPU time per iteration, ns
+  std::map<std::string, bool> median;  // the figure is the median of repetitions
   void ReportRuns(const std::vector<Run>& runs) override {
-    for (const auto& r : runs)
-      if (!r.error_occurred && r.run_type == Run::RT_Iteration) {
-        double t = r.GetAdjustedRealTime();  // in r.time_unit
-        double mult = r.time_unit == benchmark::kNanosecond    ? 1.0
-                      : r.time_unit == benchmark::kMicrosecond ? 1e3
-                      : r.time_unit == benchmark::kMillisecond ? 1e6
-                                                               : 1e9;
-        ns[r.benchmark_name()] = t * mult;
-      }
+    for (const auto& r : runs) {
+      if (r.error_occurred) continue;
+      const bool is_median = r.run_type == Run::RT_Aggregate && r.aggregate_name == "median";
+      if (r.run_type != Run::RT_Iteration && !is_median) continue;
+      const std::string name = is_median ? r.run_name.str() : r.benchmark_name();
+      if (!is_median && median[name]) continue;
+      double mult = r.time_unit == benchmark::kNanosecond    ? 1.0
+                    : r.time_unit == benchmark::kMicrosecond ? 1e3
+                    : r.time_unit == benchmark::kMillisecond ? 1e6
+                                                             : 1e9;
+      ns[name] = r.GetAdjustedRealTime() * mult;  // in r.time_unit
+      cpu[name] = r.GetAdjustedCPUTime() * mult;
+      median[name] = is_median;
+    }
     ConsoleReporter::ReportRuns(runs);
   }
 };
@@ -103,7 +110,8 @@ int run_main(int argc, char** argv, const char* title) {
       if (it == rep.ns.end()) continue;
       auto sc = c.peer_scale.find(p);
       const double t = it->second * (sc == c.peer_scale.end() ? 1.0 : sc->second);
-      peers += p + " " + fmt_time(it->second) + (sc == c.peer_scale.end() ? "" : " (x" + std::to_string(sc->second).substr(0, 4) + " bytes: " + fmt_time(t) + ")") + "; ";
+      peers += p + " " + fmt_time(it->second) + (c.cpu_time ? " (CPU " + fmt_time(rep.cpu[p]) + ")" : "") +
+               (sc == c.peer_scale.end() ? "" : " (x" + std::to_string(sc->second).substr(0, 4) + " bytes: " + fmt_time(t) + ")") + "; ";
       if (best_name.empty() || t < best) {
         best = t;
         best_name = p;
@@ -113,6 +121,11 @@ int run_main(int argc, char** argv, const char* title) {
     if (!best_name.empty()) std::snprintf(ratio, sizeof ratio, "%.2fx", k->second / best);
     auto e = c.eager.empty() ? rep.ns.end() : rep.ns.find(c.eager);
     if (e != rep.ns.end()) std::snprintf(speedup, sizeof speedup, "%.2fx", e->second / k->second);
+    if (c.cpu_time) {
+      peers += "kiln CPU " + fmt_time(rep.cpu[c.kiln]);
+      if (e != rep.ns.end()) peers += ", kiln eager CPU " + fmt_time(rep.cpu[c.eager]);
+      peers += "; ";
+    }
     const bool is_compiled = c.compiled || !c.eager.empty();
     md << "| " << c.title << " | " << (is_compiled ? (c.eager.empty() ? "-" : time_of(c.eager)) : fmt_time(k->second)) << " | "
        << (is_compiled ? fmt_time(k->second) : "-") << " | " << speedup << " | "
@@ -121,6 +134,9 @@ int run_main(int argc, char** argv, const char* title) {
   }
   md << "\n(kiln / best peer < 1 means kiln is faster than the best peer; compile-time rows give\n"
         "the compile time in the kiln compiled column)\n";
+  bool medians = false;
+  for (const auto& [name, m] : rep.median) medians |= m;
+  if (medians) md << "\nFigures are medians of the repetitions (--benchmark_repetitions).\n";
   for (const auto& line : notes()) md << "\n" << line << "\n";
   std::cout << md.str();
   if (!results_file.empty()) {

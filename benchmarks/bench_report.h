@@ -26,6 +26,9 @@ struct Comparison {
   /// Per peer: its time is multiplied by this before comparing (a copy loop
   /// moving fewer bytes per element than the op, scaled to the op's bytes).
   std::map<std::string, double> peer_scale = {};
+  /// Also show CPU time (the benchmark's, process-wide when it measures
+  /// MeasureProcessCPUTime) beside each wall time in the peers column.
+  bool cpu_time = false;
 };
 
 /// Registers a comparison to report after the run.
@@ -36,6 +39,7 @@ void note(std::string line);
 
 /// Runs the registered benchmarks (argv as for benchmark::Initialize), then
 /// prints the comparison table; writes it to --kiln_results=FILE when given.
+/// With --benchmark_repetitions, each figure is the median of the repetitions.
 int run_main(int argc, char** argv, const char* title);
 
 }  // namespace kb
