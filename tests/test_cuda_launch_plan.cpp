@@ -86,7 +86,7 @@ TEST_SUITE("cuda launch plan") {
   }
 
   TEST_CASE("reduce_launch: chunks cover every element once, threads a power of two from the length only") {
-    for (int64_t n : {0, 1, 2, 31, 32, 33, 255, 256, 257, 16383, 16384, 16385, 100000, int64_t(1) << 33}) {
+    for (int64_t n : std::vector<int64_t>{0, 1, 2, 31, 32, 33, 255, 256, 257, 16383, 16384, 16385, 100000, int64_t(1) << 33}) {
       CAPTURE(n);
       const ReduceLaunch l = reduce_launch(n);
       CHECK(l.threads >= 32);

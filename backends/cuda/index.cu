@@ -41,7 +41,8 @@ void gather(const KernelArgs& k) {
   const int64_t n = out.numel();
   if (n == 0) return;
   const Tensor& x = k.in[0];
-  const Tensor& idx = k.in[1];
+  // A 0-d CPU index (a scalar operand beside a 0-d x) is read on the device.
+  const Tensor idx = k.in[1].device().is_cpu() ? k.in[1].to(out.device()) : k.in[1];
   const int dev = out.device().index;
   use_device(dev);
   const int64_t ax = normalize_axis(k.attrs.axis, x.ndim(), op_name(k.op));

@@ -1,6 +1,7 @@
 // kiln (internal): host-side geometry of the CUDA reduction, scan and row
-// kernels (reduce.cu, rows.cu). Plain C++ (no CUDA headers), so the tests
-// check it on the CPU (tests/test_cuda_launch_plan.cpp).
+// kernels (reduce.cu, rows.cu). Plain C++ (no CUDA headers; LineGeometry's
+// accessors are KILN_HD, the kernels use them too), so the tests check it
+// on the CPU (tests/test_cuda_launch_plan.cpp).
 //
 // Determinism: every number here is a function of the tensor's extents
 // only (never of the device, its SM count or occupancy), and each kernel's
@@ -9,6 +10,8 @@
 #pragma once
 #include <cstdint>
 #include <vector>
+
+#include "kernel_templates.h"  // KILN_HD
 
 namespace kiln::cuda {
 
@@ -63,9 +66,9 @@ inline ReduceLaunch reduce_launch(int64_t nred) {
 /// inner]: line (o, i) is elements o * len * inner + j * inner + i, j < len.
 struct LineGeometry {
   int64_t outer = 1, len = 1, inner = 1;
-  int64_t lines() const { return outer * inner; }
+  KILN_HD int64_t lines() const { return outer * inner; }
   /// Offset of element 0 of line `line` (line = o * inner + i).
-  int64_t base(int64_t line) const { return (line / inner) * len * inner + line % inner; }
+  KILN_HD int64_t base(int64_t line) const { return (line / inner) * len * inner + line % inner; }
 };
 inline LineGeometry line_geometry(const std::vector<int64_t>& shape, int64_t axis) {
   LineGeometry g;

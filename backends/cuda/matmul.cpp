@@ -124,7 +124,7 @@ bool lt_matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out, const 
       as_operand(rows, cols, x.strides()[nd - 2], x.strides()[nd - 1], o);
     }
   };
-  Operand oa, ob;
+  Operand oa{}, ob{};
   usable(a, M, K, oa);
   usable(b, K, N, ob);
   if (K == 0 && e == Epilogue::none) {  // an empty sum: zeros

@@ -18,13 +18,16 @@ namespace kiln::cuda {
 namespace {
 
 // ---- scans ------------------------------------------------------------------------------
+template <class S> using scan_acc = std::conditional_t<is_fp_storage<S>(), compute_t<S>, uint64_t>;
+template <class S> using scan_out = std::conditional_t<is_fp_storage<S>(), S, int64_t>;
+
 template <class S, bool kProd>
-__global__ void scan_kernel(const S* x, std::conditional_t<is_fp_storage<S>(), S, int64_t>* out, LineGeometry g) {
-  using Acc = std::conditional_t<is_fp_storage<S>(), compute_t<S>, uint64_t>;
-  using Out = std::conditional_t<is_fp_storage<S>(), S, int64_t>;
+__global__ void scan_kernel(const S* x, scan_out<S>* out, LineGeometry g) {
+  using Acc = scan_acc<S>;
+  using Out = scan_out<S>;
   const int64_t lines = g.lines();
   for (int64_t l = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; l < lines; l += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t base = (l / g.inner) * g.len * g.inner + l % g.inner;
+    const int64_t base = g.base(l);
     Acc a = kProd ? Acc(1) : Acc(0);
     for (int64_t j = 0; j < g.len; ++j) {
       const int64_t at = base + j * g.inner;
@@ -50,7 +53,7 @@ void scan(const KernelArgs& k) {
   write_contiguous(out, [&](const Tensor& dst) {
     visit_storage(x.dtype(), [&](auto tag) {
       using S = typename decltype(tag)::type;
-      using Out = std::conditional_t<is_fp_storage<S>(), S, int64_t>;
+      using Out = scan_out<S>;
       const S* xp = static_cast<const S*>(x.data_ptr());
       Out* op = static_cast<Out*>(dst.data_ptr());
       const unsigned grid = grid_for(g.lines(), 128);
@@ -73,7 +76,7 @@ __global__ void row_kernel(const S* x, S* out, const S* w, const S* b, LineGeome
   double* smem = shared_as<double>();
   const int64_t lines = g.lines();
   for (int64_t l = blockIdx.x; l < lines; l += gridDim.x) {
-    const int64_t base = (l / g.inner) * g.len * g.inner + l % g.inner;
+    const int64_t base = g.base(l);
     auto at = [&](int64_t j) { return base + j * g.inner; };
     auto xv = [&](int64_t j) { return double(to_compute(x[at(j)])); };
     if constexpr (kOp == RowOp::softmax || kOp == RowOp::log_softmax) {
