@@ -48,7 +48,7 @@ export KILN_DIFF_SEQUENCES
 ctest --test-dir "$build" -L gpu --output-on-failure --timeout 300
 
 say "benchmarks (each beside its peer)"
-"$build/benchmarks/bench_cuda" --benchmark_min_time=0.2s --benchmark_format=console \
+"$build/benchmarks/bench_cuda" --benchmark_min_time=0.2 --benchmark_format=console \
   --benchmark_out=/tmp/kiln_bench_cuda.json --benchmark_out_format=json
 python3 - /tmp/kiln_bench_cuda.json <<'PY'
 import json, sys
