@@ -3,7 +3,10 @@
 //   bandwidth ceiling; bytes_per_second counts each op's reads + writes),
 //   the eager launch of a 1-element add (host time per call, asynchronous,
 //   synchronised once per batch), matmul 4096^2 float32/bfloat16 vs a
-//   direct cublasLtMatmul (TFLOPS).
+//   direct cublasLtMatmul (TFLOPS); sum of 64M float32 and softmax of
+//   [4096, 4096] float32 (bytes_per_second, beside the copy's); a linear
+//   layer 4096x4096x4096 + bias + GELU as one epilogue call vs matmul, add,
+//   gelu_tanh as three eager ops.
 // Without a device every benchmark is skipped with the driver's message.
 #include <benchmark/benchmark.h>
 #include <cublasLt.h>
@@ -132,6 +135,44 @@ void BM_cublaslt_matmul_4096(benchmark::State& state) {
 
 }  // namespace
 
+void BM_cuda_sum_64M(benchmark::State& state) {
+  if (skip_without_gpu(state)) return;
+  Tensor a = ones({k64M}, DType::float32, Device::cuda(0));
+  for (auto _ : state) {
+    Tensor c = sum(a);
+    cuda::synchronize(0);
+  }
+  state.SetBytesProcessed(int64_t(state.iterations()) * k64M * 4);
+}
+
+void BM_cuda_softmax_4096(benchmark::State& state) {
+  if (skip_without_gpu(state)) return;
+  Tensor a = zeros({4096, 4096}, DType::float32, Device::cuda(0));
+  for (auto _ : state) {
+    Tensor c = softmax(a);
+    cuda::synchronize(0);
+  }
+  state.SetBytesProcessed(int64_t(state.iterations()) * 4096 * 4096 * 4 * 2);
+}
+
+/// Arg 0: one matmul_epilogue call (bias + GELU); 1: three eager ops.
+void BM_cuda_linear_gelu_4096(benchmark::State& state) {
+  if (skip_without_gpu(state)) return;
+  const int64_t n = 4096;
+  Tensor a = ones({n, n}, DType::bfloat16, Device::cuda(0)), w = ones({n, n}, DType::bfloat16, Device::cuda(0));
+  Tensor bias = zeros({n}, DType::bfloat16, Device::cuda(0));
+  for (auto _ : state) {
+    Tensor c = state.range(0) == 0 ? cuda::matmul_epilogue(a, w, bias, cuda::Epilogue::bias_gelu)
+                                   : gelu(matmul(a, w) + bias, true);
+    cuda::synchronize(0);
+  }
+  state.counters["TFLOPS"] = benchmark::Counter(2.0 * double(n) * double(n) * double(n) * double(state.iterations()) / 1e12,
+                                                benchmark::Counter::kIsRate);
+}
+
+BENCHMARK(BM_cuda_sum_64M)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_cuda_softmax_4096)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_cuda_linear_gelu_4096)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_cuda_memcpy_d2d_64M)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_cuda_add_64M)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_cuda_exp_64M)->Unit(benchmark::kMillisecond)->UseRealTime();

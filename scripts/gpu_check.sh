@@ -39,15 +39,16 @@ if grep -q "skipped:" /tmp/kiln_gpu_probe.txt; then
   echo "gpu_check: no CUDA device answers; nothing to check"; exit 1
 fi
 
-say "no-GPU CUDA tests (functors, NVRTC, allocator)"
+say "no-GPU CUDA tests (functors, NVRTC, allocator, launch plans, kernel coverage)"
 "$build/tests/kiln_tests" -ts="cuda*"
+"$build/tests/kiln_tests" -ts="cuda coverage" -s 2>&1 | grep -A20 "without a CUDA kernel" | head -20 || true
 
 say "ctest -L gpu (includes the differential run, ${KILN_DIFF_SEQUENCES:=1000} sequences)"
 export KILN_DIFF_SEQUENCES
 ctest --test-dir "$build" -L gpu --output-on-failure --timeout 300
 
 say "benchmarks (each beside its peer)"
-"$build/benchmarks/bench_cuda" --benchmark_min_time=0.2s --benchmark_format=console \
+"$build/benchmarks/bench_cuda" --benchmark_min_time=0.2 --benchmark_format=console \
   --benchmark_out=/tmp/kiln_bench_cuda.json --benchmark_out_format=json
 python3 - /tmp/kiln_bench_cuda.json <<'PY'
 import json, sys
@@ -57,6 +58,12 @@ copy = bw("BM_cuda_memcpy_d2d_64M")
 for op in ("add", "exp"):
     r = bw(f"BM_cuda_{op}_64M")
     if copy and r: print(f"{op} 64M float32: {r/1e9:.0f} GB/s = {r/copy:.2f} of cudaMemcpyAsync D2D ({copy/1e9:.0f} GB/s); target >= 0.85")
+for n, what in (("BM_cuda_sum_64M", "sum 64M float32"), ("BM_cuda_softmax_4096", "softmax 4096x4096 float32")):
+    r = bw(n)
+    if copy and r: print(f"{what}: {r/1e9:.0f} GB/s = {r/copy:.2f} of cudaMemcpyAsync D2D")
+fused, unfused = b.get("BM_cuda_linear_gelu_4096/0"), b.get("BM_cuda_linear_gelu_4096/1")
+if fused and unfused and not fused.get("error_occurred") and not unfused.get("error_occurred"):
+    print(f"linear+bias+GELU 4096 bfloat16: epilogue {fused['real_time']:.2f} vs three ops {unfused['real_time']:.2f} {fused['time_unit']} ({unfused['real_time']/fused['real_time']:.2f}x)")
 lat = b.get("BM_cuda_add_1_latency")
 if lat and not lat.get("error_occurred"): print(f"1-element add: {lat['real_time']:.2f} {lat['time_unit']} per eager call; target <= 6 us")
 for arg, dt in (("0", "float32"), ("1", "bfloat16")):

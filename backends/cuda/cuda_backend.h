@@ -10,6 +10,10 @@
 #include <cstdint>
 #include <string>
 
+namespace kiln {
+class Tensor;
+}
+
 namespace kiln::cuda {
 /// True when this build of kiln includes the CUDA backend.
 bool is_built();
@@ -45,4 +49,30 @@ void empty_cache(int index);
 void set_memory_limit(int index, size_t bytes);
 /// Waits until the work queued on device `index`'s kiln stream has run.
 void synchronize(int index);
+
+/// Whether float32 matmuls on CUDA may use TF32 tensor cores
+/// (CUBLAS_COMPUTE_32F_FAST_TF32: inputs rounded to 10 mantissa bits,
+/// float32 accumulation; docs/cuda_numerics.md gives the tolerance). Off by
+/// default: float32 products are IEEE float32. Process-wide, read at each
+/// matmul call; float64/float16/bfloat16 are unaffected. NotBuiltError
+/// when not built.
+void set_allow_tf32(bool on);
+bool allow_tf32();
+
+/// What cuBLASLt applies to a matmul's result inside the same call.
+/// GELU is the tanh approximation (kiln::gelu_tanh), cuBLASLt's only form.
+enum class Epilogue { none, bias, gelu, bias_gelu };
+
+/// a @ b, then `e`: + bias (broadcast over rows), GELU, or both (bias
+/// first), as one cuBLASLt call (a fused linear layer for compiled plans).
+/// a: [batch..., M, K]; b: [K, N] (shared by every batch) or [batch..., K,
+/// N]; bias: [N] (any dtype, converted to a's) for bias/bias_gelu, an
+/// undefined Tensor otherwise; a and b share one floating dtype and one
+/// CUDA device. Returns a new [batch..., M, N] tensor of that dtype.
+/// Where cuBLASLt has no algorithm with the epilogue (float64 GELU), the
+/// plain product is followed by kiln's add/gelu_tanh kernels.
+/// Throws DeviceError (not CUDA, mixed devices), DTypeError (dtypes),
+/// ShapeError (extents), ValueError (bias given or missing for `e`),
+/// NotBuiltError when not built.
+Tensor matmul_epilogue(const Tensor& a, const Tensor& b, const Tensor& bias, Epilogue e);
 }  // namespace kiln::cuda

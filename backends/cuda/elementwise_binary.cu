@@ -1,24 +1,4 @@
 // The CUDA kernels of the Binary and Ternary rows of the op table.
-#include "elementwise.cuh"
-
-namespace kiln::cuda {
-namespace {
-[[maybe_unused]] const bool registered = [] {
-#define KILN_CUDA_ROW(id, rule, n) \
-  detail::register_kernel(OpId::id, DeviceType::cuda, row_kernel<hd::id, DTypeRule::rule, n>, row_dtypes<hd::id, DTypeRule::rule>());
-#define KILN_OP(id, name, arity, cat, rule) KILN_CUDA_IF_##cat(id, rule)
-#define KILN_CUDA_IF_Unary(id, rule)
-#define KILN_CUDA_IF_Binary(id, rule) KILN_CUDA_ROW(id, rule, 2)
-#define KILN_CUDA_IF_Ternary(id, rule) KILN_CUDA_ROW(id, rule, 3)
-#define KILN_CUDA_IF_Reduce(id, rule)
-#define KILN_CUDA_IF_Scan(id, rule)
-#define KILN_CUDA_IF_RowNorm(id, rule)
-#define KILN_CUDA_IF_Matmul(id, rule)
-#define KILN_CUDA_IF_View(id, rule)
-#define KILN_CUDA_IF_Data(id, rule)
-#include "../../tensor/ops.def"
-#undef KILN_OP
-  return true;
-}();
-}  // namespace
-}  // namespace kiln::cuda
+#define KILN_CUDA_ROWS_BINARY 1
+#define KILN_CUDA_ROWS_TERNARY 1
+#include "elementwise_register.cuh"

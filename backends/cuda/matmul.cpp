@@ -2,21 +2,29 @@
 // (16-bit floats accumulate in float32), 2-d, batched with one stride per
 // operand (broadcast batches have stride 0; batch axes that do not merge
 // into one stride loop on the host), transposed operands without a copy
-// (a column-major view is passed with the transpose flag). TF32 is off: the
-// compute type is CUBLAS_COMPUTE_32F, float32 products round as IEEE.
+// (a column-major view is passed with the transpose flag). TF32 is off by
+// default: the compute type is CUBLAS_COMPUTE_32F, float32 products round
+// as IEEE; set_allow_tf32(true) switches float32 to
+// CUBLAS_COMPUTE_32F_FAST_TF32. matmul_epilogue adds cuBLASLt's bias and
+// GELU epilogues (applied to the result in the same call).
 #include <cublasLt.h>
 
 #include <array>
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
 
 #include "../../tensor/kernel_registry.h"
+#include "../../tensor/ops.h"
+#include "cuda_backend.h"
 #include "offset_calc.h"
 #include "runtime.h"
 
 namespace kiln::cuda {
 namespace {
+
+std::atomic<bool> g_allow_tf32{false};
 
 void lt_check(cublasStatus_t s, int dev, const char* what) {
   if (s != CUBLAS_STATUS_SUCCESS)
@@ -51,7 +59,9 @@ struct Types {
 };
 Types types_of(DType d) {
   switch (d) {
-    case DType::float32: return {CUDA_R_32F, CUBLAS_COMPUTE_32F, CUDA_R_32F};
+    case DType::float32:
+      return {CUDA_R_32F, g_allow_tf32.load(std::memory_order_relaxed) ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
+              CUDA_R_32F};
     case DType::float64: return {CUDA_R_64F, CUBLAS_COMPUTE_64F, CUDA_R_64F};
     case DType::float16: return {CUDA_R_16F, CUBLAS_COMPUTE_32F, CUDA_R_32F};
     case DType::bfloat16: return {CUDA_R_16BF, CUBLAS_COMPUTE_32F, CUDA_R_32F};
@@ -85,14 +95,26 @@ struct Layout {
   }
 };
 
-void matmul_kernel(const KernelArgs& k) {
-  const Tensor& out = k.out;  // contiguous [batch..., M, N]
+cublasLtEpilogue_t lt_epilogue(Epilogue e) {
+  switch (e) {
+    case Epilogue::bias: return CUBLASLT_EPILOGUE_BIAS;
+    case Epilogue::gelu: return CUBLASLT_EPILOGUE_GELU;
+    case Epilogue::bias_gelu: return CUBLASLT_EPILOGUE_GELU_BIAS;
+    default: return CUBLASLT_EPILOGUE_DEFAULT;
+  }
+}
+
+/// out [batch..., M, N] (contiguous) = a [batch..., M, K] @ b [batch..., K, N]
+/// (same rank as out; batch strides may be 0), then epilogue `e` with
+/// `bias` ([N], out's dtype, contiguous; for bias/bias_gelu). Returns false
+/// when cuBLASLt offers no algorithm with that epilogue (nothing was run).
+bool lt_matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out, const Tensor* bias, Epilogue e) {
   const int dev = out.device().index;
   use_device(dev);
   const DType d = out.dtype();
   const Types t = types_of(d);
   // Operands in out's dtype, each a view cuBLASLt can read.
-  Tensor a = k.in[0], b = k.in[1];
+  Tensor a = a_in, b = b_in;
   const int64_t nd = out.ndim(), M = out.shape()[nd - 2], N = out.shape()[nd - 1], K = a.shape()[nd - 1];
   auto usable = [&](Tensor& x, int64_t rows, int64_t cols, Operand& o) {
     if (x.dtype() != d || !as_operand(rows, cols, x.strides()[nd - 2], x.strides()[nd - 1], o)) {
@@ -102,13 +124,14 @@ void matmul_kernel(const KernelArgs& k) {
       as_operand(rows, cols, x.strides()[nd - 2], x.strides()[nd - 1], o);
     }
   };
-  Operand oa, ob;
+  Operand oa{}, ob{};
   usable(a, M, K, oa);
   usable(b, K, N, ob);
-  if (K == 0) {  // an empty sum: zeros
+  if (K == 0 && e == Epilogue::none) {  // an empty sum: zeros
     check(cudaMemsetAsync(out.data_ptr(), 0, size_t(out.numel()) * out.itemsize(), stream(dev)), dev, "cudaMemsetAsync");
-    return;
+    return true;
   }
+  if (K == 0) return false;  // (the epilogue runs on the zeros through the fallback)
 
   // Batch axes: merged where out, a and b all allow; the innermost merged
   // axis goes to cuBLASLt, the others loop here.
@@ -133,6 +156,15 @@ void matmul_kernel(const KernelArgs& k) {
   const cublasOperation_t opb = ob.transpose ? CUBLAS_OP_T : CUBLAS_OP_N, opa = oa.transpose ? CUBLAS_OP_T : CUBLAS_OP_N;
   lt_check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opb, sizeof(opb)), dev, "TRANSA");
   lt_check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opa, sizeof(opa)), dev, "TRANSB");
+  if (e != Epilogue::none) {
+    const cublasLtEpilogue_t ep = lt_epilogue(e);
+    lt_check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof(ep)), dev, "EPILOGUE");
+    if (bias) {
+      const void* bp = bias->data_ptr();
+      lt_check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof(bp)), dev,
+               "BIAS_POINTER");
+    }
+  }
   Layout lb, la, lc;
   lt_check(cublasLtMatrixLayoutCreate(&lb.l, t.data, ob.transpose ? K : N, ob.transpose ? N : K, ob.ld), dev, "layout B");
   lt_check(cublasLtMatrixLayoutCreate(&la.l, t.data, oa.transpose ? M : K, oa.transpose ? K : M, oa.ld), dev, "layout A");
@@ -151,6 +183,8 @@ void matmul_kernel(const KernelArgs& k) {
   int found = 0;
   const cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(L.handle, desc, lb.l, la.l, lc.l, lc.l, pref, 1, &h, &found);
   cublasLtMatmulPreferenceDestroy(pref);
+  if (e != Epilogue::none && (hs == CUBLAS_STATUS_NOT_SUPPORTED || (hs == CUBLAS_STATUS_SUCCESS && found == 0)))
+    return false;
   lt_check(hs, dev, "cublasLtMatmulAlgoGetHeuristic");
   if (found == 0) throw DeviceError("cuda:" + std::to_string(dev) + ": matmul: cuBLASLt found no algorithm");
 
@@ -178,7 +212,10 @@ void matmul_kernel(const KernelArgs& k) {
                             kWorkspace, stream(dev)),
              dev, "cublasLtMatmul");
   }
+  return true;
 }
+
+void matmul_kernel(const KernelArgs& k) { lt_matmul(k.in[0], k.in[1], k.out, nullptr, Epilogue::none); }
 
 [[maybe_unused]] const bool registered = [] {
   detail::register_kernel(OpId::Matmul, DeviceType::cuda, matmul_kernel,
@@ -188,4 +225,66 @@ void matmul_kernel(const KernelArgs& k) {
 }();
 
 }  // namespace
+
+void set_allow_tf32(bool on) { g_allow_tf32.store(on, std::memory_order_relaxed); }
+bool allow_tf32() { return g_allow_tf32.load(std::memory_order_relaxed); }
+
+Tensor matmul_epilogue(const Tensor& a, const Tensor& b, const Tensor& bias, Epilogue e) {
+  const bool has_bias = e == Epilogue::bias || e == Epilogue::bias_gelu;
+  a.realize();
+  b.realize();
+  if (a.device().type != DeviceType::cuda || b.device() != a.device())
+    throw DeviceError("matmul_epilogue: a and b must live on one CUDA device, got " + a.device().str() + " and " +
+                      b.device().str());
+  if (a.dtype() != b.dtype() || !is_floating(a.dtype()))
+    throw DTypeError("matmul_epilogue: a and b must share a floating dtype, got " + std::string(name(a.dtype())) +
+                     " and " + std::string(name(b.dtype())));
+  if (a.ndim() < 2 || b.ndim() < 2)
+    throw ShapeError("matmul_epilogue: a and b must have at least 2 dimensions, got shapes " + shape_str(a.shape()) +
+                     " and " + shape_str(b.shape()));
+  const int64_t nd = a.ndim(), K = a.shape()[size_t(nd - 1)], N = b.shape()[size_t(b.ndim() - 1)];
+  const Shape batch(a.shape().begin(), a.shape().end() - 2);
+  const bool b_batched = b.ndim() > 2;
+  if (b.shape()[size_t(b.ndim() - 2)] != K || (b_batched && Shape(b.shape().begin(), b.shape().end() - 2) != batch))
+    throw ShapeError("matmul_epilogue: b must have shape [" + std::to_string(K) + ", N] or a's batch extents " +
+                     shape_str(batch) + " then [" + std::to_string(K) + ", N]; got a " + shape_str(a.shape()) +
+                     " and b " + shape_str(b.shape()));
+  if (has_bias != bias.defined())
+    throw ValueError(std::string("matmul_epilogue: ") + (has_bias ? "this epilogue needs a bias" : "a bias was given but the epilogue takes none"));
+  Tensor bias_c;
+  if (has_bias) {
+    bias.realize();
+    if (bias.device() != a.device())
+      throw DeviceError("matmul_epilogue: bias lives on " + bias.device().str() + ", a on " + a.device().str());
+    if (bias.ndim() != 1 || bias.shape()[0] != N)
+      throw ShapeError("matmul_epilogue: bias must have shape [" + std::to_string(N) + "], got " +
+                       shape_str(bias.shape()));
+    bias_c = bias.dtype() == a.dtype() && bias.is_contiguous() ? bias : bias.to(a.dtype()).contiguous();
+  }
+  Shape os = batch;
+  os.push_back(a.shape()[size_t(nd - 2)]);
+  os.push_back(N);
+  Tensor out = Tensor::empty(os, a.dtype(), a.device());
+  // b of out's rank: batch strides 0 for a 2-d weight.
+  Tensor bv = b;
+  if (!b_batched) {
+    Shape bs = batch;
+    Strides bst(batch.size(), 0);
+    bs.push_back(K);
+    bs.push_back(N);
+    bst.push_back(b.strides()[0]);
+    bst.push_back(b.strides()[1]);
+    bv = Tensor(b.buffer(), b.dtype(), bs, bst, b.offset());
+  }
+  if (out.numel() == 0) return out;
+  if (lt_matmul(a, bv, out, has_bias ? &bias_c : nullptr, e)) return out;
+  // No cuBLASLt algorithm with this epilogue (e.g. float64 GELU): the plain
+  // product, then kiln's eager add and gelu_tanh rows on the device.
+  lt_matmul(a, bv, out, nullptr, Epilogue::none);
+  Tensor r = out;
+  if (has_bias) r = add(r, bias_c);
+  if (e == Epilogue::gelu || e == Epilogue::bias_gelu) r = gelu(r, /*approximate_tanh=*/true);
+  return r;
+}
+
 }  // namespace kiln::cuda

@@ -2,6 +2,7 @@
 #include "cuda_backend.h"
 
 #include "../../tensor/error.h"
+#include "../../tensor/tensor.h"
 
 namespace kiln::cuda {
 namespace {
@@ -19,4 +20,7 @@ void reset_peak_memory(int) { not_built("reset_peak_memory"); }
 void empty_cache(int) { not_built("empty_cache"); }
 void set_memory_limit(int, size_t) { not_built("set_memory_limit"); }
 void synchronize(int) { not_built("synchronize"); }
+void set_allow_tf32(bool) { not_built("set_allow_tf32"); }
+bool allow_tf32() { not_built("allow_tf32"); }
+Tensor matmul_epilogue(const Tensor&, const Tensor&, const Tensor&, Epilogue) { not_built("matmul_epilogue"); }
 }  // namespace kiln::cuda
