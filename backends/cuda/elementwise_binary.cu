@@ -16,6 +16,7 @@ namespace {
 #define KILN_CUDA_IF_Matmul(id, rule)
 #define KILN_CUDA_IF_View(id, rule)
 #define KILN_CUDA_IF_Data(id, rule)
+#define KILN_CUDA_IF_Linalg(id, rule)
 #include "../../tensor/ops.def"
 #undef KILN_OP
   return true;
