@@ -37,7 +37,7 @@ M tr(const M& a) {
     for (int64_t j = 0; j < a.c; ++j) o(j, i) = a(i, j);
   return o;
 }
-M eye(int64_t n) {
+M eye_ref(int64_t n) {
   M o{n, n, std::vector<double>(size_t(n * n), 0.0)};
   for (int64_t i = 0; i < n; ++i) o(i, i) = 1;
   return o;
@@ -113,18 +113,18 @@ double tol(DType d, int64_t n, double scale, double cond = 1) {
 Tensor square_input(const Shape& s, DType d, uint64_t seed) {
   const int64_t n = s.back();
   Tensor x = random_tensor(s, DType::float64, seed, false, 1.0);
-  Tensor e = Tensor::from_vector(eye(n).v, {n, n});
+  Tensor e = Tensor::from_vector(eye_ref(n).v, {n, n});
   return add(x, mul(e, double(n))).to(d);
 }
 // Symmetric positive-definite: x x^T + n I.
 Tensor spd_input(const Shape& s, DType d, uint64_t seed) {
   const int64_t n = s.back();
   Tensor x = random_tensor(s, DType::float64, seed, false, 1.0);
-  Tensor e = Tensor::from_vector(eye(n).v, {n, n});
+  Tensor e = Tensor::from_vector(eye_ref(n).v, {n, n});
   return add(matmul(x, transpose(x)), mul(e, double(n))).to(d);
 }
 
-bool orthonormal_cols(const M& q, double t) { return max_diff(mm(tr(q), q), eye(q.c)) <= t; }
+bool orthonormal_cols(const M& q, double t) { return max_diff(mm(tr(q), q), eye_ref(q.c)) <= t; }
 
 // One row on one input: checks the row's defining property; returns 1.
 int linalg_case(OpId op, const Tensor& a, const Tensor& b) {
@@ -147,7 +147,7 @@ int linalg_case(OpId op, const Tensor& a, const Tensor& b) {
     }
     case OpId::LinalgInv: {
       const std::vector<M> X = mats(linalg::inv(a));
-      for (size_t i = 0; i < A.size(); ++i) CHECK(max_diff(mm(A[i], X[i]), eye(n)) <= tol(d, n, 1, cond_of(A[i])));
+      for (size_t i = 0; i < A.size(); ++i) CHECK(max_diff(mm(A[i], X[i]), eye_ref(n)) <= tol(d, n, 1, cond_of(A[i])));
       return 1;
     }
     case OpId::LinalgDet:
@@ -456,7 +456,7 @@ TEST_SUITE("linalg_decomp") {
     CHECK(linalg::solve(zeros({0, 0}), zeros({0, 2})).shape() == Shape{0, 2});
     linalg::SVD f = linalg::svd(zeros({3, 0}));
     CHECK(f.u.shape() == Shape{3, 3});
-    check_all_close(f.u, eye(3).v, 0, 0, "svd u of 3x0");
+    check_all_close(f.u, eye_ref(3).v, 0, 0, "svd u of 3x0");
     CHECK(f.s.shape() == Shape{0});
     CHECK(f.vh.shape() == Shape{0, 0});
     linalg::SVD g = linalg::svd(zeros({0, 2}), false);
@@ -464,7 +464,7 @@ TEST_SUITE("linalg_decomp") {
     CHECK(g.vh.shape() == Shape{0, 2});
     linalg::QR q = linalg::qr(zeros({3, 0}), linalg::QrMode::complete);
     CHECK(q.q.shape() == Shape{3, 3});
-    check_all_close(q.q, eye(3).v, 0, 0, "qr q of 3x0");
+    check_all_close(q.q, eye_ref(3).v, 0, 0, "qr q of 3x0");
     CHECK(q.r.shape() == Shape{3, 0});
     linalg::Eigh e = linalg::eigh(zeros({0, 0}));
     CHECK(e.eigenvalues.shape() == Shape{0});
