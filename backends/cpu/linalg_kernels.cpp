@@ -3,7 +3,8 @@
 // SelfAdjointEigenSolver). Eigen over LAPACKE: it is already a required
 // dependency, header-only, templated on float/double, and its
 // decompositions expose what the error messages need (the LU pivots, the
-// failing Cholesky). The front end (tensor/ops_linalg.cpp) checked shapes
+// failing Cholesky). solve alone calls LAPACK's gesv when OpenBLAS is linked
+// (the one row bench_ops2 times against LAPACK). The front end (tensor/ops_linalg.cpp) checked shapes
 // and dtypes and passes every input as [batch..., rows, cols] (broadcast
 // batch axes have stride 0) and a contiguous result of the same batch.
 #include "linalg_kernels.h"
@@ -16,6 +17,8 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <type_traits>
+#include <vector>
 
 #include "../../tensor/error.h"
 
@@ -81,14 +84,35 @@ int64_t zero_pivot(const Eigen::PartialPivLU<Mat<T>>& lu) {
   return 0;
 }
 
+// p: the 1-based position of the zero pivot.
+[[noreturn]] void throw_singular(const char* op, int64_t b, int64_t p) {
+  throw ValueError(matrix_of(op, b) + " is singular (U[" + std::to_string(p - 1) + ", " + std::to_string(p - 1) +
+                   "] of its LU factorization is 0)");
+}
+
 template <class T>
 Eigen::PartialPivLU<Mat<T>> checked_lu(const Mat<T>& a, const char* op, int64_t b) {
   Eigen::PartialPivLU<Mat<T>> lu(a);
-  if (int64_t p = zero_pivot<T>(lu))
-    throw ValueError(matrix_of(op, b) + " is singular (U[" + std::to_string(p - 1) + ", " + std::to_string(p - 1) +
-                     "] of its LU factorization is 0)");
+  if (int64_t p = zero_pivot<T>(lu)) throw_singular(op, b, p);
   return lu;
 }
+
+#if KILN_HAVE_OPENBLAS
+// solve through OpenBLAS's LAPACK (Debian's libopenblas carries it): its
+// blocked getrf is about 2.4x Eigen's PartialPivLU at 512 x 512 (bench_ops2).
+// Same rule for singularity: info > 0 names the exactly-zero pivot.
+extern "C" {
+void sgesv_(const int* n, const int* nrhs, float* a, const int* lda, int* ipiv, float* b, const int* ldb, int* info);
+void dgesv_(const int* n, const int* nrhs, double* a, const int* lda, int* ipiv, double* b, const int* ldb, int* info);
+}
+template <class T>
+int gesv(int n, int nrhs, T* a, int* ipiv, T* b) {
+  int info = 0;
+  if constexpr (std::is_same_v<T, double>) dgesv_(&n, &nrhs, a, &n, ipiv, b, &n, &info);
+  else sgesv_(&n, &nrhs, a, &n, ipiv, b, &n, &info);
+  return info;
+}
+#endif
 
 // The order of the first leading minor that is not positive-definite (as
 // LAPACK's potrf reports it). Definiteness of leading minors is monotone
@@ -118,6 +142,16 @@ void solve(const KernelArgs& k, int64_t batches) {
   const int64_t n = k.in[0].shape()[k.in[0].ndim() - 1], rhs = k.in[1].shape()[k.in[1].ndim() - 1];
   for (int64_t b = 0; b < batches; ++b) {
     if (n == 0) continue;
+#if KILN_HAVE_OPENBLAS
+    if (n <= std::numeric_limits<int>::max() && rhs <= std::numeric_limits<int>::max()) {
+      Mat<T> lu = load<T>(k.in[0], b), x = load<T>(k.in[1], b);  // column-major, as LAPACK wants
+      std::vector<int> piv(static_cast<size_t>(n));
+      if (int info = gesv<T>(int(n), int(rhs), lu.data(), piv.data(), x.data()); info > 0)
+        throw_singular("linalg_solve", b, info);
+      out_matrix<T>(k.out, b, n, rhs) = x;
+      continue;
+    }
+#endif
     const auto lu = checked_lu<T>(load<T>(k.in[0], b), "linalg_solve", b);
     out_matrix<T>(k.out, b, n, rhs) = lu.solve(load<T>(k.in[1], b));
   }
