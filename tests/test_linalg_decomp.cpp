@@ -324,6 +324,13 @@ TEST_SUITE("linalg_decomp") {
     // numpy.linalg.eigvalsh([[2, 1], [1, 2]]) -> [1, 3]
     check_all_close(linalg::eigvalsh(Tensor::from_vector(std::vector<double>{2, 1, 1, 2}, {2, 2})), {1, 3}, 1e-14,
                     1e-14, "eigvalsh");
+    // Only the named triangle is read: numpy.linalg.eigvalsh([[2, 100], [1, 2]]) -> [1, 3],
+    // eigvalsh(..., UPLO='U') -> [-98, 102]; numpy.linalg.cholesky([[4, 999], [2, 5]]) -> [[2, 0], [1, 2]]
+    Tensor ns = Tensor::from_vector(std::vector<double>{2, 100, 1, 2}, {2, 2});
+    check_all_close(linalg::eigvalsh(ns), {1, 3}, 1e-14, 1e-14, "eigvalsh L");
+    check_all_close(linalg::eigvalsh(ns, 'U'), {-98, 102}, 1e-14, 1e-12, "eigvalsh U");
+    check_all_close(linalg::cholesky(Tensor::from_vector(std::vector<double>{4, 999, 2, 5}, {2, 2})), {2, 0, 1, 2},
+                    1e-15, 1e-15, "cholesky reads the lower triangle");
     // numpy.linalg.svd([[3, 0], [4, 5]], compute_uv=False) -> [3*sqrt(5), sqrt(5)]
     check_all_close(linalg::svdvals(Tensor::from_vector(std::vector<double>{3, 0, 4, 5}, {2, 2})),
                     {3 * std::sqrt(5.0), std::sqrt(5.0)}, 1e-14, 1e-14, "svdvals");
