@@ -15,6 +15,7 @@
 #include "tensor/ops.h"
 #include "tensor/print_options.h"
 #include "tensor/random.h"
+#include "tensor/linalg.h"
 #include "tensor/matrix_ops.h"
 #include "tensor/runtime.h"
 #include "tensor/sorting.h"

@@ -22,4 +22,5 @@
 #define KILN_ER_Matmul(U, B, id, name, rule)
 #define KILN_ER_View(U, B, id, name, rule)
 #define KILN_ER_Data(U, B, id, name, rule)
+#define KILN_ER_Linalg(U, B, id, name, rule)
 #define KILN_FOR_ELEMENTWISE_ROW(U, B, id, name, cat, rule) KILN_ER_##cat(U, B, id, name, rule)

@@ -74,6 +74,7 @@ TensorLayout infer_layout(OpId op, std::span<const TensorLayout> in, const Attrs
     case OpCategory::Matmul: return detail::infer_matmul(op, in, attrs);
     case OpCategory::View: return detail::infer_view(op, in, attrs);
     case OpCategory::Data: return detail::infer_data(op, in, attrs);
+    case OpCategory::Linalg: return detail::infer_linalg(op, in, attrs);
   }
   return {};
 }
@@ -106,6 +107,7 @@ Tensor detail::eager_execute(OpId op, std::span<const Tensor> in, const Attrs& a
     case OpCategory::Matmul: return eager_matmul(op, in, attrs);
     case OpCategory::View: return eager_view(op, in, attrs);
     case OpCategory::Data: return eager_data(op, in, attrs);
+    case OpCategory::Linalg: return eager_linalg(op, in, attrs);
   }
   return {};
 }

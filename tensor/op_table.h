@@ -21,7 +21,7 @@ inline constexpr int kNumOps = 0
 #undef KILN_OP
     ;
 
-enum class OpCategory : uint8_t { Unary, Binary, Ternary, Reduce, Scan, RowNorm, Matmul, View, Data };
+enum class OpCategory : uint8_t { Unary, Binary, Ternary, Reduce, Scan, RowNorm, Matmul, View, Data, Linalg };
 enum class DTypeRule : uint8_t { Same, Float, ToBool, Promote, TrueDiv, Compare, Attr, Index, Keep, Accum };
 
 /// One row of the op table.
@@ -81,6 +81,7 @@ KILN_CATEGORY(rownorm)
 KILN_CATEGORY(matmul)
 KILN_CATEGORY(view)
 KILN_CATEGORY(data)
+KILN_CATEGORY(linalg)
 #undef KILN_CATEGORY
 
 /// The result tensor of an eager kernel: each category allocates its result

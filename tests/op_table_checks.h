@@ -19,4 +19,6 @@ int check_rownorm_op(kiln::OpId op);
 int check_matmul_op(kiln::OpId op);
 int check_view_op(kiln::OpId op);
 int check_data_op(kiln::OpId op);
+/// The Linalg rows by reconstruction (tests/test_linalg_decomp.cpp).
+int check_linalg_op(kiln::OpId op);
 }  // namespace kt

@@ -179,6 +179,7 @@ TEST_SUITE("cuda_functors") {
 #define KILN_ROW_Matmul(id, rule)
 #define KILN_ROW_View(id, rule)
 #define KILN_ROW_Data(id, rule)
+#define KILN_ROW_Linalg(id, rule)
 #define KILN_OP(id, name, arity, cat, rule) KILN_ROW_##cat(id, rule)
 #include "../tensor/ops.def"
 #undef KILN_OP

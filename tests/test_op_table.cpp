@@ -23,6 +23,7 @@ TEST_SUITE("op_table") {
         case OpCategory::Matmul: cases = kt::check_matmul_op(r.id); break;
         case OpCategory::View: cases = kt::check_view_op(r.id); break;
         case OpCategory::Data: cases = kt::check_data_op(r.id); break;
+        case OpCategory::Linalg: cases = kt::check_linalg_op(r.id); break;
       }
       CHECK_MESSAGE(cases > 0, r.name << ": its checker compared no cases");
     }

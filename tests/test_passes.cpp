@@ -219,6 +219,9 @@ OpCase op_case(OpId id) {
           return {{i64_2}, a};
         }
       }
+    case OpCategory::Linalg:
+      if (id == OpId::LinalgSolve || id == OpId::LinalgLstsq) return {{f32({3, 3}), f32({3, 2})}, {}};
+      return {{f32({2, 3, 3})}, axis_attr(id == OpId::LinalgSvd || id == OpId::LinalgQr ? 1 : 0)};
   }
   return {};
 }

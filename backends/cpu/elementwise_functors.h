@@ -332,6 +332,7 @@ template <OpId> struct Functor { using type = void; };
 #define KILN_FUNCTOR_Matmul(id)
 #define KILN_FUNCTOR_View(id)
 #define KILN_FUNCTOR_Data(id)
+#define KILN_FUNCTOR_Linalg(id)
 #define KILN_OP(id, name, arity, cat, rule) KILN_FUNCTOR_##cat(id)
 #include "../../tensor/ops.def"
 #undef KILN_OP
@@ -345,6 +346,7 @@ template <OpId> struct Functor { using type = void; };
 #undef KILN_FUNCTOR_Matmul
 #undef KILN_FUNCTOR_View
 #undef KILN_FUNCTOR_Data
+#undef KILN_FUNCTOR_Linalg
 
 /// A row known at compile time, with its dtype rule.
 template <OpId Op, DTypeRule Rule>

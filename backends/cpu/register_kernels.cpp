@@ -9,6 +9,7 @@
 #include "copy.h"
 #include "data_kernels.h"
 #include "elementwise_kernels.h"
+#include "linalg_kernels.h"
 #include "matmul.h"
 #include "reduce_kernels.h"
 #include "rownorm_kernels.h"
@@ -91,6 +92,7 @@ Kernel kernel_of(OpCategory c) {
     case OpCategory::RowNorm: return rownorm;
     case OpCategory::Matmul: return gemm_row;
     case OpCategory::Data: return data;
+    case OpCategory::Linalg: return linalg;
     case OpCategory::View: return nullptr;  // views are metadata; a copying reshape is a Cast
   }
   return nullptr;

@@ -37,6 +37,7 @@ template <OpId Id, class Op, DTypeRule Rule, int N> void register_row() {
 #define KILN_CUDA_IF_Matmul(id, rule)
 #define KILN_CUDA_IF_View(id, rule)
 #define KILN_CUDA_IF_Data(id, rule)
+#define KILN_CUDA_IF_Linalg(id, rule)
 
 [[maybe_unused]] const bool registered = [] {
 #define KILN_OP(id, name, arity, cat, rule) KILN_CUDA_IF_##cat(id, rule)
