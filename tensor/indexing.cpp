@@ -161,7 +161,7 @@ Tensor advanced(const Tensor& view, const std::vector<Advanced>& adv) {
     for (int64_t d = 0; d < at; ++d) back.push_back(nb + d);
     for (int64_t d = 0; d < nb; ++d) back.push_back(d);
     for (int64_t d = at; d < static_cast<int64_t>(rest.size()); ++d) back.push_back(nb + d);
-    r = permute(r, back).contiguous();
+    r = permute(r, back);
   }
   return r;
 }
