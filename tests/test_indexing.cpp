@@ -279,7 +279,27 @@ TEST_SUITE("indexing") {
     CompiledCallable run_g = compile(g)(TensorLayout(DType::float64, {4, 3}), TensorLayout(DType::int64, {3}));
     CHECK(run_g(x, idx).tensor().to_vector<double>() ==
           std::vector<double>{5, 5, 5, 3, 4, 5, 6, 7, 8, 5, 5, 5});
-    (void)idx;
+    // through a view of a traced tensor: RealizationError (tensor/mutation.h), not a silent divergence
+    auto h = [](Tensor a) {
+      Tensor y = a * 1.0;
+      y.index({Slice(1, None)}).index_put_({Tensor::from_vector(std::vector<int64_t>{0})}, 1.0);
+      return y;
+    };
+    CHECK_THROWS_AS(compile(h)(TensorLayout(DType::float64, {4, 3})), RealizationError);
+  }
+
+  TEST_CASE("the README's indexing example runs and gives numpy's shapes") {
+    Tensor x = arange(120).reshape({2, 3, 4, 5}).to(DType::float32);
+    CHECK(x[1].shape() == Shape{3, 4, 5});
+    CHECK(x.index({Slice(1, None, 2), 0, None, Ellipsis}).shape() == Shape{1, 1, 4, 5});
+    CHECK(x.index({Ellipsis, Slice(None, None, -1)}).shape() == Shape{2, 3, 4, 5});
+    CHECK(x.index({Slice(), tensor({int64_t(2), int64_t(0)})}).shape() == Shape{2, 2, 4, 5});
+    // row r of the 24 last-axis rows sums to 25 r + 10, > 200 for r >= 8: 16 rows
+    CHECK(x.index({x.sum({3}) > 200.0f}).shape() == Shape{16, 5});
+    x.index({Slice(), 1}).assign(zeros({5}));
+    CHECK(x.index({Slice(), 1}).sum().item<double>() == 0.0);
+    x.index_put_({x < 3.0f}, -1.0);
+    CHECK((x == -1.0f).sum().item<int64_t>() == 3 + 40);  // 0, 1, 2 and the zeroed rows
   }
 }
 
