@@ -1,20 +1,17 @@
-// kiln: which member function each op-table row gets (`x.exp()`, `x.add(y)`,
-// `x.sum(axes, keepdim)`, `x.softmax(axis)`, ...). KILN_FOR_METHOD_ROW(id,
-// name, cat, rule) expands, for a row of tensor/ops.def, to
-// FAMILY(id, name) where FAMILY is one of the KILN_M_* macros the includer
-// defines (one per signature family, see the list below). Rows whose free
-// function has arguments of its own name their family here
-// (KILN_METHOD_<name>); the others take their category's default:
-//   Unary -> KILN_M_UNARY      `x.name()`           (cast: KILN_M_CAST)
-//   Binary -> KILN_M_BINARY    `x.name(y)`, `x.name(2.0)`
-//   Reduce -> KILN_M_REDUCE    `x.name(axes = {}, keepdim = false)`
-//             (Index rule: KILN_M_ARGREDUCE `x.name(axis = nullopt, keepdim = false)`)
-//   Scan -> KILN_M_SCAN        `x.name(axis)` (Keep/Index rules: KILN_M_SORT
-//             `x.name(axis = -1, descending = false)`)
-//   RowNorm -> KILN_M_SOFTMAX  `x.name(axis = -1)`
-//   Matmul -> KILN_M_TENSOR    `x.name(w)`
-//   View, Data, Ternary -> no method unless named here (a new row by
-//   default gets none, so appending rows never breaks this header).
+// kiln: which member function each op-table row gets (`x.exp()`,
+// `x.add(y)`, `x.sum(axes, keepdim)`, `x.softmax(axis)`, ...).
+// KILN_FOR_METHOD_ROW(id, name, cat, rule) expands, for a row of
+// tensor/ops.def, to FAMILY(id, name) where FAMILY is one of the KILN_M_*
+// macros the includer defines (one per signature family; tensor/tensor.h
+// declares, tensor/methods.cpp defines each). Every Unary row gets
+// KILN_M_UNARY (`x.name()`) and every Binary row KILN_M_BINARY (`x.name(y)`,
+// `x.name(2.0)`): their bodies run the row itself, so an appended
+// elementwise row gets its method. A row of another category names its
+// family below (KILN_METHOD_<name>), e.g. KILN_M_REDUCE `x.name(axes = {},
+// keepdim = false)`, KILN_M_ARGREDUCE `x.name(axis = nullopt, keepdim =
+// false)`, KILN_M_SORT `x.name(axis = -1, descending = false)`,
+// KILN_M_SOFTMAX `x.name(axis = -1)`, KILN_M_TENSOR `x.name(w)`; without
+// one it gets no method.
 // Use it as
 //   #define KILN_OP(id, name, arity, cat, rule) KILN_FOR_METHOD_ROW(id, name, cat, rule)
 //   #include "ops.def"
@@ -31,10 +28,29 @@
 
 #define KILN_M_NONE(id, name)
 
-// Rows with a signature of their own.
+// The rows outside Unary/Binary, each with its free function's signature
+// family (a body calls kiln::<name>, so a row appended elsewhere gets no
+// method until it is named here: appending rows never breaks this header).
 #define KILN_METHOD_cast ~, KILN_M_CAST
+#define KILN_METHOD_sum ~, KILN_M_REDUCE
+#define KILN_METHOD_mean ~, KILN_M_REDUCE
+#define KILN_METHOD_prod ~, KILN_M_REDUCE
+#define KILN_METHOD_max ~, KILN_M_REDUCE
+#define KILN_METHOD_min ~, KILN_M_REDUCE
+#define KILN_METHOD_logsumexp ~, KILN_M_REDUCE
+#define KILN_METHOD_any ~, KILN_M_REDUCE
+#define KILN_METHOD_all ~, KILN_M_REDUCE
+#define KILN_METHOD_cumsum ~, KILN_M_SCAN
+#define KILN_METHOD_cumprod ~, KILN_M_SCAN
+#define KILN_METHOD_softmax ~, KILN_M_SOFTMAX
+#define KILN_METHOD_log_softmax ~, KILN_M_SOFTMAX
+#define KILN_METHOD_matmul ~, KILN_M_TENSOR
+#define KILN_METHOD_argmax ~, KILN_M_ARGREDUCE
+#define KILN_METHOD_argmin ~, KILN_M_ARGREDUCE
 #define KILN_METHOD_var ~, KILN_M_MOMENT
 #define KILN_METHOD_std ~, KILN_M_MOMENT
+#define KILN_METHOD_sort ~, KILN_M_SORT
+#define KILN_METHOD_argsort ~, KILN_M_SORT
 #define KILN_METHOD_layer_norm ~, KILN_M_LAYER_NORM
 #define KILN_METHOD_rms_norm ~, KILN_M_RMS_NORM
 #define KILN_METHOD_broadcast_to ~, KILN_M_SHAPE
@@ -57,30 +73,10 @@
 #define KILN_MR_Unary(rule) KILN_M_UNARY
 #define KILN_MR_Binary(rule) KILN_M_BINARY
 #define KILN_MR_Ternary(rule) KILN_M_NONE
-#define KILN_MR_Reduce_Index KILN_M_ARGREDUCE
-#define KILN_MR_Reduce_Same KILN_M_REDUCE
-#define KILN_MR_Reduce_Float KILN_M_REDUCE
-#define KILN_MR_Reduce_ToBool KILN_M_REDUCE
-#define KILN_MR_Reduce_Keep KILN_M_REDUCE
-#define KILN_MR_Reduce_Accum KILN_M_REDUCE
-#define KILN_MR_Reduce_Promote KILN_M_REDUCE
-#define KILN_MR_Reduce_TrueDiv KILN_M_REDUCE
-#define KILN_MR_Reduce_Compare KILN_M_REDUCE
-#define KILN_MR_Reduce_Attr KILN_M_REDUCE
-#define KILN_MR_Reduce(rule) KILN_MR_Reduce_##rule
-#define KILN_MR_Scan_Keep KILN_M_SORT
-#define KILN_MR_Scan_Index KILN_M_SORT
-#define KILN_MR_Scan_Same KILN_M_SCAN
-#define KILN_MR_Scan_Float KILN_M_SCAN
-#define KILN_MR_Scan_ToBool KILN_M_SCAN
-#define KILN_MR_Scan_Accum KILN_M_SCAN
-#define KILN_MR_Scan_Promote KILN_M_SCAN
-#define KILN_MR_Scan_TrueDiv KILN_M_SCAN
-#define KILN_MR_Scan_Compare KILN_M_SCAN
-#define KILN_MR_Scan_Attr KILN_M_SCAN
-#define KILN_MR_Scan(rule) KILN_MR_Scan_##rule
-#define KILN_MR_RowNorm(rule) KILN_M_SOFTMAX
-#define KILN_MR_Matmul(rule) KILN_M_TENSOR
+#define KILN_MR_Reduce(rule) KILN_M_NONE
+#define KILN_MR_Scan(rule) KILN_M_NONE
+#define KILN_MR_RowNorm(rule) KILN_M_NONE
+#define KILN_MR_Matmul(rule) KILN_M_NONE
 #define KILN_MR_View(rule) KILN_M_NONE
 #define KILN_MR_Data(rule) KILN_M_NONE
 // (A new category needs a line here, as in elementwise_rows.h.)

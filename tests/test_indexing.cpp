@@ -359,8 +359,6 @@ TEST_SUITE("methods") {
           check_same(outcome([&] { return (x.*r.unary)(); }), outcome([&] { return apply(r.id, x); }), "unary");
         } else {
           check_same(outcome([&] { return (x.*r.binary)(y); }), outcome([&] { return apply(r.id, x, y); }), "binary");
-          const Tensor two = scalar_tensor(Scalar(2), d);
-          (void)two;
           check_same(outcome([&] { return (x.*r.scalar)(Scalar(3)); }),
                      outcome([&] { return (x.*r.binary)(scalar_tensor(Scalar(3), d)); }), "scalar");
         }
@@ -525,7 +523,9 @@ TEST_SUITE("scatter") {
     Tensor eager = scatter_add(zeros({2}), 0, idx, src);
     CHECK(eager.to_vector<float>()[0] == 0.0f);
     CHECK(eager.to_vector<float>()[1] == (3.0f + 0.25f) + 1e-8f);
-    auto f = [](Tensor x, Tensor i, Tensor s) { return scatter_add(x, 0, i, s) + index_add(x, 0, i, s); };
+    auto f = [](Tensor x, Tensor i, Tensor s) {
+      return scatter_add(x, 0, i, s) + index_add(x, 0, i, s) * scatter(x, 0, i, s);
+    };
     CompiledCallable run = compile(f)(TensorLayout(DType::float32, {2}), TensorLayout(DType::int64, {6}),
                                       TensorLayout(DType::float32, {6}));
     Tensor x0 = f32({0.5f, -2.0f});
