@@ -10,6 +10,7 @@
 #include "tensor/einsum.h"
 #include "tensor/dtype.h"
 #include "tensor/error.h"
+#include "tensor/indexing.h"
 #include "tensor/mutation.h"
 #include "tensor/op_table.h"
 #include "tensor/ops.h"

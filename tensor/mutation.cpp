@@ -227,7 +227,7 @@ const Tensor& Tensor::index_put_(const Tensor& indices, const Tensor& values, in
   v = broadcast_view(v, target);
   detail::before_memory_write(buffer());
   for (size_t i = 0; i < idx.size(); ++i)  // in order: with a repeated index the last write wins
-    detail::copy_into(select(v, ax, static_cast<int64_t>(i)), select(*this, ax, idx[i]));
+    detail::copy_into(kiln::select(v, ax, static_cast<int64_t>(i)), kiln::select(*this, ax, idx[i]));
   buffer().bump_version();
   return *this;
 }

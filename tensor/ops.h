@@ -108,13 +108,19 @@ Tensor logical_xor(const Tensor& a, const Tensor& b);
 /// A 0-d tensor holding `s`, typed as it would combine with a tensor of
 /// dtype `like` (weak-scalar rule).
 Tensor scalar_tensor(Scalar s, DType like);
-Tensor add(const Tensor& a, Scalar b);
-Tensor sub(const Tensor& a, Scalar b);
-Tensor mul(const Tensor& a, Scalar b);
-Tensor div(const Tensor& a, Scalar b);
-Tensor pow(const Tensor& a, Scalar b);
-Tensor maximum(const Tensor& a, Scalar b);
-Tensor minimum(const Tensor& a, Scalar b);
+/// `add(x, 2.0)`, `remainder(x, 3)`, `fmod(7, x)`, ...: every binary row with
+/// a weak scalar on either side (generated from tensor/ops.def); the same
+/// dtype rule and errors as the operators (`x + 2.0`, `7 % x`).
+#define KILN_SCALAR_UNARY_NONE(id, name)
+#define KILN_SCALAR_BINARY(id, name)      \
+  Tensor name(const Tensor& a, Scalar b); \
+  Tensor name(Scalar a, const Tensor& b);
+#define KILN_OP(id, name, arity, cat, rule) \
+  KILN_FOR_ELEMENTWISE_ROW(KILN_SCALAR_UNARY_NONE, KILN_SCALAR_BINARY, id, name, cat, rule)
+#include "ops.def"
+#undef KILN_OP
+#undef KILN_SCALAR_UNARY_NONE
+#undef KILN_SCALAR_BINARY
 
 /// cond ? a : b elementwise (cond any dtype, nonzero = true); a and b promoted.
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
@@ -138,6 +144,8 @@ KILN_BINARY_OPERATOR(+, add)
 KILN_BINARY_OPERATOR(-, sub)
 KILN_BINARY_OPERATOR(*, mul)
 KILN_BINARY_OPERATOR(/, div)
+/// Python's %: remainder (the result has the divisor's sign), not C's fmod.
+KILN_BINARY_OPERATOR(%, remainder)
 KILN_BINARY_OPERATOR(==, equal)
 KILN_BINARY_OPERATOR(!=, not_equal)
 KILN_BINARY_OPERATOR(<, less)
@@ -145,6 +153,18 @@ KILN_BINARY_OPERATOR(<=, less_equal)
 KILN_BINARY_OPERATOR(>, greater)
 KILN_BINARY_OPERATOR(>=, greater_equal)
 #undef KILN_BINARY_OPERATOR
+/// Logical operators on bool tensors, elementwise and broadcasting: `a & b`
+/// is logical_and, `a | b` logical_or, `a ^ b` logical_xor, `!a` and `~a`
+/// logical_not (numpy's operators on bool arrays; C++ cannot overload `&&`
+/// and `||` without losing short-circuiting, so kiln does not). Operands of
+/// any other dtype throw DTypeError naming the operator: numpy's `&` on
+/// integers is bitwise, which kiln does not offer; call logical_and & co.
+/// for truthiness of other dtypes.
+Tensor operator&(const Tensor& a, const Tensor& b);
+Tensor operator|(const Tensor& a, const Tensor& b);
+Tensor operator^(const Tensor& a, const Tensor& b);
+Tensor operator!(const Tensor& x);
+Tensor operator~(const Tensor& x);
 
 // ---- reductions ---------------------------------------------------------------
 // `axes` empty means all axes; duplicates or out-of-range axes throw
@@ -267,5 +287,24 @@ Tensor index_select(const Tensor& x, int64_t axis, const Tensor& indices);
 Tensor embedding(const Tensor& weight, const Tensor& ids);
 /// indices.shape + [num_classes], 1 where the class matches.
 Tensor one_hot(const Tensor& indices, int64_t num_classes, DType dtype = DType::int64);
+/// torch.scatter: a copy of x with out[..., index[p], ...] = src[p] along
+/// `axis` for every position p of `index` (same rank as x and src;
+/// index.shape <= src.shape in every dimension and <= x.shape off `axis`,
+/// else ShapeError). index is int32/int64 (DTypeError otherwise), negative
+/// values count from the end; one outside [-n, n) throws IndexError naming
+/// the value and its position. src must have x's dtype (DTypeError). Writes
+/// go in row-major order of index: with a repeated target the last wins.
+Tensor scatter(const Tensor& x, int64_t axis, const Tensor& index, const Tensor& src);
+/// torch.scatter_add: as scatter, but adds src[p] into the target. Repeated
+/// targets accumulate in row-major order of index (sequentially, rounding to
+/// x's dtype at each step), so eager and compiled results are bitwise equal.
+/// Integers wrap; bool accumulates as or.
+Tensor scatter_add(const Tensor& x, int64_t axis, const Tensor& index, const Tensor& src);
+/// torch.index_add: a copy of x with x[..., index[i], ...] += alpha * src[..., i, ...]
+/// along `axis`; index is 1-d int32/int64 (negative from the end, IndexError
+/// out of range), src is x's shape with index's length along `axis`
+/// (ShapeError otherwise) and x's dtype (DTypeError). Repeated indices
+/// accumulate in index order (as scatter_add).
+Tensor index_add(const Tensor& x, int64_t axis, const Tensor& index, const Tensor& src, Scalar alpha = 1);
 
 }  // namespace kiln

@@ -126,16 +126,16 @@ Tensor scalar_tensor(Scalar s, DType like) {
   return detail::make_scalar(s, promote_with_scalar(like, s.kind), "scalar operand");
 }
 
-#define KILN_SCALAR_FUNCTION(fn, id) \
-  Tensor fn(const Tensor& a, Scalar b) { return with_scalar(OpId::id, a, b, false); }
-KILN_SCALAR_FUNCTION(add, Add)
-KILN_SCALAR_FUNCTION(sub, Sub)
-KILN_SCALAR_FUNCTION(mul, Mul)
-KILN_SCALAR_FUNCTION(div, Div)
-KILN_SCALAR_FUNCTION(pow, Pow)
-KILN_SCALAR_FUNCTION(maximum, Maximum)
-KILN_SCALAR_FUNCTION(minimum, Minimum)
-#undef KILN_SCALAR_FUNCTION
+#define KILN_SCALAR_UNARY_NONE(id, name)
+#define KILN_SCALAR_BINARY(id, name)                                                              \
+  Tensor name(const Tensor& a, Scalar b) { return with_scalar(OpId::id, a, b, false); } \
+  Tensor name(Scalar a, const Tensor& b) { return with_scalar(OpId::id, b, a, true); }
+#define KILN_OP(id, name, arity, cat, rule) \
+  KILN_FOR_ELEMENTWISE_ROW(KILN_SCALAR_UNARY_NONE, KILN_SCALAR_BINARY, id, name, cat, rule)
+#include "ops.def"
+#undef KILN_OP
+#undef KILN_SCALAR_UNARY_NONE
+#undef KILN_SCALAR_BINARY
 
 #define KILN_SCALAR_OPERATOR(sym, id)                                                                  \
   Tensor operator sym(const Tensor& a, Scalar b) { return with_scalar(OpId::id, a, b, false); } \
@@ -144,6 +144,7 @@ KILN_SCALAR_OPERATOR(+, Add)
 KILN_SCALAR_OPERATOR(-, Sub)
 KILN_SCALAR_OPERATOR(*, Mul)
 KILN_SCALAR_OPERATOR(/, Div)
+KILN_SCALAR_OPERATOR(%, Remainder)
 KILN_SCALAR_OPERATOR(==, Equal)
 KILN_SCALAR_OPERATOR(!=, NotEqual)
 KILN_SCALAR_OPERATOR(<, Less)
@@ -151,5 +152,37 @@ KILN_SCALAR_OPERATOR(<=, LessEqual)
 KILN_SCALAR_OPERATOR(>, Greater)
 KILN_SCALAR_OPERATOR(>=, GreaterEqual)
 #undef KILN_SCALAR_OPERATOR
+
+namespace {
+// The logical operators take bool tensors only (see ops.h).
+void require_bool(const char* op, const Tensor& a, const Tensor* b) {
+  if (a.dtype() == DType::bool_ && (!b || b->dtype() == DType::bool_)) return;
+  std::string got = std::string(name(a.dtype())) + (b ? " and " + std::string(name(b->dtype())) : "");
+  throw DTypeError(std::string(op) + ": operands must be bool tensors, got " + got +
+                   " (numpy's " + op + " on integers is bitwise, which kiln does not offer; use logical_and, "
+                   "logical_or, logical_xor or logical_not for truthiness)");
+}
+}  // namespace
+
+Tensor operator&(const Tensor& a, const Tensor& b) {
+  require_bool("operator&", a, &b);
+  return logical_and(a, b);
+}
+Tensor operator|(const Tensor& a, const Tensor& b) {
+  require_bool("operator|", a, &b);
+  return logical_or(a, b);
+}
+Tensor operator^(const Tensor& a, const Tensor& b) {
+  require_bool("operator^", a, &b);
+  return logical_xor(a, b);
+}
+Tensor operator!(const Tensor& x) {
+  require_bool("operator!", x, nullptr);
+  return logical_not(x);
+}
+Tensor operator~(const Tensor& x) {
+  require_bool("operator~", x, nullptr);
+  return logical_not(x);
+}
 
 }  // namespace kiln

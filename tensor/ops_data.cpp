@@ -1,4 +1,5 @@
-// kiln: the Data category (concat, pad, tile, gather, index_select, one_hot):
+// kiln: the Data category (concat, pad, tile, gather, index_select, one_hot,
+// scatter, scatter_add, index_add):
 // shape/dtype rules and the eager entry point. The rules here check every
 // attribute and input; the CPU kernels (backends/cpu/data_kernels.cpp) only
 // move data.
@@ -121,6 +122,46 @@ Shape one_hot_shape(const InDesc& idx, const Attrs& a) {
   return r;
 }
 
+// scatter/scatter_add (x, index, src): PyTorch's rule; the result is x's shape.
+Shape scatter_shape(OpId op, const InDesc& x, const InDesc& idx, const InDesc& src, const Attrs& a) {
+  require_index_dtype(op, idx.dtype, "index");
+  if (src.dtype != x.dtype)
+    throw DTypeError(op_prefix(op) + "src has dtype " + std::string(name(src.dtype)) + " but x has dtype " +
+                     std::string(name(x.dtype)) + " (they must match)");
+  const Shape &xs = *x.shape, &is = *idx.shape, &ss = *src.shape;
+  if (is.size() != xs.size() || ss.size() != xs.size())
+    throw ShapeError(op_prefix(op) + "x " + shape_str(xs) + ", index " + shape_str(is) + " and src " + shape_str(ss) +
+                     " must have the same number of dimensions");
+  const int64_t ax = normalize_axis(a.axis, static_cast<int64_t>(xs.size()), op_name(op));
+  for (size_t d = 0; d < xs.size(); ++d) {
+    if (is[d] > ss[d])
+      throw ShapeError(op_prefix(op) + "index shape " + shape_str(is) + " exceeds src shape " + shape_str(ss) +
+                       " in dimension " + str(d));
+    if (static_cast<int64_t>(d) != ax && is[d] > xs[d])
+      throw ShapeError(op_prefix(op) + "index shape " + shape_str(is) + " exceeds x shape " + shape_str(xs) +
+                       " in dimension " + str(d) + " (only dim " + str(ax) + " may be larger)");
+  }
+  return xs;
+}
+
+// index_add (x, 1-d index, src): src is x's shape with index.size(0) along the axis.
+Shape index_add_shape(const InDesc& x, const InDesc& idx, const InDesc& src, const Attrs& a) {
+  const OpId op = OpId::IndexAdd;
+  require_index_dtype(op, idx.dtype, "index");
+  if (src.dtype != x.dtype)
+    throw DTypeError("index_add: src has dtype " + std::string(name(src.dtype)) + " but x has dtype " +
+                     std::string(name(x.dtype)) + " (they must match)");
+  if (idx.shape->size() != 1) throw ShapeError("index_add: index must be 1-d, got shape " + shape_str(*idx.shape));
+  const Shape &xs = *x.shape, &ss = *src.shape;
+  const int64_t ax = normalize_axis(a.axis, static_cast<int64_t>(xs.size()), "index_add");
+  Shape want = xs;
+  want[ax] = (*idx.shape)[0];
+  if (ss != want)
+    throw ShapeError("index_add: src has shape " + shape_str(ss) + ", expected " + shape_str(want) +
+                     " (x's shape with index's length along dim " + str(ax) + ")");
+  return xs;
+}
+
 DataOut data_out(OpId op, std::span<const InDesc> in, const Attrs& a) {
   if (in.empty()) throw ValueError(op_prefix(op) + "expected at least one tensor input, got none");
   std::vector<DType> dts(in.size());
@@ -133,6 +174,9 @@ DataOut data_out(OpId op, std::span<const InDesc> in, const Attrs& a) {
     case OpId::Gather: o.shape = gather_shape(in[0], in[1], a); break;
     case OpId::IndexSelect: o.shape = index_select_shape(in[0], in[1], a); break;
     case OpId::OneHot: o.shape = one_hot_shape(in[0], a); break;
+    case OpId::Scatter:
+    case OpId::ScatterAdd: o.shape = scatter_shape(op, in[0], in[1], in[2], a); break;
+    case OpId::IndexAdd: o.shape = index_add_shape(in[0], in[1], in[2], a); break;
     default: throw ValueError(op_prefix(op) + "is not a data op");
   }
   checked_numel(o.shape, op_name(op));
@@ -144,6 +188,25 @@ void check_axis_indices(OpId op, const Tensor& index, int64_t ax, int64_t n) {
   if (auto bad = device_utilities(index.device(), op_name(op).data()).first_index_outside(index, -n, n))
     throw IndexError(op_prefix(op) + "index " + str(*bad) + " is out of range for axis " + str(ax) + " with extent " +
                      str(n) + " (expected " + str(-n) + " <= index < " + str(n) + ")");
+}
+
+// Throws IndexError naming the first index outside [-n, n) and its position
+// (row-major multi-index into `index`).
+void check_scatter_indices(OpId op, const Tensor& index, int64_t ax, int64_t n) {
+  if (!device_utilities(index.device(), op_name(op).data()).first_index_outside(index, -n, n)) return;
+  const std::vector<int64_t> v = index.to_vector<int64_t>();
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (v[i] >= -n && v[i] < n) continue;
+    Shape pos(index.shape().size());
+    int64_t r = static_cast<int64_t>(i);
+    for (size_t d = pos.size(); d-- > 0;) {
+      pos[d] = r % index.shape()[d];
+      r /= index.shape()[d];
+    }
+    throw IndexError(op_prefix(op) + "index " + str(v[i]) + " at position " + shape_str(pos) +
+                     " is out of range for dim " + str(ax) + " with size " + str(n) + " (expected " + str(-n) +
+                     " <= index < " + str(n) + ")");
+  }
 }
 
 }  // namespace
@@ -182,6 +245,25 @@ Tensor eager_data(OpId op, std::span<const Tensor> in, const Attrs& attrs) {
       is[ax] = idx.shape()[0];
       ist[ax] = idx.strides()[0];
       const Tensor args[2] = {x, Tensor(idx.buffer(), idx.dtype(), std::move(is), std::move(ist), idx.offset())};
+      run_kernel(op, x.dtype(), args, out, attrs);
+      return out;
+    }
+    case OpId::Scatter:
+    case OpId::ScatterAdd: {
+      const int64_t ax = normalize_axis(attrs.axis, x.ndim(), op_name(op));
+      check_scatter_indices(op, in[1], ax, x.shape()[ax]);
+      break;
+    }
+    case OpId::IndexAdd: {
+      const int64_t ax = normalize_axis(attrs.axis, x.ndim(), "index_add");
+      const Tensor& idx = in[1];
+      check_scatter_indices(op, idx, ax, x.shape()[ax]);
+      // The 1-d index as a scatter index of src's shape (stride 0 off the
+      // axis), so index_add is a scatter_add.
+      Shape is = in[2].shape();
+      Strides ist(is.size(), 0);
+      ist[ax] = idx.strides()[0];
+      const Tensor args[3] = {x, Tensor(idx.buffer(), idx.dtype(), std::move(is), std::move(ist), idx.offset()), in[2]};
       run_kernel(op, x.dtype(), args, out, attrs);
       return out;
     }

@@ -6,6 +6,7 @@
 #include <iosfwd>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "buffer.h"
@@ -13,11 +14,14 @@
 #include "dtype.h"
 #include "elementwise_rows.h"
 #include "error.h"
+#include "method_rows.h"
 #include "scalar.h"
 #include "shape.h"
 
 namespace kiln {
 
+class TensorIndex;    // one entry of x.index({...}) (tensor/indexing.h)
+class IndexedTensor;  // what x.index({...}) returns (tensor/indexing.h)
 class RealizationState;  // graph values + context of an unrealized tensor (trace/)
 struct GraphValue;       // a value of a Graph (trace/graph.h)
 
@@ -189,6 +193,64 @@ class Tensor {
 #undef KILN_OP
 #undef KILN_INPLACE_UNARY
 #undef KILN_INPLACE_BINARY
+
+  // ---- method forms of the op table's rows (generated from tensor/ops.def) -----
+  // `x.exp()`, `x.add(y)`, `x.add(2.0)`, `x.sum({0}, true)`, `x.mean()`,
+  // `x.argmax(1)`, `x.var({}, 0.0)`, `x.softmax(-1)`, `x.matmul(w)`,
+  // `x.cast(DType::int32)`, `x.gather(1, idx)`, ...: each is `kiln::name(x,
+  // ...)` with the same arguments, defaults, result and errors (tensor/ops.h,
+  // tensor/sorting.h); tensor/method_rows.h says which row gets which form.
+#define KILN_M_UNARY(id, name) Tensor name() const;
+#define KILN_M_BINARY(id, name)               \
+  Tensor name(const Tensor& other) const; \
+  Tensor name(Scalar other) const;
+#define KILN_M_TENSOR(id, name) Tensor name(const Tensor& other) const;
+#define KILN_M_CAST(id, name) Tensor name(DType dtype) const;
+#define KILN_M_REDUCE(id, name) Tensor name(const std::vector<int64_t>& axes = {}, bool keepdim = false) const;
+#define KILN_M_ARGREDUCE(id, name) Tensor name(std::optional<int64_t> axis = std::nullopt, bool keepdim = false) const;
+#define KILN_M_MOMENT(id, name) \
+  Tensor name(const std::vector<int64_t>& axes = {}, double correction = 1.0, bool keepdim = false) const;
+#define KILN_M_SCAN(id, name) Tensor name(int64_t axis) const;
+#define KILN_M_SORT(id, name) Tensor name(int64_t axis = -1, bool descending = false) const;
+#define KILN_M_SOFTMAX(id, name) Tensor name(int64_t axis = -1) const;
+#define KILN_M_LAYER_NORM(id, name) \
+  Tensor name(const Tensor& weight = {}, const Tensor& bias = {}, double eps = 1e-5) const;
+#define KILN_M_RMS_NORM(id, name) Tensor name(const Tensor& weight = {}, double eps = 1e-6) const;
+#define KILN_M_SHAPE(id, name) Tensor name(const Shape& shape) const;
+#define KILN_M_SLICE(id, name) \
+  Tensor name(int64_t axis, std::optional<int64_t> start, std::optional<int64_t> stop, int64_t step = 1) const;
+#define KILN_M_SELECT(id, name) Tensor name(int64_t axis, int64_t index) const;
+#define KILN_M_AXES(id, name) Tensor name(const std::vector<int64_t>& axes = {}) const;
+#define KILN_M_AXIS(id, name) Tensor name(int64_t axis) const;
+#define KILN_M_REPS(id, name) Tensor name(const std::vector<int64_t>& reps) const;
+#define KILN_M_PAD(id, name) \
+  Tensor name(const std::vector<std::pair<int64_t, int64_t>>& pads, Scalar value = 0.0) const;
+#define KILN_M_AXIS_INDEX(id, name) Tensor name(int64_t axis, const Tensor& index) const;
+#define KILN_M_ONE_HOT(id, name) Tensor name(int64_t num_classes, DType dtype = DType::int64) const;
+#define KILN_M_SCATTER(id, name) Tensor name(int64_t axis, const Tensor& index, const Tensor& src) const;
+#define KILN_M_INDEX_ADD(id, name) \
+  Tensor name(int64_t axis, const Tensor& index, const Tensor& src, Scalar alpha = 1) const;
+#define KILN_OP(id, name, arity, cat, rule) KILN_FOR_METHOD_ROW(id, name, cat, rule)
+#include "ops.def"
+#undef KILN_OP
+#include "method_rows_undef.h"
+
+  // ---- indexing (numpy's rules; tensor/indexing.h) ----------------------------
+  /// x[i]: a view of entry i along axis 0 (negative counts from the end).
+  /// Throws IndexError naming the axis and its size when i is out of range,
+  /// and for a 0-d tensor.
+  Tensor operator[](int64_t i) const;
+  /// x.index({Slice(1, None, 2), 0, None, Ellipsis, mask, idx}): numpy
+  /// indexing, a view for basic indices, a copy once an integer or boolean
+  /// tensor is among them. The result can be written through:
+  /// `x.index({...}).assign(v)` (see IndexedTensor).
+  IndexedTensor index(std::initializer_list<TensorIndex> indices) const;
+  IndexedTensor index(const std::vector<TensorIndex>& indices) const;
+  /// x[indices] = values (values broadcast to x.index(indices)'s shape and
+  /// cast to x's dtype with same_kind): writes through to x's memory. With
+  /// advanced indices a repeated position keeps the last value (numpy).
+  const Tensor& index_put_(std::initializer_list<TensorIndex> indices, const Tensor& values) const;
+  const Tensor& index_put_(std::initializer_list<TensorIndex> indices, Scalar value) const;
 
   /// Shares the impl: true when both handles are the same tensor.
   bool is_same(const Tensor& o) const { return impl_ == o.impl_; }

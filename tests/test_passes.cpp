@@ -213,6 +213,9 @@ OpCase op_case(OpId id) {
         case OpId::Tile: return {{x23}, ints({2, 1})};
         case OpId::Gather: return {{x23, TensorType(DType::int64, {2, 1})}, axis_attr(1)};
         case OpId::IndexSelect: return {{x23, i64_2}, axis_attr(1)};
+        case OpId::Scatter:
+        case OpId::ScatterAdd: return {{x23, TensorType(DType::int64, {2, 1}), f32({2, 2})}, axis_attr(1)};
+        case OpId::IndexAdd: return {{x23, i64_2, f32({2, 2})}, axis_attr(1)};
         default: {  // one_hot
           Attrs a = axis_attr(5);
           a.dtype = DType::int32;

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <type_traits>
 
+#include "../tensor/ref_ops.h"
 #include "op_table_checks.h"
 #include "test_util.h"
 
@@ -456,6 +457,84 @@ int check_one_hot(DType d, const Shape& s, ViewKind k, uint64_t seed) {
   return cases;
 }
 
+// a + b as scatter_add/index_add define it for dtype d: rounded to d at
+// every step (floats), wrapped (integers), or (bool).
+double ref_add(double a, double b, DType d) {
+  if (d == DType::bool_) return (a != 0 || b != 0) ? 1.0 : 0.0;
+  if (!is_floating(d)) return static_cast<double>(ref_cast_int(static_cast<int64_t>(a) + static_cast<int64_t>(b), d));
+  return ref_cast(a + b, d);
+}
+
+// scatter / scatter_add (x, index, src) along every axis; index smaller than
+// src (variant 1) and than x off the axis, repeated targets, both index dtypes.
+int check_scatter(OpId op, DType d, const Shape& s, ViewKind k, uint64_t seed) {
+  int cases = 0;
+  const int64_t nd = static_cast<int64_t>(s.size());
+  Tensor x = relayout(input(s, d, seed), k);
+  const std::vector<double> xv = values(x);
+  for (int64_t ax = 0; ax < nd; ++ax) {
+    const int64_t n = s[ax];
+    for (int variant = 0; variant < 2; ++variant) {
+      Shape is = s;
+      is[ax] = n > 0 ? 4 : 0;  // 4 > some extents: repeated targets
+      if (variant && nd > 1 && is[(ax + 1) % nd] > 1) --is[(ax + 1) % nd];
+      Shape ss = is;
+      if (variant)
+        for (int64_t& e : ss) ++e;
+      const DType idt = variant ? DType::int32 : DType::int64;
+      Tensor idx = relayout(indices(is, idt, -n, n - 1, seed + ax), k);
+      Tensor src = relayout(input(ss, d, seed + 17 + ax), k);
+      const std::vector<double> iv = values(idx), sv = values(src);
+      std::vector<double> want = xv;
+      for (int64_t p = 0; p < checked_numel(is); ++p) {  // row-major order of index
+        const Index pi = unravel(p, is);
+        Index t = pi;
+        const int64_t v = static_cast<int64_t>(iv[p]);
+        t[ax] = v < 0 ? v + n : v;
+        double& o = want[ravel(t, s)];
+        const double sval = sv[ravel(pi, ss)];
+        o = op == OpId::Scatter ? sval : ref_add(o, sval, d);
+      }
+      Attrs a = attrs_of({}, variant ? ax - nd : ax);
+      const Tensor in[3] = {x, idx, src};
+      cases += compare(apply(op, in, a), d, s, want,
+                       label(op, d, s, k, "axis " + std::to_string(ax) + " index " + shape_str(is) + " src " + shape_str(ss)));
+    }
+  }
+  return cases;
+}
+
+// index_add (x, 1-d index, src) along every axis, repeated indices.
+int check_index_add(DType d, const Shape& s, ViewKind k, uint64_t seed) {
+  int cases = 0;
+  const int64_t nd = static_cast<int64_t>(s.size());
+  Tensor x = relayout(input(s, d, seed), k);
+  const std::vector<double> xv = values(x);
+  for (int64_t ax = 0; ax < nd; ++ax) {
+    const int64_t n = s[ax];
+    for (DType idt : {DType::int32, DType::int64}) {
+      Tensor idx = relayout(indices({n > 0 ? 5 : 0}, idt, -n, n - 1, seed + ax), k);
+      Shape ss = s;
+      ss[ax] = idx.shape()[0];
+      Tensor src = relayout(input(ss, d, seed + 31 + ax), k);
+      const std::vector<double> iv = values(idx), sv = values(src);
+      std::vector<double> want = xv;
+      for (int64_t p = 0; p < checked_numel(ss); ++p) {
+        const Index pi = unravel(p, ss);
+        Index t = pi;
+        const int64_t v = static_cast<int64_t>(iv[pi[ax]]);
+        t[ax] = v < 0 ? v + n : v;
+        double& o = want[ravel(t, s)];
+        o = ref_add(o, sv[p], d);
+      }
+      const Tensor in[3] = {x, idx, src};
+      cases += compare(apply(OpId::IndexAdd, in, attrs_of({}, ax)), d, s, want,
+                       label(OpId::IndexAdd, d, s, k, "axis " + std::to_string(ax) + " " + std::string(name(idt))));
+    }
+  }
+  return cases;
+}
+
 }  // namespace
 
 int check_view_op(OpId op) {
@@ -496,6 +575,9 @@ int check_data_op(OpId op) {
           case OpId::Gather: cases += check_gather(d, s, k, seed); break;
           case OpId::IndexSelect: cases += check_index_select(d, s, k, seed); break;
           case OpId::OneHot: cases += check_one_hot(d, s, k, seed); break;
+          case OpId::Scatter:
+          case OpId::ScatterAdd: cases += check_scatter(op, d, s, k, seed); break;
+          case OpId::IndexAdd: cases += check_index_add(d, s, k, seed); break;
           default: break;
         }
       }

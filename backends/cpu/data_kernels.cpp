@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <cstring>
+#include <type_traits>
 
 #include "../../tensor/dispatch.h"
 #include "copy.h"
@@ -162,6 +163,51 @@ void one_hot_into(const Tensor& out, const Tensor& index, int64_t classes) {
       const I* ip = static_cast<const I*>(c.data_ptr());
 #pragma omp parallel for schedule(static) if (rows >= kParallelGrain)
       for (int64_t r = 0; r < rows; ++r) std::memcpy(o + (r * classes + ip[r]) * item, &one, sizeof(T));
+    });
+  });
+}
+
+namespace {
+template <class T>
+T add_values(T a, T b) {
+  if constexpr (std::is_same_v<T, bool>) return a || b;
+  else if constexpr (std::is_integral_v<T>)  // wraps as numpy's integers do (no signed overflow UB)
+    return static_cast<T>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+  else return T(static_cast<detail::compute_t<T>>(a) + static_cast<detail::compute_t<T>>(b));
+}
+}  // namespace
+
+void scatter_into(const Tensor& out, const Tensor& x, int64_t axis, const Tensor& index, const Tensor& src, bool add) {
+  copy_into(x, out);
+  const int64_t m = index.numel();
+  if (m == 0) return;
+  const Tensor ic = index.contiguous();
+  const Shape& is = index.shape();
+  const size_t nd = is.size();
+  const int64_t n = out.shape()[axis];
+  const Strides &ost = out.strides(), &sst = src.strides();
+  detail::visit_dtype(out.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* ob = static_cast<T*>(out.data_ptr());
+    const T* sb = static_cast<const T*>(src.data_ptr());
+    visit_index(ic.dtype(), [&](auto itag) {
+      using I = typename decltype(itag)::type;
+      const I* ip = static_cast<const I*>(ic.data_ptr());
+      std::vector<int64_t> c(nd, 0);  // the multi-index of position p
+      for (int64_t p = 0; p < m; ++p) {
+        int64_t k = static_cast<int64_t>(ip[p]);
+        if (k < 0) k += n;
+        int64_t oo = 0, so = 0;
+        for (size_t d = 0; d < nd; ++d) {
+          oo += (static_cast<int64_t>(d) == axis ? k : c[d]) * ost[d];
+          so += c[d] * sst[d];
+        }
+        ob[oo] = add ? add_values(ob[oo], sb[so]) : sb[so];
+        for (size_t d = nd; d-- > 0;) {
+          if (++c[d] < is[d]) break;
+          c[d] = 0;
+        }
+      }
     });
   });
 }

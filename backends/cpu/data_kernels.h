@@ -1,5 +1,5 @@
 // kiln (internal): CPU kernels of the Data category (concat, pad, tile,
-// gather/index_select, one_hot). Shapes, dtypes and attributes are checked
+// gather/index_select, one_hot, scatter/scatter_add/index_add). Shapes, dtypes and attributes are checked
 // by tensor/ops_data.cpp before these run; `out` is a freshly allocated
 // contiguous tensor of the result's shape and dtype. Inputs may have any
 // strides; copies go through copy_into (which converts dtypes).
@@ -39,5 +39,13 @@ void gather_into(const Tensor& out, const Tensor& x, int64_t axis, const Tensor&
 /// out (contiguous, shape index.shape + [classes]) = 1 where the last
 /// coordinate equals the index, else 0. Indices must be in [0, classes).
 void one_hot_into(const Tensor& out, const Tensor& index, int64_t classes);
+
+/// out = x, then for every position p of `index` in row-major order:
+/// out[p with axis coordinate index[p]] = src[p] (or += src[p] when `add`:
+/// floats in their compute type rounded to the dtype at every step, integers
+/// wrapping, bool or). Sequential, so a repeated target accumulates in index
+/// order and the result never depends on the thread count. Indices must be
+/// in [-n, n) (checked before); negative ones count from the end.
+void scatter_into(const Tensor& out, const Tensor& x, int64_t axis, const Tensor& index, const Tensor& src, bool add);
 
 }  // namespace kiln::cpu

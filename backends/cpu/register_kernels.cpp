@@ -78,6 +78,13 @@ void data(const KernelArgs& k) {
     case OpId::Gather:
     case OpId::IndexSelect: gather_into(k.out, x, normalize_axis(k.attrs.axis, x.ndim(), "gather"), k.in[1]); break;
     case OpId::OneHot: one_hot_into(k.out, x, k.attrs.axis); break;
+    // index_add's index arrives shaped as a scatter index (stride 0 off the axis).
+    case OpId::Scatter:
+    case OpId::ScatterAdd:
+    case OpId::IndexAdd:
+      scatter_into(k.out, x, normalize_axis(k.attrs.axis, x.ndim(), "scatter"), k.in[1], k.in[2],
+                   k.op != OpId::Scatter);
+      break;
     default: break;
   }
 }

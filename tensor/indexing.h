@@ -1,0 +1,109 @@
+// kiln: numpy indexing, `x[i]`, `x.index({Slice(1, None, 2), 0, None,
+// Ellipsis, mask, idx})`, and writes through it (`x.index({...}).assign(v)`,
+// `x.index_put_({...}, v)`).
+//
+// The rules (numpy's, https://numpy.org/doc/stable/user/basics.indexing.html):
+// - Basic indices give a view sharing x's storage: an integer i (negative
+//   counts from the end) removes its axis; Slice(start, stop, step) keeps it
+//   (Python's clamping; negative steps walk backwards; step 0 is a
+//   ValueError); None inserts an axis of extent 1; Ellipsis stands for as
+//   many full slices as needed (at most one). Fewer indices than axes leave
+//   the last axes whole.
+// - Advanced indices give a copy: an int32/int64 tensor picks entries along
+//   its axis (negative from the end); a bool tensor of k dims selects the
+//   entries where it is true over the k axes it covers (it is replaced by
+//   the k integer tensors of nonzero(mask), so it runs eagerly only: the
+//   result's shape depends on the data). The index tensors broadcast against
+//   each other to a shape B; the result holds B's axes in place of the
+//   indexed axes when those are next to each other, else in front. Integers
+//   mixed with index tensors count as 0-d index tensors (numpy's rule).
+// - Errors: an integer out of range is an IndexError naming the axis and its
+//   size ("index 5 is out of bounds for axis 0 with size 3"), so is an index
+//   tensor's entry, too many indices, a second Ellipsis, a bool mask whose
+//   extents differ from the axes it covers, or a float index tensor; index
+//   tensors that do not broadcast are a ShapeError.
+// - Writes: the value broadcasts to the indexed shape (ShapeError) and is
+//   cast to x's dtype with same_kind casting (DTypeError otherwise); the
+//   write lands in x's memory (a view of x writes through to its base).
+//   With advanced indices a repeated position keeps the value written last
+//   in row-major order of the index result (numpy). Traced, a write follows
+//   tensor/mutation.h: into the traced tensor itself it is recorded (a
+//   scatter), through a view of it a RealizationError.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <type_traits>
+#include <vector>
+
+#include "tensor.h"
+
+namespace kiln {
+
+/// numpy's None/newaxis in an index list, and an absent Slice bound.
+inline constexpr std::nullopt_t None = std::nullopt;
+
+/// numpy's `...` in an index list.
+struct EllipsisIndex {};
+inline constexpr EllipsisIndex Ellipsis{};
+
+/// Python's start:stop:step. Absent bounds are the whole extent in the
+/// step's direction; step defaults to 1.
+struct Slice {
+  std::optional<int64_t> start, stop;
+  int64_t step = 1;
+  Slice(std::optional<int64_t> start = std::nullopt, std::optional<int64_t> stop = std::nullopt,
+        std::optional<int64_t> step = std::nullopt)
+      : start(start), stop(stop), step(step.value_or(1)) {}
+};
+
+/// One entry of an index list: an integer, Slice, None, Ellipsis or an
+/// int32/int64/bool tensor.
+class TensorIndex {
+ public:
+  enum class Kind : uint8_t { integer, slice, none, ellipsis, tensor };
+  template <class I, std::enable_if_t<std::is_integral_v<I> && !std::is_same_v<I, bool>, int> = 0>
+  TensorIndex(I i) : kind_(Kind::integer), integer_(static_cast<int64_t>(i)) {}
+  TensorIndex(Slice s) : kind_(Kind::slice), slice_(s) {}
+  TensorIndex(std::nullopt_t) : kind_(Kind::none) {}
+  TensorIndex(EllipsisIndex) : kind_(Kind::ellipsis) {}
+  TensorIndex(Tensor t) : kind_(Kind::tensor), tensor_(std::move(t)) {}
+
+  Kind kind() const { return kind_; }
+  int64_t integer() const { return integer_; }
+  const Slice& slice() const { return slice_; }
+  const Tensor& tensor() const { return tensor_; }
+
+ private:
+  Kind kind_;
+  int64_t integer_ = 0;
+  Slice slice_;
+  Tensor tensor_;
+};
+
+/// The result of `x.index({...})`: a Tensor (a view of x for basic indices,
+/// a copy with advanced ones) that remembers x and the indices, so that
+/// assigning to it writes into x in both cases.
+class IndexedTensor : public Tensor {
+ public:
+  IndexedTensor(Tensor result, Tensor base, std::vector<TensorIndex> indices)
+      : Tensor(std::move(result)), base_(std::move(base)), indices_(std::move(indices)) {}
+  /// x[indices] = v (the rules above); returns x. This handle keeps the
+  /// value it had (with advanced indices it is a copy taken before the write).
+  const Tensor& assign(const Tensor& v) const;
+  const Tensor& assign(Scalar v) const;
+  /// Same as assign (these hide Tensor's own, which would write only into
+  /// the copy when the indices are advanced).
+  const Tensor& copy_(const Tensor& v) const { return assign(v); }
+  const Tensor& fill_(Scalar v) const { return assign(v); }
+
+ private:
+  Tensor base_;
+  std::vector<TensorIndex> indices_;
+};
+
+/// x[indices] as a free function (same as x.index(indices)).
+Tensor index(const Tensor& x, const std::vector<TensorIndex>& indices);
+/// x[indices] = values in place (same as x.index_put_(indices, values)).
+const Tensor& index_put_(const Tensor& x, const std::vector<TensorIndex>& indices, const Tensor& values);
+
+}  // namespace kiln
