@@ -800,18 +800,12 @@ void ExecutionPlan::run(std::span<const Tensor> inputs, std::span<const Tensor> 
   const Graph& g = *graph_;
   // Declared first, so it is given back after every view of it below is gone.
   const ArenaLease lease(*this);
-  const Buffer& arena = lease.arena;
-  std::vector<Tensor> vals(g.num_values());
-  const auto& in_ids = g.input_ids();
-  for (size_t i = 0; i < in_ids.size(); ++i) vals[in_ids[i]] = inputs[i];
-  for (size_t i = 0; i < weight_values_.size(); ++i) vals[weight_values_[i]] = weights[i];
-  for (const Node& n : g.nodes())
-    if (n.kind == NodeKind::constant) vals[n.outputs[0]] = n.data;
   // One scratch buffer per call (calls may run concurrently) for every
   // intermediate (the lease above); graph outputs get their own memory.
-  // The binding's vectors are reused by the next call on this thread (no
-  // allocation per call); a call made while one runs on this thread (an
-  // eager kernel calling compiled code) gets its own.
+  const Buffer& arena = lease.arena;
+  // The value table and the binding's vectors are reused by the next call on
+  // this thread (no allocation per call); a call made while one runs on this
+  // thread (an eager kernel calling compiled code) gets its own.
   thread_local Bound reused;
   thread_local bool in_use = false;
   Bound local;
@@ -825,6 +819,13 @@ void ExecutionPlan::run(std::span<const Tensor> inputs, std::span<const Tensor> 
     }
   } release{in_use ? nullptr : &in_use, bound};
   in_use = true;
+  std::vector<Tensor>& vals = bound.vals;
+  vals.resize(g.num_values());  // empty handles (clear() dropped the last call's)
+  const auto& in_ids = g.input_ids();
+  for (size_t i = 0; i < in_ids.size(); ++i) vals[in_ids[i]] = inputs[i];
+  for (size_t i = 0; i < weight_values_.size(); ++i) vals[weight_values_[i]] = weights[i];
+  for (const Node& n : g.nodes())
+    if (n.kind == NodeKind::constant) vals[n.outputs[0]] = n.data;
   if (bind_all(bound, vals, arena)) {
     run_bound(bound);
   } else {

@@ -142,7 +142,9 @@ class ExecutionPlan {
     std::vector<Tensor> args;                              // op steps' arguments, flattened
     std::vector<std::pair<uint32_t, uint32_t>> arg_range;  // per op step: first and count in args
     std::vector<char> run_view;                            // per step: a view step run when reached
+    std::vector<Tensor> vals;                              // per value id (run()'s value table)
     void clear() {  // drops the tensors, keeps the capacity
+      vals.clear();
       steps.clear();
       args.clear();
       arg_range.clear();
