@@ -133,6 +133,34 @@ TEST_SUITE("alloc_free") {
     check_paths(run, in, 1, values_of({f(in[0], in[1])}), 1e-5);
   }
 
+  TEST_CASE("hot paths allocate only outputs: var, std and logsumexp op steps (two-pass, with scratch)") {
+    auto f = [](Tensor a) {
+      return std::make_tuple(var(a * 2.0f, {1}), kiln::std(a + 1.0f, {0}, 0.0, true), logsumexp(a * 0.5f, {1}));
+    };
+    CompiledCallable run = compile(f)(f32({5, 40}));
+    REQUIRE(has_step(run, codegen::PlanStep::Kind::op));
+    std::vector<Tensor> in = {random::normal({5, 40}, 15)};
+    auto [w0, w1, w2] = f(in[0]);
+    check_paths(run, in, 3, values_of({w0, w1, w2}), 1e-5);
+  }
+
+  TEST_CASE("var's reused scratch: shapes that grow and shrink between calls, against a float64 reference") {
+    for (int64_t n : {3, 700, 5, 70000, 2}) {
+      CAPTURE(n);
+      Tensor x = random::normal({2, n}, static_cast<uint64_t>(n));
+      const std::vector<double> xv = kt::values(x);
+      std::vector<double> want;
+      for (int r = 0; r < 2; ++r) {
+        double m = 0, ss = 0;
+        for (int64_t j = 0; j < n; ++j) m += xv[r * n + j];
+        m /= static_cast<double>(n);
+        for (int64_t j = 0; j < n; ++j) ss += (xv[r * n + j] - m) * (xv[r * n + j] - m);
+        want.push_back(ss / static_cast<double>(n - 1));
+      }
+      kt::check_all_close(var(x, {1}), want, 1e-4, 1e-6, "var");  // float32 accumulation over up to 70000 terms
+    }
+  }
+
   TEST_CASE("hot paths: a result that is a view of an intermediate keeps its values over later calls") {
     auto f = [](Tensor x) {
       Tensor t = matmul(x, x);
