@@ -3,6 +3,10 @@
 //   BM_call_1elem         checked compiled call on 1-element inputs
 //   BM_execute_raw_1elem  execute_raw (no checks) on the same
 //   BM_replay_1elem       replay of a capture on the same   (budget <= 0.2 us)
+//   BM_*_arena            the same on a plan with two 16x16 matmul intermediates
+//                         in its scratch arena (issue 18: reused, not allocated)
+//   BM_*_op_step          the same on a plan with a non-fused step (cumsum)
+//                         between fused ones (replay writes it in place)
 //   BM_compile_1000       optimise + plan + generate code for the staged graph
 //   BM_read_1000          engine::read of its MEF file (from memory)  (budget <= 20 ms)
 // The graph of the last two has about 1,000 nodes after optimisation (see
@@ -50,6 +54,42 @@ void BM_replay_1elem(benchmark::State& st) {
   m.release(1);
 }
 BENCHMARK(BM_replay_1elem);
+
+CompiledCallable with_arena() {
+  return compile([](Tensor x, Tensor w) { return tanh(matmul(relu(matmul(x, w)), w)); })(f32({16, 16}),
+                                                                                         f32({16, 16}));
+}
+CompiledCallable with_op_step() {
+  return compile([](Tensor x) { return cumsum(exp(x), 0) * 2.0f; })(f32({64}));
+}
+
+void run_call(benchmark::State& st, const CompiledCallable& run, const std::vector<Tensor>& in) {
+  for (auto _ : st) benchmark::DoNotOptimize(run.call_flat(in, run.in_tree()).leaves.data());
+}
+void run_execute_raw(benchmark::State& st, const CompiledCallable& run, const std::vector<Tensor>& in) {
+  for (auto _ : st) benchmark::DoNotOptimize(run.execute_raw(std::span<const Tensor>(in)).data());
+}
+void run_replay(benchmark::State& st, const CompiledCallable& run, const std::vector<Tensor>& in) {
+  const engine::Model& m = run.engine_model();
+  std::vector<Tensor> out = m.capture(1, in);
+  for (auto _ : st) {
+    m.replay(1, in);
+    benchmark::ClobberMemory();
+  }
+  m.release(1);
+}
+void BM_call_arena(benchmark::State& st) { run_call(st, with_arena(), {ones({16, 16}), ones({16, 16}) * 0.1f}); }
+BENCHMARK(BM_call_arena);
+void BM_execute_raw_arena(benchmark::State& st) {
+  run_execute_raw(st, with_arena(), {ones({16, 16}), ones({16, 16}) * 0.1f});
+}
+BENCHMARK(BM_execute_raw_arena);
+void BM_replay_arena(benchmark::State& st) { run_replay(st, with_arena(), {ones({16, 16}), ones({16, 16}) * 0.1f}); }
+BENCHMARK(BM_replay_arena);
+void BM_execute_raw_op_step(benchmark::State& st) { run_execute_raw(st, with_op_step(), {ones({64})}); }
+BENCHMARK(BM_execute_raw_op_step);
+void BM_replay_op_step(benchmark::State& st) { run_replay(st, with_op_step(), {ones({64})}); }
+BENCHMARK(BM_replay_op_step);
 
 StagedGraph big_staged() {
   auto f = [](Tensor x, Tensor w) {

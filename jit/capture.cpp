@@ -160,7 +160,17 @@ void Model::replay(uint64_t key, std::span<const Tensor> inputs) const {
   for (const CapturedStep& s : cap->steps) {
     switch (s.kind) {
       case CapturedStep::Kind::bound: codegen::ExecutionPlan::execute(s.bound); break;
-      case CapturedStep::Kind::op: copy_values(kiln::detail::eager_execute(s.op, s.args, *s.attrs), s.dst); break;
+      case CapturedStep::Kind::op: {
+        // The kernel writes into the captured buffer (no allocation, no
+        // copy); one that makes its result elsewhere is copied there.
+        Tensor r;
+        {
+          kiln::detail::ScopedOutput into(s.dst);
+          r = kiln::detail::eager_execute(s.op, s.args, *s.attrs);
+        }
+        if (r.data_ptr() != s.dst.data_ptr() || r.strides() != s.dst.strides()) copy_values(r, s.dst);
+        break;
+      }
       case CapturedStep::Kind::copy: copy_values(s.src, s.dst); break;
     }
   }

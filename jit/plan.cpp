@@ -867,21 +867,43 @@ void ExecutionPlan::execute(const BoundStep& b) {
   cpu::run_loop_at<kMaxFusedOperands>(s.loop, b.base, [fn](char** p, const int64_t* st, int64_t n) { fn(p, st, n); });
 }
 
+// A call's arena: one a finished call gave back, else a new one. Given back
+// when the call ends, unless something else (a result viewing an
+// intermediate) still holds it: the next call would overwrite that result.
+struct ExecutionPlan::ArenaLease {
+  const ExecutionPlan& plan;
+  Buffer arena;
+  explicit ArenaLease(const ExecutionPlan& p) : plan(p) {
+    if (!p.arena_bytes_) return;
+    {
+      std::lock_guard<std::mutex> lock(p.arena_mu_);
+      if (!p.free_arenas_.empty()) {
+        arena = std::move(p.free_arenas_.back());
+        p.free_arenas_.pop_back();
+      }
+    }
+    if (!arena) arena = Buffer::allocate(p.arena_bytes_);
+  }
+  ~ArenaLease() {
+    if (!arena || arena.use_count() != 1) return;
+    std::lock_guard<std::mutex> lock(plan.arena_mu_);
+    plan.free_arenas_.push_back(std::move(arena));
+  }
+  ArenaLease(const ArenaLease&) = delete;
+  ArenaLease& operator=(const ArenaLease&) = delete;
+};
+
 void ExecutionPlan::run(std::span<const Tensor> inputs, std::span<const Tensor> weights,
                         std::vector<Tensor>& outputs) const {
   const Graph& g = *graph_;
-  std::vector<Tensor> vals(g.num_values());
-  const auto& in_ids = g.input_ids();
-  for (size_t i = 0; i < in_ids.size(); ++i) vals[in_ids[i]] = inputs[i];
-  for (size_t i = 0; i < weight_values_.size(); ++i) vals[weight_values_[i]] = weights[i];
-  for (const Node& n : g.nodes())
-    if (n.kind == NodeKind::constant) vals[n.outputs[0]] = n.data;
+  // Declared first, so it is given back after every view of it below is gone.
+  const ArenaLease lease(*this);
   // One scratch buffer per call (calls may run concurrently) for every
-  // intermediate; graph outputs get their own memory.
-  const Buffer arena = arena_bytes_ ? Buffer::allocate(arena_bytes_) : Buffer();
-  // The binding's vectors are reused by the next call on this thread (no
-  // allocation per call); a call made while one runs on this thread (an
-  // eager kernel calling compiled code) gets its own.
+  // intermediate (the lease above); graph outputs get their own memory.
+  const Buffer& arena = lease.arena;
+  // The value table and the binding's vectors are reused by the next call on
+  // this thread (no allocation per call); a call made while one runs on this
+  // thread (an eager kernel calling compiled code) gets its own.
   thread_local Bound reused;
   thread_local bool in_use = false;
   Bound local;
@@ -895,6 +917,13 @@ void ExecutionPlan::run(std::span<const Tensor> inputs, std::span<const Tensor> 
     }
   } release{in_use ? nullptr : &in_use, bound};
   in_use = true;
+  std::vector<Tensor>& vals = bound.vals;
+  vals.resize(g.num_values());  // empty handles (clear() dropped the last call's)
+  const auto& in_ids = g.input_ids();
+  for (size_t i = 0; i < in_ids.size(); ++i) vals[in_ids[i]] = inputs[i];
+  for (size_t i = 0; i < weight_values_.size(); ++i) vals[weight_values_[i]] = weights[i];
+  for (const Node& n : g.nodes())
+    if (n.kind == NodeKind::constant) vals[n.outputs[0]] = n.data;
   if (bind_all(bound, vals, arena)) {
     run_bound(bound);
   } else {

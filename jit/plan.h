@@ -4,6 +4,7 @@
 #pragma once
 #include <array>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -111,8 +112,13 @@ class ExecutionPlan {
   /// Runs a bound step (no checks, no allocation).
   static void execute(const BoundStep& b);
 
-  /// Bytes of the one scratch buffer a run allocates for intermediates
-  /// (planned from liveness; 0 when every value is fused or an output).
+  /// Bytes of the one scratch buffer a run uses for intermediates (planned
+  /// from liveness; 0 when every value is fused or an output). A call takes
+  /// one the plan kept from an earlier call and gives it back when it ends,
+  /// so only the first call (and each call running at the same time as
+  /// others) allocates one; the plan keeps as many as ran at once. An arena
+  /// a result still views (a returned view of an intermediate) is left to
+  /// that result instead.
   size_t arena_bytes() const { return arena_bytes_; }
   /// Total bytes of generated machine code.
   size_t code_bytes() const;
@@ -127,6 +133,11 @@ class ExecutionPlan {
   std::vector<std::vector<int32_t>> release_after_;  // per step: values dropped after it
   std::vector<int64_t> arena_offset_;                // per value: byte offset in the arena, or -1
   size_t arena_bytes_ = 0;
+  // Arenas of finished calls, for the next ones (many threads may call one
+  // plan: each call takes its own).
+  mutable std::mutex arena_mu_;
+  mutable std::vector<Buffer> free_arenas_;
+  struct ArenaLease;
 
   void plan_memory(const std::vector<char>& is_output);
   // A call with every step bound up front (jit/plan_bind.cpp): no
@@ -139,7 +150,9 @@ class ExecutionPlan {
     std::vector<Tensor> args;                              // op steps' arguments, flattened
     std::vector<std::pair<uint32_t, uint32_t>> arg_range;  // per op step: first and count in args
     std::vector<char> run_view;                            // per step: a view step run when reached
+    std::vector<Tensor> vals;                              // per value id (run()'s value table)
     void clear() {  // drops the tensors, keeps the capacity
+      vals.clear();
       steps.clear();
       args.clear();
       arg_range.clear();

@@ -45,39 +45,66 @@ bool has_kernel(OpId op, DeviceType dev, DType dtype) noexcept {
   return e.kernel != nullptr && (e.dtypes & dtype_bit(dtype)) != 0;
 }
 
-Kernel kernel_for(OpId op, Device dev, DType dtype) {
-  const Entry& e = g_kernels[dev_index(dev.type)][static_cast<size_t>(op)];
-  if (e.kernel != nullptr && (e.dtypes & dtype_bit(dtype)) != 0) [[likely]]
-    return e.kernel;
+// The error paths below live in cold, never-inlined functions: inlined, the
+// message building made every eager op's lookup and device check save six
+// registers and reserve a stack frame (bench_ops' 1-element add).
+namespace {
+
+[[noreturn, gnu::cold, gnu::noinline]] void throw_no_kernel(OpId op, Device dev, DType dtype) {
   throw DeviceError(op_prefix(op) + "no kernel for " + dev.str() + " of dtype " + std::string(name(dtype)) +
                     backend_missing(dev));
 }
 
+[[noreturn, gnu::cold, gnu::noinline]] void throw_no_utilities(Device dev, const char* who) {
+  throw DeviceError(std::string(who) + ": no kernels for " + dev.str() + backend_missing(dev));
+}
+
+bool is_cpu_scalar(const Tensor& t) { return t.device().is_cpu() && t.ndim() == 0; }
+
+/// The inputs' devices differ: fine when the odd ones out are CPU scalars,
+/// otherwise a DeviceError naming the first two that clash.
+[[gnu::cold, gnu::noinline]] void check_mixed_devices(OpId op, std::span<const Tensor> in) {
+  size_t ref = 0;
+  while (ref < in.size() && is_cpu_scalar(in[ref])) ++ref;
+  if (ref == in.size()) return;
+  for (size_t j = 0; j < in.size(); ++j) {
+    if (is_cpu_scalar(in[j]) || in[j].device() == in[ref].device()) continue;
+    throw DeviceError(op_prefix(op) + "input " + std::to_string(j) + " is on " + in[j].device().str() +
+                      " but input " + std::to_string(ref) + " is on " + in[ref].device().str() +
+                      " (move one with .to(device); eager ops never copy between devices)");
+  }
+}
+
+}  // namespace
+
+Kernel kernel_for(OpId op, Device dev, DType dtype) {
+  const Entry& e = g_kernels[dev_index(dev.type)][static_cast<size_t>(op)];
+  if (e.kernel != nullptr && (e.dtypes & dtype_bit(dtype)) != 0) [[likely]]
+    return e.kernel;
+  throw_no_kernel(op, dev, dtype);
+}
+
 const DeviceUtilities& device_utilities(Device dev, const char* who) {
-  if (!g_has_utilities[dev_index(dev.type)])
-    throw DeviceError(std::string(who) + ": no kernels for " + dev.str() + backend_missing(dev));
+  if (!g_has_utilities[dev_index(dev.type)]) [[unlikely]] throw_no_utilities(dev, who);
   return g_utilities[dev_index(dev.type)];
 }
 
-namespace {
-bool is_cpu_scalar(const Tensor& t) { return t.device().is_cpu() && t.ndim() == 0; }
-}  // namespace
-
 void check_same_device(OpId op, std::span<const Tensor> in) {
+  if (in.empty()) return;
+  const Device d0 = in[0].device();
   for (size_t i = 1; i < in.size(); ++i)
-    if (!(in[i].device() == in[0].device())) [[unlikely]] {
-      // Scalars on the CPU join any device; otherwise name the first two.
-      size_t ref = 0;
-      while (ref < in.size() && is_cpu_scalar(in[ref])) ++ref;
-      if (ref == in.size()) return;
-      for (size_t j = 0; j < in.size(); ++j) {
-        if (is_cpu_scalar(in[j]) || in[j].device() == in[ref].device()) continue;
-        throw DeviceError(op_prefix(op) + "input " + std::to_string(j) + " is on " + in[j].device().str() +
-                          " but input " + std::to_string(ref) + " is on " + in[ref].device().str() +
-                          " (move one with .to(device); eager ops never copy between devices)");
-      }
-      return;
+    if (!(in[i].device() == d0)) [[unlikely]] return check_mixed_devices(op, in);
+}
+
+Device common_device(OpId op, std::span<const Tensor> in) {
+  if (in.empty()) return Device::cpu();
+  const Device d0 = in[0].device();
+  for (size_t i = 1; i < in.size(); ++i)
+    if (!(in[i].device() == d0)) [[unlikely]] {
+      check_mixed_devices(op, in);
+      return operands_device(in);
     }
+  return d0;
 }
 
 void copy_into(const Tensor& src, const Tensor& dst) {

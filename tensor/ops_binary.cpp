@@ -61,24 +61,28 @@ TensorLayout infer_binary(OpId op, std::span<const TensorLayout> in, const Attrs
 }
 
 Tensor eager_binary(OpId op, std::span<const Tensor> in, const Attrs& attrs) {
-  check_same_device(op, in);
   const Tensor& a = in[0];
   const Tensor& b = in[1];
-  const DType d[2] = {a.dtype(), b.dtype()};
+  // Each accessor (dtype(), shape(), device()) is an out-of-line impl() call:
+  // read the operands' fields once (the 1-element add is dispatch-bound).
+  const TensorImpl& ai = a.impl();
+  const TensorImpl& bi = b.impl();
+  const Device dev = ai.device == bi.device ? ai.device : common_device(op, in);
+  const DType d[2] = {ai.dtype, bi.dtype};
   const DType od = result_dtype(op, d, attrs);
   const DType cd = binary_compute_dtype(op, d[0] == d[1] ? d[0] : promote_types(d[0], d[1]), od);
   // Same shapes (the common case) need no broadcast and no shape copy here.
   Shape bshape;
-  const bool same = a.shape() == b.shape();
-  if (!same) bshape = broadcast_shapes(a.shape(), b.shape(), op_name(op));
-  Tensor out = detail::output_tensor(same ? a.shape() : bshape, od, operands_device(in));
+  const bool same = ai.shape == bi.shape;
+  if (!same) bshape = broadcast_shapes(ai.shape, bi.shape, op_name(op));
+  Tensor out = detail::output_tensor(same ? ai.shape : bshape, od, dev);
   if (d[0] == cd && d[1] == cd) {
     if (is_integral(cd) && out.numel() > 0) check_integer_domain(op, b);
-    run_kernel(op, cd, in, out, attrs);
+    run_kernel(op, dev, cd, in, out, attrs);
   } else {
     const Tensor conv[2] = {converted(a, cd), converted(b, cd)};
     if (is_integral(cd) && out.numel() > 0) check_integer_domain(op, conv[1]);
-    run_kernel(op, cd, conv, out, attrs);
+    run_kernel(op, dev, cd, conv, out, attrs);
   }
   return out;
 }

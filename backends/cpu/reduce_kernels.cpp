@@ -16,6 +16,7 @@
 #include "reduce_kernels.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -396,6 +397,21 @@ Shape keepdim_shape(const Shape& s, const std::vector<bool>& red) {
   return k;
 }
 
+// The two-pass reductions' intermediates come from this thread's scratch
+// blocks (one per slot), kept for its next call: a compiled plan's var, std
+// or logsumexp step then allocates only its output (issue 18: hot paths
+// allocation-free). Blocks above kScratchKeep bytes are not kept (a thread
+// would hold them for good); nor is one still viewed (a nested call).
+constexpr size_t kScratchKeep = size_t{1} << 20;
+Tensor scratch_tensor(int slot, const Shape& shape, DType dtype) {
+  const size_t bytes = static_cast<size_t>(checked_numel(shape, "reduce scratch")) * size_of(dtype);
+  if (bytes > kScratchKeep) return Tensor::empty(shape, dtype);
+  thread_local Buffer blocks[3];
+  Buffer& b = blocks[slot];
+  if (!b || b.nbytes() < bytes || b.use_count() != 1) b = Buffer::allocate(std::bit_ceil(std::max(bytes, size_t{256})));
+  return Tensor(b, dtype, shape, contiguous_strides(shape), 0);
+}
+
 // Two-pass variance (mean first, then squared deviations), divided by
 // max(n - correction, 0) as numpy does (inf or NaN when that is 0).
 template <class In>
@@ -405,11 +421,11 @@ void var_std(const Plan& P, const Tensor& x, const std::vector<bool>& red, doubl
   using Out = float_out_t<In>;
   const int64_t n = P.nred;
   const Shape ks = keepdim_shape(x.shape(), red);
-  Tensor m = Tensor::empty(ks, dtype_v<F>);
+  Tensor m = scratch_tensor(0, ks, dtype_v<F>);
   run_reduce<SumOp<In, F>>(P, x.data_ptr(), m.data<F>(), [n](F a) { return a / F(n); });
-  Tensor dev = Tensor::empty(x.shape(), dtype_v<F>);
+  Tensor dev = scratch_tensor(1, x.shape(), dtype_v<F>);
   map_with<In, F>(x, m, dev, [](F v, F mu) { return (v - mu) * (v - mu); });
-  Tensor s = Tensor::empty(ks, dtype_v<F>);
+  Tensor s = scratch_tensor(2, ks, dtype_v<F>);
   run_reduce<SumOp<F, F>>(make_plan(dev, red, false), dev.data_ptr(), s.data<F>(), [](F a) { return a; });
   const F div = F(std::max(static_cast<double>(n) - correction, 0.0));
   const F* sp = s.data<F>();
@@ -427,11 +443,11 @@ void logsumexp(const Plan& P, const Tensor& x, const std::vector<bool>& red, con
   using F = float_acc_t<In>;
   using Out = float_out_t<In>;
   const Shape ks = keepdim_shape(x.shape(), red);
-  Tensor m = Tensor::empty(ks, dtype_v<F>);
+  Tensor m = scratch_tensor(0, ks, dtype_v<F>);
   run_reduce<ExtremeOp<In, F, true>>(P, x.data_ptr(), m.data<F>(), [](F a) { return std::isfinite(a) ? a : F(0); });
-  Tensor e = Tensor::empty(x.shape(), dtype_v<F>);
+  Tensor e = scratch_tensor(1, x.shape(), dtype_v<F>);
   map_with<In, F>(x, m, e, [](F v, F mu) { return std::exp(v - mu); });
-  Tensor s = Tensor::empty(ks, dtype_v<F>);
+  Tensor s = scratch_tensor(2, ks, dtype_v<F>);
   run_reduce<SumOp<F, F>>(make_plan(e, red, false), e.data_ptr(), s.data<F>(), [](F a) { return a; });
   const F* sp = s.data<F>();
   const F* mp = m.data<F>();

@@ -1,0 +1,210 @@
+// Invariant 6 (hot paths allocation-free), counted through the allocator's
+// statistics: a cached compiled call allocates its outputs only, execute_raw
+// the same, a capture's replay nothing; on plans of every step kind.
+#include <atomic>
+#include <functional>
+#include <thread>
+
+#include "test_util.h"
+#include "../jit/engine.h"
+#include "../jit/plan.h"
+
+namespace {
+using namespace kiln;
+TensorLayout f32(Shape s) { return TensorLayout(DType::float32, std::move(s)); }
+
+/// Buffer allocations made by f().
+uint64_t allocations_in(const std::function<void()>& f) {
+  const uint64_t before = memory_stats().allocations;
+  f();
+  return memory_stats().allocations - before;
+}
+
+bool has_step(const CompiledCallable& c, codegen::PlanStep::Kind k) {
+  for (const auto& s : c.engine_model().artifact().plan().steps())
+    if (s.kind == k) return true;
+  return false;
+}
+
+std::vector<std::vector<double>> values_of(const std::vector<Tensor>& ts) {
+  std::vector<std::vector<double>> v;
+  for (const Tensor& t : ts) v.push_back(kt::values(t));
+  return v;
+}
+
+/// Compiles nothing: runs the three hot paths of `run` on `inputs` and pins
+/// their allocation counts; the results must equal `want` (the eager
+/// function's, computed before) on every path, and a result must keep its
+/// values when later calls run.
+void check_paths(const CompiledCallable& run, const std::vector<Tensor>& inputs, size_t n_outputs,
+                 const std::vector<std::vector<double>>& want, double tol) {
+  auto close = [&](const std::vector<Tensor>& got, const char* path) {
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      INFO(path << " output " << i);
+      kt::check_all_close(got[i], want[i], tol, tol, path);
+    }
+  };
+  const TreeDef& tree = run.in_tree();
+  std::vector<Tensor> first = run.call_flat(inputs, tree).leaves;  // warm: scratch made once
+  close(first, "first call");
+  std::vector<Tensor> r;
+  CHECK(allocations_in([&] { r = run.call_flat(inputs, tree).leaves; }) == n_outputs);
+  close(r, "cached call");
+  CHECK(allocations_in([&] { r = run.execute_raw(inputs); }) == n_outputs);
+  close(r, "execute_raw");
+  // Two calls in a row (the second one while the first's results live).
+  std::vector<Tensor> r2;
+  CHECK(allocations_in([&] {
+          r = run.execute_raw(inputs);
+          r2 = run.execute_raw(inputs);
+        }) == 2 * n_outputs);
+  close(r, "execute_raw, then another");
+  close(first, "the first call's results after later calls");
+
+  const engine::Model& m = run.engine_model();
+  std::vector<Tensor> outs = m.capture(41, inputs);
+  close(outs, "capture");
+  CHECK(allocations_in([&] { m.replay(41, inputs); }) == 0);
+  close(outs, "replay");
+  CHECK(allocations_in([&] {
+          for (int i = 0; i < 3; ++i) m.replay(41, inputs);
+        }) == 0);
+  close(outs, "third replay");
+  m.release(41);
+}
+}  // namespace
+
+TEST_SUITE("alloc_free") {
+  TEST_CASE("hot paths allocate only outputs: fused elementwise chain, two outputs") {
+    auto f = [](Tensor a, Tensor b, Tensor c) {
+      Tensor t = tanh(a * b + c);
+      return std::make_tuple(t * 0.5f + exp(-a), t - b);
+    };
+    CompiledCallable run = compile(f)(f32({3, 1000}), f32({3, 1000}), f32({3, 1000}));
+    REQUIRE(has_step(run, codegen::PlanStep::Kind::fused));
+    std::vector<Tensor> in = {random::normal({3, 1000}, 1), random::normal({3, 1000}, 2),
+                              random::normal({3, 1000}, 3)};
+    auto [w0, w1] = f(in[0], in[1], in[2]);
+    check_paths(run, in, 2, values_of({w0, w1}), 1e-5);
+  }
+
+  TEST_CASE("hot paths allocate only outputs: matmul + bias + relu, an intermediate in the arena") {
+    auto f = [](Tensor x, Tensor w, Tensor b, Tensor w2) { return matmul(relu(matmul(x, w) + b), w2); };
+    CompiledCallable run = compile(f)(f32({16, 32}), f32({32, 24}), f32({24}), f32({24, 8}));
+    REQUIRE(has_step(run, codegen::PlanStep::Kind::gemm));
+    REQUIRE(run.engine_model().artifact().plan().arena_bytes() > 0);
+    std::vector<Tensor> in = {random::normal({16, 32}, 4), random::normal({32, 24}, 5), random::normal({24}, 6),
+                              random::normal({24, 8}, 7)};
+    check_paths(run, in, 1, values_of({f(in[0], in[1], in[2], in[3])}), 1e-4);
+  }
+
+  TEST_CASE("hot paths allocate only outputs: softmax and layer_norm row steps") {
+    auto f = [](Tensor x, Tensor g, Tensor b) {
+      Tensor s = softmax(x * 2.0f, -1);
+      return std::make_tuple(s, layer_norm(s + x, g, b, 1e-5));
+    };
+    CompiledCallable run = compile(f)(f32({7, 64}), f32({64}), f32({64}));
+    REQUIRE(has_step(run, codegen::PlanStep::Kind::row));
+    std::vector<Tensor> in = {random::normal({7, 64}, 8), random::normal({64}, 9), random::normal({64}, 10)};
+    auto [w0, w1] = f(in[0], in[1], in[2]);
+    check_paths(run, in, 2, values_of({w0, w1}), 1e-5);
+  }
+
+  TEST_CASE("hot paths allocate only outputs: fused and column reductions") {
+    auto f = [](Tensor a) {
+      return std::make_tuple(sum(a * a), max(a + 1.0f, {1}, true), sum(exp(a), {0}), mean(a * 3.0f, {1}));
+    };
+    CompiledCallable run = compile(f)(f32({6, 500}));
+    std::vector<Tensor> in = {random::normal({6, 500}, 11)};
+    auto [w0, w1, w2, w3] = f(in[0]);
+    check_paths(run, in, 4, values_of({w0, w1, w2, w3}), 1e-4);
+  }
+
+  TEST_CASE("hot paths allocate only outputs: non-fused op steps (cumsum, concat) between fused ones") {
+    auto f = [](Tensor x, Tensor y) {
+      Tensor c = cumsum(exp(x * 0.1f), 1);
+      Tensor k = concat({c, y * 2.0f}, 0);
+      return k + 1.0f;
+    };
+    CompiledCallable run = compile(f)(f32({4, 50}), f32({3, 50}));
+    REQUIRE(has_step(run, codegen::PlanStep::Kind::op));
+    std::vector<Tensor> in = {random::normal({4, 50}, 12), random::normal({3, 50}, 13)};
+    check_paths(run, in, 1, values_of({f(in[0], in[1])}), 1e-5);
+  }
+
+  TEST_CASE("hot paths allocate only outputs: var, std and logsumexp op steps (two-pass, with scratch)") {
+    auto f = [](Tensor a) {
+      return std::make_tuple(var(a * 2.0f, {1}), kiln::std(a + 1.0f, {0}, 0.0, true), logsumexp(a * 0.5f, {1}));
+    };
+    CompiledCallable run = compile(f)(f32({5, 40}));
+    REQUIRE(has_step(run, codegen::PlanStep::Kind::op));
+    std::vector<Tensor> in = {random::normal({5, 40}, 15)};
+    auto [w0, w1, w2] = f(in[0]);
+    check_paths(run, in, 3, values_of({w0, w1, w2}), 1e-5);
+  }
+
+  TEST_CASE("var's reused scratch: shapes that grow and shrink between calls, against a float64 reference") {
+    for (int64_t n : {3, 700, 5, 70000, 2}) {
+      CAPTURE(n);
+      Tensor x = random::normal({2, n}, static_cast<uint64_t>(n));
+      const std::vector<double> xv = kt::values(x);
+      std::vector<double> want;
+      for (int r = 0; r < 2; ++r) {
+        double m = 0, ss = 0;
+        for (int64_t j = 0; j < n; ++j) m += xv[r * n + j];
+        m /= static_cast<double>(n);
+        for (int64_t j = 0; j < n; ++j) ss += (xv[r * n + j] - m) * (xv[r * n + j] - m);
+        want.push_back(ss / static_cast<double>(n - 1));
+      }
+      kt::check_all_close(var(x, {1}), want, 1e-4, 1e-6, "var");  // float32 accumulation over up to 70000 terms
+    }
+  }
+
+  TEST_CASE("hot paths: a result that is a view of an intermediate keeps its values over later calls") {
+    auto f = [](Tensor x) {
+      Tensor t = matmul(x, x);
+      return std::make_tuple(matmul(transpose(t), x + 1.0f), transpose(t));
+    };
+    CompiledCallable run = compile(f)(f32({8, 8}));
+    Tensor x = random::normal({8, 8}, 14);
+    auto [r0, r1] = run(x).as<std::tuple<Tensor, Tensor>>();
+    const std::vector<double> want = kt::values(std::get<1>(f(x)));
+    for (int i = 0; i < 3; ++i) (void)run(x * 3.0f);
+    CHECK(kt::values(r1) == want);
+  }
+}
+
+TEST_SUITE("alloc_free") {
+  TEST_CASE("many threads share one plan's reused arenas (each call takes its own)") {
+    // Two matmul intermediates in the arena, and a result that views one.
+    auto f = [](Tensor x, Tensor w) {
+      Tensor t = matmul(x, w);
+      Tensor u = matmul(relu(t), w);
+      return std::make_tuple(u * 2.0f, transpose(t));
+    };
+    CompiledCallable run = compile(f)(f32({16, 16}), f32({16, 16}));
+    REQUIRE(run.engine_model().artifact().plan().arena_bytes() > 0);
+    std::vector<Tensor> xs, w0s, w1s;
+    for (int t = 0; t < 4; ++t) {
+      xs.push_back(random::normal({16, 16}, 100 + t));
+      auto [a, b] = f(xs.back(), xs[0]);
+      w0s.push_back(a);
+      w1s.push_back(b);
+    }
+    std::atomic<int> bad{0};
+    std::vector<std::thread> ts;
+    for (int t = 0; t < 4; ++t)
+      ts.emplace_back([&, t] {
+        const std::vector<double> want0 = kt::values(w0s[t]), want1 = kt::values(w1s[t]);
+        for (int i = 0; i < 40; ++i) {
+          auto [a, b] = run(xs[t], xs[0]).as<std::tuple<Tensor, Tensor>>();
+          const std::vector<double> ga = kt::values(a), gb = kt::values(b);
+          for (size_t k = 0; k < ga.size(); ++k)
+            if (!kt::close(ga[k], want0[k], 1e-4, 1e-4) || !kt::close(gb[k], want1[k], 1e-4, 1e-4)) ++bad;
+        }
+      });
+    for (auto& t : ts) t.join();
+    CHECK(bad == 0);
+  }
+}
