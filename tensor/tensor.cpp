@@ -17,9 +17,8 @@ std::ostream& operator<<(std::ostream& os, const TensorLayout& l) {
             << kClass[static_cast<int>(l.stride_class)] << ")";
 }
 
-detail::TensorImpl& Tensor::impl() const {
-  if (!impl_) throw ValueError("Tensor: use of an undefined tensor (default-constructed)");
-  return *impl_;
+void detail::throw_undefined_tensor() {
+  throw ValueError("Tensor: use of an undefined tensor (default-constructed)");
 }
 
 Tensor::Tensor(Buffer storage, DType dtype, Shape shape, Strides strides, int64_t offset) {

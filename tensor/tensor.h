@@ -69,6 +69,8 @@ struct TensorImpl {
   Device device = Device::cpu();
   std::shared_ptr<RealizationState> state;  // set while unrealized
 };
+// Raises ValueError "use of an undefined tensor" (Tensor::impl's cold path).
+[[noreturn, gnu::cold, gnu::noinline]] void throw_undefined_tensor();
 }  // namespace detail
 
 /// An n-dimensional array. Copying a Tensor copies the handle, not the data:
@@ -254,7 +256,12 @@ class Tensor {
 
   /// Shares the impl: true when both handles are the same tensor.
   bool is_same(const Tensor& o) const { return impl_ == o.impl_; }
-  detail::TensorImpl& impl() const;
+  // Inline: every accessor goes through it (about 30 times per eager op); the
+  // throw stays out of line.
+  detail::TensorImpl& impl() const {
+    if (!impl_) [[unlikely]] detail::throw_undefined_tensor();
+    return *impl_;
+  }
   const std::shared_ptr<detail::TensorImpl>& impl_ptr() const { return impl_; }
   explicit Tensor(std::shared_ptr<detail::TensorImpl> impl) : impl_(std::move(impl)) {}
 
