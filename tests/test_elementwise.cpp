@@ -66,6 +66,11 @@ std::vector<int64_t> int_edges(DType d) {
   switch (d) {
     case DType::uint8: hi = 255; break;
     case DType::int8: lo = -128; hi = 127; break;
+    case DType::int16: lo = INT16_MIN; hi = INT16_MAX; break;
+    case DType::uint16: hi = UINT16_MAX; break;
+    case DType::uint32: hi = UINT32_MAX; break;
+    case DType::uint64:  // as int64 bits: 0, UINT64_MAX, 1, UINT64_MAX - 1, 2^63 - 1, 2^63, ...
+      return {0, -1, 1, -2, std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::min(), 7, 0, -1};
     case DType::int32: lo = std::numeric_limits<int32_t>::min(); hi = std::numeric_limits<int32_t>::max(); break;
     case DType::int64: lo = std::numeric_limits<int64_t>::min(); hi = std::numeric_limits<int64_t>::max(); break;
     default: break;
@@ -435,7 +440,7 @@ TEST_SUITE("elementwise") {
     };
     // numpy.promote_types
     CHECK(dt(DType::int32, DType::float32) == DType::float64);
-    CHECK(dt(DType::uint8, DType::int8) == DType::int32);  // numpy: int16, kiln has none
+    CHECK(dt(DType::uint8, DType::int8) == DType::int16);  // numpy 2
     CHECK(dt(DType::int8, DType::float16) == DType::float16);
     CHECK(dt(DType::int64, DType::float16) == DType::float64);
     CHECK(dt(DType::float16, DType::bfloat16) == DType::float32);

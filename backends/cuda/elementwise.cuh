@@ -21,6 +21,7 @@
 
 #include "../../tensor/dispatch.h"
 #include "../../tensor/kernel_registry.h"
+#include "dtypes.h"
 #include "kernel_templates.h"
 #include "offset_calc.h"
 #include "runtime.h"
@@ -251,8 +252,7 @@ void row_kernel(const KernelArgs& k) {
 /// The dtypes row (Op, Rule) is registered for.
 template <class Op, DTypeRule Rule> DTypeMask row_dtypes() {
   DTypeMask m = 0;
-  for (DType d : {DType::bool_, DType::uint8, DType::int8, DType::int32, DType::int64, DType::float16,
-                  DType::bfloat16, DType::float32, DType::float64})
+  for (DType d : kCudaDTypes)
     visit_storage(d, [&](auto tag) {
       if constexpr (accepts<Op, Rule, typename decltype(tag)::type>()) m |= dtype_bit(d);
     });
