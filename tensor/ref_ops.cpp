@@ -102,6 +102,12 @@ __int128 int_value(int64_t x, DType d) {
   return d == DType::uint64 ? static_cast<__int128>(static_cast<uint64_t>(x)) : static_cast<__int128>(x);
 }
 
+// x * y keeping the low 128 bits (uint64 operands can overflow a signed
+// __int128 product; only the low bits matter to wrap()).
+__int128 mul_low(__int128 x, __int128 y) {
+  return static_cast<__int128>(static_cast<unsigned __int128>(x) * static_cast<unsigned __int128>(y));
+}
+
 // Python floor division of integers (exact in 128 bits).
 __int128 py_floor_div(__int128 a, __int128 b) {
   __int128 q = a / b;
@@ -209,7 +215,7 @@ int64_t ref_unary_int(OpId op, int64_t x, DType d) {
     case OpId::Neg: return wrap(-v, d);
     case OpId::Abs: return wrap(v < 0 ? -v : v, d);
     case OpId::Sign: return (v > 0) - (v < 0);
-    case OpId::Square: return wrap(v * v, d);
+    case OpId::Square: return wrap(mul_low(v, v), d);
     case OpId::Relu: return v > 0 ? x : 0;
     case OpId::Floor:
     case OpId::Ceil:
@@ -234,7 +240,7 @@ int64_t ref_binary_int(OpId op, int64_t a, int64_t b, DType d) {
   switch (op) {
     case OpId::Add: return wrap(x + y, d);
     case OpId::Sub: return wrap(x - y, d);
-    case OpId::Mul: return wrap(x * y, d);
+    case OpId::Mul: return wrap(mul_low(x, y), d);
     case OpId::Pow: {
       if (b < 0) throw ValueError("pow: integers to negative integer powers are not allowed");
       // Square and multiply modulo 2^64 (unsigned), then wrap to d.

@@ -38,7 +38,7 @@ Tensor input(const Shape& s, DType d, uint64_t seed) {
   for (int64_t i = 0; i < n; ++i) {
     int64_t r = static_cast<int64_t>(rng() % 200) - 100;
     if (d == DType::bool_) v[i] = static_cast<double>(r & 1);
-    else if (d == DType::uint8) v[i] = static_cast<double>(r + 100);
+    else if (is_unsigned(d)) v[i] = static_cast<double>(r + 100);
     else if (!is_floating(d)) v[i] = static_cast<double>(r);
     else {
       v[i] = static_cast<double>(r) / 8.0;
@@ -57,6 +57,10 @@ Tensor input(const Shape& s, DType d, uint64_t seed) {
     case DType::int8: return from_doubles<int8_t>(v, s, d);
     case DType::int32: return from_doubles<int32_t>(v, s, d);
     case DType::int64: return from_doubles<int64_t>(v, s, d);
+    case DType::int16: return from_doubles<int16_t>(v, s, d);
+    case DType::uint16: return from_doubles<uint16_t>(v, s, d);
+    case DType::uint32: return from_doubles<uint32_t>(v, s, d);
+    case DType::uint64: return from_doubles<uint64_t>(v, s, d);
     case DType::float16: return from_doubles<float16_t>(v, s, d);
     case DType::bfloat16: return from_doubles<bfloat16_t>(v, s, d);
     case DType::float32: return from_doubles<float>(v, s, d);
