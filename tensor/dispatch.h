@@ -66,7 +66,7 @@ inline To convert(From v) {
       if constexpr (std::is_signed_v<To>) return std::numeric_limits<To>::min();
       else if constexpr (sizeof(To) == 8) return d > -9223372036854775808.0 && d < 0 ? static_cast<To>(static_cast<int64_t>(d)) : To(1) << 63;
       // narrower unsigned: wrap like numpy through int64 where finite and in range
-      else if (std::isfinite(d) && d > -9.2e18 && d < 9.2e18) return static_cast<To>(static_cast<int64_t>(d));
+      else if (d > -9223372036854775808.0 && d < 9223372036854775808.0) return static_cast<To>(static_cast<int64_t>(d));
       else return To(0);
     }
     return static_cast<To>(v);

@@ -185,12 +185,12 @@ double ref_binary(OpId op, double a, double b) {
     }
     case OpId::Fmod: return std::fmod(a, b);
     case OpId::Atan2: return std::atan2(a, b);
-    case OpId::Equal: return x == y;
-    case OpId::NotEqual: return x != y;
-    case OpId::Less: return x < y;
-    case OpId::LessEqual: return x <= y;
-    case OpId::Greater: return x > y;
-    case OpId::GreaterEqual: return x >= y;
+    case OpId::Equal: return a == b;
+    case OpId::NotEqual: return a != b;
+    case OpId::Less: return a < b;
+    case OpId::LessEqual: return a <= b;
+    case OpId::Greater: return a > b;
+    case OpId::GreaterEqual: return a >= b;
     case OpId::LogicalAnd: return (a != 0.0) && (b != 0.0);
     case OpId::LogicalOr: return (a != 0.0) || (b != 0.0);
     case OpId::LogicalXor: return (a != 0.0) != (b != 0.0);
@@ -281,7 +281,7 @@ double ref_cast(double x, DType d) {
     case DType::uint8:
     case DType::uint16:
     case DType::uint32: {
-      if (!(std::isfinite(x) && std::fabs(x) < 9.2e18)) return 0.0;
+      if (!(std::fabs(x) < 9223372036854775808.0)) return 0.0;  // NaN, inf, |x| >= 2^63: no int64 truncation
       const double t = std::trunc(x), k = std::ldexp(1.0, 8 * static_cast<int>(size_of(d)));
       const double m = std::fmod(t, k);  // the low bits of the two's-complement value
       return m < 0 ? m + k : m;

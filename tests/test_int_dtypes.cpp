@@ -3,6 +3,7 @@
 // creation, casts, kernels, reductions, ordering, printing, file formats and
 // the compiled path (compiled == eager bitwise). The table-driven op walk
 // (test_op_table.cpp) covers every row on these dtypes through kt::all_dtypes.
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <limits>
@@ -186,6 +187,20 @@ TEST_SUITE("int_dtypes") {
     // numpy 2.x: np.arange(65530, 65536, 3, dtype=np.uint16) is [65530, 65533]
     CHECK(vec<int64_t>(arange(65530.0, 65536.0, 3.0, DType::uint16)) == std::vector<int64_t>{65530, 65533});
     CHECK(vec<uint64_t>(arange(3, DType::uint64)) == std::vector<uint64_t>{0, 1, 2});
+    // randint over each dtype's whole range; a range that does not fit raises
+    for (DType d : {DType::int16, DType::uint16, DType::uint32, DType::uint64}) {
+      CAPTURE(name(d));
+      const Tensor r = random::randint(0, 50, {2000}, d);
+      CHECK(r.dtype() == d);
+      const std::vector<int64_t> v = vec<int64_t>(r);
+      CHECK(*std::min_element(v.begin(), v.end()) == 0);
+      CHECK(*std::max_element(v.begin(), v.end()) == 49);
+    }
+    const std::vector<int64_t> w = vec<int64_t>(random::randint(INT16_MIN, INT16_MAX + 1, {5000}, DType::int16));
+    CHECK(*std::min_element(w.begin(), w.end()) >= INT16_MIN);
+    CHECK(*std::max_element(w.begin(), w.end()) <= INT16_MAX);
+    CHECK_THROWS_AS(random::randint(-1, 5, {2}, DType::uint32), ValueError);
+    CHECK_THROWS_AS(random::randint(0, 65537, {2}, DType::uint16), ValueError);
   }
 
   TEST_CASE("casts to and from every dtype: integer wrap (numpy 2.x astype literals) and the float rule") {
@@ -343,14 +358,16 @@ TEST_SUITE("int_dtypes") {
     CHECK(vec<uint16_t>(flip(tensor({uint16_t(1), uint16_t(2)}), {0})) == std::vector<uint16_t>{2, 1});
   }
 
-  TEST_CASE("printing as numpy 2.x prints") {
+  TEST_CASE("printing as numpy 2.x's repr prints the elements") {
+    // numpy 2.x: repr(np.array([2**64-1, 2**63, 0], np.uint64)) is
+    // array([18446744073709551615,  9223372036854775808,                    0], dtype=uint64)
     std::ostringstream a, b, c;
     a << tensor({kU64Max, k2to63, uint64_t(0)});
-    CHECK(a.str() == "[18446744073709551615  9223372036854775808                    0]");
+    CHECK(a.str() == "[18446744073709551615,  9223372036854775808,                    0]");
     b << tensor({int16_t(INT16_MIN), int16_t(INT16_MAX), int16_t(0)});
-    CHECK(b.str() == "[-32768  32767      0]");
+    CHECK(b.str() == "[-32768,  32767,      0]");
     c << tensor({uint16_t(65535), uint16_t(7)});
-    CHECK(c.str() == "[65535     7]");
+    CHECK(c.str() == "[65535,     7]");
   }
 
   TEST_CASE(".npy and safetensors round trips with the range edges (I16 U16 U32 U64)") {
