@@ -56,6 +56,7 @@ template <class F> void visit_storage(DType d, F&& f) {
     case DType::bfloat16: return f(type_tag<__nv_bfloat16>{});
     case DType::float32: return f(type_tag<float>{});
     case DType::float64: return f(type_tag<double>{});
+    default: break;  // int16, uint16, uint32, uint64: no device kernels (dtypes.h); the registry refuses them first
   }
   throw DTypeError("cuda: unknown dtype code " + std::to_string(int(d)));
 }
