@@ -26,7 +26,8 @@ struct Descr {
 };
 constexpr Descr kDescrs[] = {{"f4", DType::float32}, {"f8", DType::float64}, {"f2", DType::float16},
                              {"i4", DType::int32},   {"i8", DType::int64},   {"u1", DType::uint8},
-                             {"i1", DType::int8},    {"b1", DType::bool_}};
+                             {"i1", DType::int8},    {"b1", DType::bool_},   {"i2", DType::int16},
+                             {"u2", DType::uint16},  {"u4", DType::uint32},  {"u8", DType::uint64}};
 
 DType dtype_from_descr(const std::string& d, const std::string& what) {
   if (d.size() == 3) {
@@ -40,7 +41,7 @@ DType dtype_from_descr(const std::string& d, const std::string& what) {
                                    d.substr(1) + "'))");
     }
   }
-  fail("read_npy", what, "dtype '" + d + "' is not one kiln has (it reads <f4 <f8 <f2 <i4 <i8 |u1 |i1 |b1)");
+  fail("read_npy", what, "dtype '" + d + "' is not one kiln has (it reads <f4 <f8 <f2 <i2 <i4 <i8 <u2 <u4 <u8 |u1 |i1 |b1)");
 }
 
 const char* descr_of(DType d) {
@@ -53,6 +54,10 @@ const char* descr_of(DType d) {
     case DType::uint8: return "|u1";
     case DType::int8: return "|i1";
     case DType::bool_: return "|b1";
+    case DType::int16: return "<i2";
+    case DType::uint16: return "<u2";
+    case DType::uint32: return "<u4";
+    case DType::uint64: return "<u8";
     case DType::bfloat16: break;
   }
   return nullptr;

@@ -13,7 +13,7 @@
 namespace kiln {
 
 /// Reads one .npy file into a new contiguous CPU tensor. Accepted dtypes
-/// (the ones kiln has): <f4 <f8 <f2 <i4 <i8 |u1 |i1 |b1 (for one-byte types
+/// (the ones kiln has): <f4 <f8 <f2 <i2 <i4 <i8 <u2 <u4 <u8 |u1 |i1 |b1 (for one-byte types
 /// '|', '<' and '=' are the same). Fortran-order files are read and made
 /// C-order. Throws IoError "read_npy: '<path>': ..." for a missing file, a bad
 /// magic or version, a malformed header, a big-endian or unknown dtype

@@ -27,7 +27,9 @@ struct Code {
 };
 constexpr Code kCodes[] = {{"F32", DType::float32}, {"F64", DType::float64}, {"F16", DType::float16},
                            {"BF16", DType::bfloat16}, {"I32", DType::int32}, {"I64", DType::int64},
-                           {"U8", DType::uint8},     {"I8", DType::int8},     {"BOOL", DType::bool_}};
+                           {"U8", DType::uint8},     {"I8", DType::int8},     {"BOOL", DType::bool_},
+                           {"I16", DType::int16},    {"U16", DType::uint16},  {"U32", DType::uint32},
+                           {"U64", DType::uint64}};
 
 const char* code_of(DType d) {
   for (const Code& c : kCodes)
@@ -143,7 +145,7 @@ std::map<std::string, Tensor> parse_safetensors(std::string_view b, const std::s
       if (code == c.name) found = &c;
     if (!found)
       fail(what, "tensor '" + name + "' has dtype " + code +
-                     ", which kiln does not have (it reads F32 F64 F16 BF16 I32 I64 U8 I8 BOOL)");
+                     ", which kiln does not have (it reads F32 F64 F16 BF16 I16 I32 I64 U8 U16 U32 U64 I8 BOOL)");
     const json& js = e["shape"];
     if (!js.is_array()) fail(what, "tensor '" + name + "': shape is not an array");
     Shape shape;

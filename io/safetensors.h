@@ -14,7 +14,7 @@
 namespace kiln {
 
 /// Reads every tensor of a safetensors file into new contiguous CPU tensors.
-/// dtypes: F32 F64 F16 BF16 I32 I64 U8 I8 BOOL. Throws IoError
+/// dtypes: F32 F64 F16 BF16 I16 I32 I64 U8 U16 U32 U64 I8 BOOL. Throws IoError
 /// "read_safetensors: '<path>': ..." for a missing file, a header length
 /// past the end, a header that is not valid JSON or not an object, an entry
 /// without dtype/shape/data_offsets, a dtype kiln does not have (named with

@@ -119,7 +119,8 @@ const char* cpu_target_name(CpuTarget t);
 /// True when the generator supports every instruction of `p` on `t` and this
 /// CPU runs `t`. Supported: dtypes bool, uint8, int8, int32, float16 (not
 /// on sse2), bfloat16, float32, float64 (not on sse2) and int64 (avx512
-/// only); every Unary/Binary/Ternary row except the integer forms of pow,
+/// only; int16, uint16, uint32 and uint64 have no generated form: a plan
+/// runs their ops as eager-kernel steps, so compiled equals eager bitwise); every Unary/Binary/Ternary row except the integer forms of pow,
 /// floor_divide, remainder and fmod (eager raises on bad input there). Float
 /// pow/floor_divide/remainder/fmod/atan2 and the float64 vector math call
 /// eager's scalar functor per lane (bitwise eager); the vector math rows are

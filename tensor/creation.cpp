@@ -182,8 +182,10 @@ Tensor arange(double start, double stop, double step, DType dtype) {
     if constexpr (std::is_same_v<T, bool>) {
       return;
     } else if constexpr (std::is_integral_v<T>) {
-      using U = std::make_unsigned_t<T>;
-      const U first = static_cast<U>(v0), delta = static_cast<U>(static_cast<U>(v1) - first);
+      // in an unsigned type at least as wide as unsigned int: uint16 * uint16 would promote to int and overflow it
+      using U = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
+      const U first = static_cast<U>(static_cast<std::make_unsigned_t<T>>(v0)),
+              delta = static_cast<U>(static_cast<U>(static_cast<std::make_unsigned_t<T>>(v1)) - first);
 #pragma omp parallel for schedule(static) if (n >= kFillGrain)
       for (int64_t i = 2; i < n; ++i) d[i] = static_cast<T>(static_cast<U>(first + static_cast<U>(i) * delta));
     } else {
@@ -271,6 +273,10 @@ KILN_TENSOR_LITERAL(double)
 KILN_TENSOR_LITERAL(int)
 KILN_TENSOR_LITERAL(int64_t)
 KILN_TENSOR_LITERAL(bool)
+KILN_TENSOR_LITERAL(int16_t)
+KILN_TENSOR_LITERAL(uint16_t)
+KILN_TENSOR_LITERAL(uint32_t)
+KILN_TENSOR_LITERAL(uint64_t)
 #undef KILN_TENSOR_LITERAL
 
 Tensor scalar(Scalar v, DType dtype) { return full({}, v, dtype); }

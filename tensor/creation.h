@@ -34,14 +34,16 @@ Tensor eye(int64_t n, std::optional<int64_t> m = std::nullopt, DType dtype = DTy
 /// The C++ element types a literal list may hold.
 template <class T>
 concept TensorLiteral = std::same_as<T, float> || std::same_as<T, double> || std::same_as<T, int> ||
-                        std::same_as<T, int64_t> || std::same_as<T, bool>;
+                        std::same_as<T, int64_t> || std::same_as<T, bool> || std::same_as<T, int16_t> ||
+                        std::same_as<T, uint16_t> || std::same_as<T, uint32_t> || std::same_as<T, uint64_t>;
 
 /// From C++ literals: the nesting depth is the rank (1 to 3), so
 /// `tensor({{1.0f, 2.0f}, {3.0f, 4.0f}})` is 2 x 2, `tensor({{1.0f}, {2.0f}})`
 /// a 2 x 1 column and `tensor({{{1.0f}}})` 1 x 1 x 1 (the element type is
 /// deduced, so no two overloads compete). The dtype follows the C++ type
 /// (float -> float32, double -> float64, int -> int32, int64_t -> int64,
-/// bool -> bool) unless `dtype` is given; all elements must have the same
+/// int16_t -> int16, uint16_t -> uint16, uint32_t -> uint32, uint64_t ->
+/// uint64, bool -> bool; e.g. `tensor({uint64_t(1) << 63})`) unless `dtype` is given; all elements must have the same
 /// C++ type (`{1.0f, 2}` does not compile: write `{1.0f, 2.0f}`). Nested
 /// lists must be rectangular (ShapeError otherwise).
 template <TensorLiteral T>

@@ -2,6 +2,8 @@
 // and converting between element types. Not part of <kiln/kiln.h>.
 #pragma once
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <type_traits>
 
 #include "dtype.h"
@@ -19,6 +21,10 @@ decltype(auto) visit_dtype(DType d, F&& f) {
     case DType::int8: return f(TypeTag<int8_t>{});
     case DType::int32: return f(TypeTag<int32_t>{});
     case DType::int64: return f(TypeTag<int64_t>{});
+    case DType::int16: return f(TypeTag<int16_t>{});
+    case DType::uint16: return f(TypeTag<uint16_t>{});
+    case DType::uint32: return f(TypeTag<uint32_t>{});
+    case DType::uint64: return f(TypeTag<uint64_t>{});
     case DType::float16: return f(TypeTag<float16_t>{});
     case DType::bfloat16: return f(TypeTag<bfloat16_t>{});
     case DType::float32: return f(TypeTag<float>{});
@@ -34,10 +40,13 @@ template <class T> using compute_t = typename compute_type<T>::type;
 
 /// Value conversion with numpy's cast semantics where defined: float to int
 /// truncates toward zero; NaN, inf and out-of-range floats (undefined in C++)
-/// become the integer minimum (x86 behaviour, as numpy gives there), uint8
-/// the low byte of the int64 truncation (0 without one); any nonzero (and
-/// NaN) becomes true. The code generator (backends/cpu/jit/convert.cpp)
-/// implements the same rule; the public statement is on cast (ops.h).
+/// become the signed integer minimum (x86 behaviour, as numpy gives there),
+/// for uint8/uint16/uint32 the low bits of the int64 truncation (0 without
+/// one), for uint64 the truncation modulo 2^64 when it lies in (-2^63, 2^64)
+/// and 2^63 otherwise (x86's "integer indefinite" bits); any nonzero (and
+/// NaN) becomes true. Integer to integer wraps (two's complement). The code
+/// generator (backends/cpu/jit/convert.cpp) implements the same rule for the
+/// dtypes it compiles; the public statement is on cast (ops.h).
 template <class To, class From>
 inline To convert(From v) {
   if constexpr (std::is_same_v<To, From>) {
@@ -55,8 +64,9 @@ inline To convert(From v) {
     constexpr double hi = static_cast<double>(std::numeric_limits<To>::max()) + 1.0;
     if (!(d >= lo && d < hi)) {
       if constexpr (std::is_signed_v<To>) return std::numeric_limits<To>::min();
-      // uint8: wrap like numpy through int64 where finite and in range
-      else if (std::isfinite(d) && d > -9.2e18 && d < 9.2e18) return static_cast<To>(static_cast<int64_t>(d));
+      else if constexpr (sizeof(To) == 8) return d > -9223372036854775808.0 && d < 0 ? static_cast<To>(static_cast<int64_t>(d)) : To(1) << 63;
+      // narrower unsigned: wrap like numpy through int64 where finite and in range
+      else if (d > -9223372036854775808.0 && d < 9223372036854775808.0) return static_cast<To>(static_cast<int64_t>(d));
       else return To(0);
     }
     return static_cast<To>(v);

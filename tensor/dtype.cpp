@@ -25,13 +25,14 @@ int checked_code(DType d, const char* who) {
 }  // namespace
 
 size_t size_of(DType d) {
-  static constexpr size_t kSize[kNumDTypes] = {1, 1, 1, 4, 8, 2, 2, 4, 8};
+  static constexpr size_t kSize[kNumDTypes] = {1, 1, 1, 4, 8, 2, 2, 4, 8, 2, 2, 4, 8};
   return kSize[checked_code(d, "size_of")];
 }
 
 std::string_view name(DType d) {
   static constexpr std::string_view kName[kNumDTypes] = {
-      "bool", "uint8", "int8", "int32", "int64", "float16", "bfloat16", "float32", "float64"};
+      "bool", "uint8", "int8", "int32", "int64", "float16", "bfloat16", "float32", "float64",
+      "int16", "uint16", "uint32", "uint64"};
   return kName[checked_code(d, "dtype name")];
 }
 
@@ -52,11 +53,14 @@ int exact_int_bits(DType f) {
     default: return 64;
   }
 }
-int int_bits(DType i) {
-  switch (i) {
-    case DType::uint8: case DType::int8: return 8;
-    case DType::int32: return 32;
-    default: return 64;
+// Width in bits of an integer dtype (the enum order is not one: codes are stable).
+int int_bits(DType i) { return static_cast<int>(size_of(i)) * 8; }
+DType signed_of_bits(int bits) {
+  switch (bits) {
+    case 8: return DType::int8;
+    case 16: return DType::int16;
+    case 32: return DType::int32;
+    default: return DType::int64;
   }
 }
 }  // namespace
@@ -68,16 +72,19 @@ DType promote_types(DType a, DType b) {
   if (is_floating(a) && is_floating(b)) {
     if ((a == DType::float16 && b == DType::bfloat16) || (a == DType::bfloat16 && b == DType::float16))
       return DType::float32;
-    return a > b ? a : b;
+    return a > b ? a : b;  // float16, bfloat16 < float32 < float64 in code order
   }
   if (is_integral(a) && is_integral(b)) {
-    if ((a == DType::uint8 && b == DType::int8) || (a == DType::int8 && b == DType::uint8)) return DType::int32;
-    return a > b ? a : b;
+    if (is_unsigned(a) == is_unsigned(b)) return int_bits(a) >= int_bits(b) ? a : b;
+    const DType s = is_unsigned(a) ? b : a, u = is_unsigned(a) ? a : b;
+    if (int_bits(s) > int_bits(u)) return s;
+    if (int_bits(u) == 64) return DType::float64;  // numpy: no integer holds both
+    return signed_of_bits(2 * int_bits(u));
   }
   DType f = is_floating(a) ? a : b, i = is_floating(a) ? b : a;
   if (int_bits(i) <= exact_int_bits(f)) return f;
-  // numpy: int32/int64 with float16/float32 -> float64.
-  return DType::float64;
+  // numpy: the smallest wider float holding the integer (int16 + float16 -> float32).
+  return int_bits(i) <= 16 ? DType::float32 : DType::float64;
 }
 
 DType promote_with_scalar(DType t, ScalarKind k) {

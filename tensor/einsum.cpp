@@ -327,7 +327,11 @@ Scalar lowest_of(DType d) {
     case DType::bool_: return false;
     case DType::uint8: return int64_t(0);
     case DType::int8: return int64_t(-128);
+    case DType::int16: return int64_t(std::numeric_limits<int16_t>::min());
     case DType::int32: return int64_t(std::numeric_limits<int32_t>::min());
+    case DType::uint16:
+    case DType::uint32:
+    case DType::uint64: return int64_t(0);
     default: return std::numeric_limits<int64_t>::min();
   }
 }

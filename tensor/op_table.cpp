@@ -49,7 +49,8 @@ DType result_dtype(OpId op, std::span<const DType> in, const Attrs& attrs) {
     case DTypeRule::Attr: return attrs.dtype;
     case DTypeRule::Index: return DType::int64;
     case DTypeRule::Keep: return in.empty() ? DType::float32 : in[0];
-    case DTypeRule::Accum: return is_integral(p) || p == DType::bool_ ? DType::int64 : p;
+    case DTypeRule::Accum:  // numpy: unsigned integers accumulate in uint64, signed and bool in int64
+      return is_unsigned(p) ? DType::uint64 : is_integral(p) || p == DType::bool_ ? DType::int64 : p;
   }
   return p;
 }

@@ -68,10 +68,13 @@ Tensor isinf(const Tensor& x);
 Tensor isfinite(const Tensor& x);
 /// Converts to `dtype` with numpy's cast semantics: float -> int truncates
 /// toward zero; a float whose truncation does not fit (NaN, +-inf, out of
-/// range) never raises and becomes, for int8/int32/int64, the dtype's
-/// minimum (what numpy gives on x86: the CPU's "integer indefinite"), and for
-/// uint8 the low 8 bits of its int64 truncation (0 for NaN, inf and
-/// |x| >= 2^63). Any nonzero (and NaN) -> true. Eager kernels and compiled
+/// range) never raises and becomes, for int8/int16/int32/int64, the dtype's
+/// minimum (what numpy gives on x86 for int32/int64: the CPU's "integer
+/// indefinite"), for uint8/uint16/uint32 the low bits of its int64 truncation
+/// (0 for NaN, inf and |x| >= 2^63), and for uint64 the truncation modulo
+/// 2^64 when it lies in (-2^63, 2^64) (so -1.0 -> 2^64 - 1, as numpy), 2^63
+/// otherwise. Integer -> integer wraps modulo 2^bits (numpy's astype); uint64
+/// -> float rounds to nearest. Any nonzero (and NaN) -> true. Eager kernels and compiled
 /// code give the same bits (tests/test_exact_scalars.cpp). Scalars stored by
 /// full/masked_fill raise instead (Scalar).
 Tensor cast(const Tensor& x, DType dtype);

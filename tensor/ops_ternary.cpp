@@ -96,8 +96,12 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi
     if (!b) return detail::extreme_scalar(d, upper);
     if (b->kind == ScalarKind::integer && is_integral(d)) {
       const Tensor hi_lim = detail::extreme_scalar(d, true), lo_lim = detail::extreme_scalar(d, false);
-      if (b->above_int64 || b->int_value > hi_lim.item<int64_t>()) return hi_lim;
-      if (b->int_value < lo_lim.item<int64_t>()) return lo_lim;
+      // uint64's maximum has no int64: compare the magnitude as uint64.
+      const uint64_t hi_v = hi_lim.item<uint64_t>();
+      const int64_t lo_v = lo_lim.item<int64_t>();
+      if (b->above_int64 ? d != DType::uint64 : b->int_value >= 0 && static_cast<uint64_t>(b->int_value) > hi_v)
+        return hi_lim;
+      if (!b->above_int64 && b->int_value < lo_v) return lo_lim;
     }
     return detail::make_scalar(*b, d, "clamp");
   };

@@ -325,17 +325,18 @@ class Printer {
       fmt_ = [this, t](int64_t off) { return read<bool>(off) ? t : std::string("False"); };
     } else if constexpr (std::is_integral_v<T>) {
       // numpy's IntegerFormat: right-aligned to the widest of str(max), str(min).
-      int64_t mx = 0, mn = 0;
+      // In T itself (uint64 above INT64_MAX has no int64); `+` prints 8-bit types as numbers.
+      T mx{}, mn{};
       bool first = true;
       for_shown(0, 0, [&](int64_t off) {
-        const int64_t v = read<T>(off);
+        const T v = read<T>(off);
         mx = first ? v : std::max(mx, v);
         mn = first ? v : std::min(mn, v);
         first = false;
       });
-      const size_t w = std::max(std::to_string(mx).size(), std::to_string(mn).size());
+      const size_t w = std::max(std::to_string(+mx).size(), std::to_string(+mn).size());
       fmt_ = [this, w](int64_t off) {
-        std::string s = std::to_string(static_cast<int64_t>(read<T>(off)));
+        std::string s = std::to_string(+read<T>(off));
         return std::string(w > s.size() ? w - s.size() : 0, ' ') + s;
       };
     } else {

@@ -133,8 +133,9 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype, Gener
   detail::visit_dtype(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-      if (low < static_cast<int64_t>(std::numeric_limits<T>::min()) ||
-          high - 1 > static_cast<int64_t>(std::numeric_limits<T>::max()))
+      // compared in 128 bits: uint64's maximum has no int64
+      if (static_cast<__int128>(low) < static_cast<__int128>(std::numeric_limits<T>::min()) ||
+          static_cast<__int128>(high) - 1 > static_cast<__int128>(std::numeric_limits<T>::max()))
         throw ValueError("randint: [" + std::to_string(low) + ", " + std::to_string(high) + ") does not fit " +
                          std::string(name(dtype)));
       generate<T, 2>(gen, out, [&](const uint32_t* w, T* v) {

@@ -78,8 +78,11 @@ int64_t wrap(__int128 v, DType d) {
     case DType::bool_: return v != 0;
     case DType::uint8: return static_cast<int64_t>(u & 0xffu);
     case DType::int8: return static_cast<int64_t>((u & 0xffu) ^ 0x80u) - 0x80;
+    case DType::int16: return static_cast<int64_t>((u & 0xffffu) ^ 0x8000u) - 0x8000;
+    case DType::uint16: return static_cast<int64_t>(u & 0xffffu);
     case DType::int32: return static_cast<int64_t>((u & 0xffffffffu) ^ 0x80000000u) - 0x80000000ll;
-    default: return static_cast<int64_t>(u);  // int64: modulo 2^64 (two's complement since C++20)
+    case DType::uint32: return static_cast<int64_t>(u & 0xffffffffu);
+    default: return static_cast<int64_t>(u);  // int64, uint64 (its bits): modulo 2^64 (two's complement since C++20)
   }
 }
 
@@ -92,6 +95,17 @@ void check_int_dtype(OpId op, DType d) {
   if (is_floating(d))
     throw DTypeError(std::string("ref_") + std::string(op_name(op)) + ": expected an integer or bool dtype, got " +
                      std::string(name(d)));
+}
+
+// The value of an element passed as int64: uint64 elements arrive as their bits.
+__int128 int_value(int64_t x, DType d) {
+  return d == DType::uint64 ? static_cast<__int128>(static_cast<uint64_t>(x)) : static_cast<__int128>(x);
+}
+
+// x * y keeping the low 128 bits (uint64 operands can overflow a signed
+// __int128 product; only the low bits matter to wrap()).
+__int128 mul_low(__int128 x, __int128 y) {
+  return static_cast<__int128>(static_cast<unsigned __int128>(x) * static_cast<unsigned __int128>(y));
 }
 
 // Python floor division of integers (exact in 128 bits).
@@ -196,13 +210,13 @@ double ref_ternary(OpId op, double a, double b, double c) {
 
 int64_t ref_unary_int(OpId op, int64_t x, DType d) {
   check_int_dtype(op, d);
-  const __int128 v = x;
+  const __int128 v = int_value(x, d);
   switch (op) {
     case OpId::Neg: return wrap(-v, d);
     case OpId::Abs: return wrap(v < 0 ? -v : v, d);
-    case OpId::Sign: return (x > 0) - (x < 0);
-    case OpId::Square: return wrap(v * v, d);
-    case OpId::Relu: return x > 0 ? x : 0;
+    case OpId::Sign: return (v > 0) - (v < 0);
+    case OpId::Square: return wrap(mul_low(v, v), d);
+    case OpId::Relu: return v > 0 ? x : 0;
     case OpId::Floor:
     case OpId::Ceil:
     case OpId::Round:
@@ -219,14 +233,14 @@ int64_t ref_unary_int(OpId op, int64_t x, DType d) {
 
 int64_t ref_binary_int(OpId op, int64_t a, int64_t b, DType d) {
   check_int_dtype(op, d);
-  const __int128 x = a, y = b;
+  const __int128 x = int_value(a, d), y = int_value(b, d);
   auto nonzero_divisor = [&] {
     if (b == 0) throw ValueError(std::string(op_name(op)) + ": integer division by zero");
   };
   switch (op) {
     case OpId::Add: return wrap(x + y, d);
     case OpId::Sub: return wrap(x - y, d);
-    case OpId::Mul: return wrap(x * y, d);
+    case OpId::Mul: return wrap(mul_low(x, y), d);
     case OpId::Pow: {
       if (b < 0) throw ValueError("pow: integers to negative integer powers are not allowed");
       // Square and multiply modulo 2^64 (unsigned), then wrap to d.
@@ -237,17 +251,17 @@ int64_t ref_binary_int(OpId op, int64_t a, int64_t b, DType d) {
       }
       return wrap(static_cast<int64_t>(r), d);
     }
-    case OpId::Maximum: return wrap(a > b ? a : b, d);
-    case OpId::Minimum: return wrap(a < b ? a : b, d);
+    case OpId::Maximum: return wrap(x > y ? x : y, d);
+    case OpId::Minimum: return wrap(x < y ? x : y, d);
     case OpId::FloorDivide: nonzero_divisor(); return wrap(py_floor_div(x, y), d);
     case OpId::Remainder: nonzero_divisor(); return wrap(x - y * py_floor_div(x, y), d);
     case OpId::Fmod: nonzero_divisor(); return wrap(x - y * (x / y), d);  // C: quotient truncated
-    case OpId::Equal: return a == b;
-    case OpId::NotEqual: return a != b;
-    case OpId::Less: return a < b;
-    case OpId::LessEqual: return a <= b;
-    case OpId::Greater: return a > b;
-    case OpId::GreaterEqual: return a >= b;
+    case OpId::Equal: return x == y;
+    case OpId::NotEqual: return x != y;
+    case OpId::Less: return x < y;
+    case OpId::LessEqual: return x <= y;
+    case OpId::Greater: return x > y;
+    case OpId::GreaterEqual: return x >= y;
     case OpId::LogicalAnd: return (a != 0) && (b != 0);
     case OpId::LogicalOr: return (a != 0) || (b != 0);
     case OpId::LogicalXor: return (a != 0) != (b != 0);
@@ -264,14 +278,22 @@ double ref_cast(double x, DType d) {
     case DType::float16: return round_to_format(x, 11, -14, 65504.0);
     case DType::bfloat16: return round_to_format(x, 8, -126, std::ldexp(255.0, 120));  // (2 - 2^-7) 2^127
     case DType::bool_: return x != 0.0 ? 1.0 : 0.0;
-    case DType::uint8: {
-      if (!(std::isfinite(x) && std::fabs(x) < 9.2e18)) return 0.0;
-      double t = std::trunc(x);
-      double m = std::fmod(t, 256.0);  // the low 8 bits of the two's-complement value
-      return m < 0 ? m + 256.0 : m;
+    case DType::uint8:
+    case DType::uint16:
+    case DType::uint32: {
+      if (!(std::fabs(x) < 9223372036854775808.0)) return 0.0;  // NaN, inf, |x| >= 2^63: no int64 truncation
+      const double t = std::trunc(x), k = std::ldexp(1.0, 8 * static_cast<int>(size_of(d)));
+      const double m = std::fmod(t, k);  // the low bits of the two's-complement value
+      return m < 0 ? m + k : m;
+    }
+    case DType::uint64: {
+      const double t = std::trunc(x);
+      if (t >= 0 && t < 18446744073709551616.0) return t;
+      if (t < 0 && t > -9223372036854775808.0) return t + 18446744073709551616.0;  // modulo 2^64 (rounded)
+      return 9223372036854775808.0;  // NaN, infinities and out of range: 2^63
     }
     default: {
-      const double lo = d == DType::int8 ? -128.0 : d == DType::int32 ? -2147483648.0 : -9223372036854775808.0;
+      const double lo = -std::ldexp(1.0, 8 * static_cast<int>(size_of(d)) - 1);
       const double hi = -lo;  // exclusive
       if (!(x > lo - 1.0 && x < hi)) return lo;  // NaN, infinities and out of range
       double t = std::trunc(x);

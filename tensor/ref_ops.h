@@ -47,15 +47,15 @@ double ref_binary(OpId op, double a, double b);
 /// operand is NaN. Throws ValueError for a row of another category.
 double ref_ternary(OpId op, double a, double b, double c);
 
-/// Integer semantics of Unary row `op` on x of integer or bool dtype d:
-/// results wrap to d's range (neg/abs of the minimum wrap to the minimum,
+/// Integer semantics of Unary row `op` on x of integer or bool dtype d (a
+/// uint64 element, and result, is passed as its int64 bits): results wrap to d's range (neg/abs of the minimum wrap to the minimum,
 /// square wraps); floor/ceil/round/trunc are the identity; isnan/isinf give
 /// 0 and isfinite 1. Throws DTypeError for rows that have no integer form
 /// (the Float rows, which convert integers to float32 first).
 int64_t ref_unary_int(OpId op, int64_t x, DType d);
 
-/// Integer semantics of Binary row `op` on a, b of integer or bool dtype d:
-/// add/sub/mul/pow wrap modulo 2^bits (bool: add = or, mul = and);
+/// Integer semantics of Binary row `op` on a, b of integer or bool dtype d
+/// (uint64 values as their int64 bits, compared as unsigned): add/sub/mul/pow wrap modulo 2^bits (bool: add = or, mul = and);
 /// floor_divide and remainder follow Python (INT_MIN // -1 wraps to
 /// INT_MIN); fmod follows C. Throws ValueError for integer division by zero
 /// (floor_divide, remainder, fmod) and for a negative pow exponent, and
@@ -65,8 +65,9 @@ int64_t ref_binary_int(OpId op, int64_t a, int64_t b, DType d);
 /// x converted to dtype d, returned as a double: floats round to nearest
 /// even (float16 and bfloat16 by their own formats, overflowing to +-inf);
 /// integers truncate toward zero, and NaN, +-inf or out-of-range values give
-/// the minimum of a signed type, or for uint8 the low 8 bits of the value
-/// truncated to int64 (0 when that is not finite or not in int64's range);
+/// the minimum of a signed type, for uint8/16/32 the low bits of the value
+/// truncated to int64 (0 when that is not finite or not in int64's range),
+/// for uint64 the truncation modulo 2^64 when in (-2^63, 2^64), else 2^63;
 /// bool is x != 0 (NaN is true).
 double ref_cast(double x, DType d);
 

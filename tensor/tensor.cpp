@@ -176,6 +176,10 @@ KILN_INSTANTIATE(double)
 KILN_INSTANTIATE(int32_t)
 KILN_INSTANTIATE(int64_t)
 KILN_INSTANTIATE(bool)
+KILN_INSTANTIATE(int16_t)
+KILN_INSTANTIATE(uint16_t)
+KILN_INSTANTIATE(uint32_t)
+KILN_INSTANTIATE(uint64_t)
 template std::vector<uint8_t> Tensor::to_vector<uint8_t>() const;
 template std::vector<int8_t> Tensor::to_vector<int8_t>() const;
 template std::vector<float16_t> Tensor::to_vector<float16_t>() const;

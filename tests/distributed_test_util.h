@@ -40,7 +40,7 @@ inline void run_ranks(int n, const std::function<void(Communicator&)>& fn) {
 inline double value(DType d, int rank, size_t i) {
   if (d == DType::bool_) return (rank + i) % 3 == 0 ? 1.0 : 0.0;
   const int v = static_cast<int>((rank * 7 + i * 3) % 11);
-  return d == DType::uint8 ? v : v - 5;
+  return kiln::is_unsigned(d) ? v : v - 5;
 }
 
 inline double get(DType d, const void* p, size_t i) {

@@ -66,11 +66,25 @@ std::vector<int64_t> int_edges(DType d) {
   switch (d) {
     case DType::uint8: hi = 255; break;
     case DType::int8: lo = -128; hi = 127; break;
+    case DType::int16: lo = INT16_MIN; hi = INT16_MAX; break;
+    case DType::uint16: hi = UINT16_MAX; break;
+    case DType::uint32: hi = UINT32_MAX; break;
+    case DType::uint64:  // as int64 bits: 0, UINT64_MAX, 1, UINT64_MAX - 1, 2^63 - 1, 2^63, ...
+      return {0, -1, 1, -2, std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::min(), 7, 0, -1};
     case DType::int32: lo = std::numeric_limits<int32_t>::min(); hi = std::numeric_limits<int32_t>::max(); break;
     case DType::int64: lo = std::numeric_limits<int64_t>::min(); hi = std::numeric_limits<int64_t>::max(); break;
     default: break;
   }
   return {lo, hi, lo + 1, hi - 1, 0, 1, 7, lo, hi};
+}
+
+/// cast's rule for float -> uint64 exactly, as int64 bits (ref_cast's double
+/// cannot hold every uint64): the truncation modulo 2^64 in (-2^63, 2^64), 2^63 outside.
+int64_t u64_cast_bits(double x) {
+  const double t = std::trunc(x);
+  if (t >= 0 && t < 18446744073709551616.0) return static_cast<int64_t>(static_cast<uint64_t>(t));
+  if (t < 0 && t > -9223372036854775808.0) return static_cast<int64_t>(t);
+  return std::numeric_limits<int64_t>::min();
 }
 
 Tensor make_int(const std::vector<int64_t>& v, DType d) { return Tensor::from_vector(v).to(d); }
@@ -169,7 +183,9 @@ int compare(OpId op, const std::vector<Tensor>& in, const std::string& what, con
     if (op == OpId::Cast) {
       r = ref_cast(d(0), attrs.dtype);
       if (!is_floating(od) && od != DType::bool_)
-        want_int[e] = is_floating(ds[0]) ? static_cast<int64_t>(r) : ref_cast_int(i(0), od);
+        want_int[e] = !is_floating(ds[0]) ? ref_cast_int(i(0), od)
+                      : od == DType::uint64   ? u64_cast_bits(d(0))
+                                              : static_cast<int64_t>(r);
     } else if (cat == OpCategory::Unary) {
       r = int_path ? double(ref_unary_int(op, i(0), ds[0])) : ref_unary(op, d(0));
       if (int_path && !is_floating(od) && od != DType::bool_) want_int[e] = ref_unary_int(op, i(0), ds[0]);
@@ -435,7 +451,7 @@ TEST_SUITE("elementwise") {
     };
     // numpy.promote_types
     CHECK(dt(DType::int32, DType::float32) == DType::float64);
-    CHECK(dt(DType::uint8, DType::int8) == DType::int32);  // numpy: int16, kiln has none
+    CHECK(dt(DType::uint8, DType::int8) == DType::int16);  // numpy 2
     CHECK(dt(DType::int8, DType::float16) == DType::float16);
     CHECK(dt(DType::int64, DType::float16) == DType::float64);
     CHECK(dt(DType::float16, DType::bfloat16) == DType::float32);

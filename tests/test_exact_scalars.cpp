@@ -191,7 +191,8 @@ TEST_SUITE("exact scalars") {
 
   TEST_CASE("a float with no integer value is an error when stored as a scalar (numpy 2)") {
     const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
-    for (DType d : {DType::uint8, DType::int8, DType::int32, DType::int64}) {
+    for (DType d : {DType::uint8, DType::int8, DType::int32, DType::int64, DType::int16, DType::uint16, DType::uint32,
+                    DType::uint64}) {
       CAPTURE(d);
       CHECK_THROWS_WITH_AS(full({2}, nan, d), doctest::Contains("full: cannot convert the float scalar nan"), ValueError);
       CHECK_THROWS_WITH_AS(full({2}, inf, d), doctest::Contains("infinity has no integer value"), ValueError);
@@ -225,17 +226,24 @@ namespace {
 
 // cast's documented rule (ops.h), written out independently of
 // detail::convert: truncation when it fits; otherwise the integer minimum
-// for signed dtypes, and for uint8 the low 8 bits of the int64 truncation
-// (0 where that has none).
+// for signed dtypes, for uint8/16/32 the low bits of the int64 truncation
+// (0 where that has none), for uint64 the truncation modulo 2^64 in
+// (-2^63, 2^64) and 2^63 outside. Returned as int64 (uint64 as its bits).
 int64_t cast_ref(double v, DType d) {
   const double t = std::trunc(v);
-  if (d == DType::uint8) {
-    if (!(t > -9223372036854775808.0 && t < 9223372036854775808.0)) return 0;
-    return static_cast<int64_t>(static_cast<uint8_t>(static_cast<uint64_t>(static_cast<int64_t>(t)) & 0xff));
+  const int bits = 8 * static_cast<int>(size_of(d));
+  if (d == DType::uint64) {  // modulo 2^64 in (-2^63, 2^64), else 2^63; as int64 bits
+    if (t >= 0 && t < 18446744073709551616.0) return static_cast<int64_t>(static_cast<uint64_t>(t));
+    if (t < 0 && t > -9223372036854775808.0) return static_cast<int64_t>(t);
+    return kMin;
   }
-  const int64_t lo = d == DType::int8 ? -128 : d == DType::int32 ? INT32_MIN : kMin;
-  const double hi_excl = d == DType::int8 ? 128.0 : d == DType::int32 ? 2147483648.0 : 9223372036854775808.0;
-  if (!(t >= static_cast<double>(lo) && t < hi_excl)) return lo;
+  if (is_unsigned(d)) {  // the low bits of the int64 truncation, 0 without one
+    if (!(t > -9223372036854775808.0 && t < 9223372036854775808.0)) return 0;
+    return static_cast<int64_t>(static_cast<uint64_t>(static_cast<int64_t>(t)) & ((uint64_t(1) << bits) - 1));
+  }
+  const double hi_excl = std::ldexp(1.0, bits - 1);
+  const int64_t lo = bits == 64 ? kMin : -(int64_t(1) << (bits - 1));
+  if (!(t >= -hi_excl && t < hi_excl)) return lo;  // NaN, inf, out of range: the minimum
   return static_cast<int64_t>(t);
 }
 
@@ -251,7 +259,8 @@ TEST_SUITE("exact scalars") {
     for (DType from : {DType::float32, DType::float64, DType::float16}) {
       const Tensor x = Tensor::from_vector(vals, {n}).to(from);
       const std::vector<double> xs = x.to(DType::float64).to_vector<double>();  // values as stored in `from`
-      for (DType to : {DType::uint8, DType::int8, DType::int32, DType::int64}) {
+      for (DType to : {DType::uint8, DType::int8, DType::int32, DType::int64, DType::int16, DType::uint16,
+                       DType::uint32, DType::uint64}) {
         CAPTURE(from);
         CAPTURE(to);
         V want;

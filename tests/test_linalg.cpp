@@ -33,7 +33,11 @@ double wrap_to(DType d, int64_t v) {
     case DType::bool_: return v != 0 ? 1.0 : 0.0;
     case DType::uint8: return static_cast<double>(static_cast<uint8_t>(v));
     case DType::int8: return static_cast<double>(static_cast<int8_t>(v));
+    case DType::int16: return static_cast<double>(static_cast<int16_t>(v));
+    case DType::uint16: return static_cast<double>(static_cast<uint16_t>(v));
     case DType::int32: return static_cast<double>(static_cast<int32_t>(v));
+    case DType::uint32: return static_cast<double>(static_cast<uint32_t>(v));
+    case DType::uint64: return static_cast<double>(static_cast<uint64_t>(v));
     default: return static_cast<double>(v);
   }
 }

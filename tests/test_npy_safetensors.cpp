@@ -107,7 +107,7 @@ TEST_SUITE("npy_safetensors") {
     CHECK(npy_error(npy_file("{'descr': '>f4', 'fortran_order': False, 'shape': (3,), }", le_bytes(d3, 12)))
               .find("dtype '>f4' is big-endian") != std::string::npos);
     CHECK(npy_error(npy_file("{'descr': '<c8', 'fortran_order': False, 'shape': (3,), }", le_bytes(d3, 12))) ==
-          "read_npy: 'x.npy': dtype '<c8' is not one kiln has (it reads <f4 <f8 <f2 <i4 <i8 |u1 |i1 |b1)");
+          "read_npy: 'x.npy': dtype '<c8' is not one kiln has (it reads <f4 <f8 <f2 <i2 <i4 <i8 <u2 <u4 <u8 |u1 |i1 |b1)");
     CHECK(npy_error(npy_file("{'descr': '<f4', 'shape': (3,), }", le_bytes(d3, 12))) ==
           "read_npy: 'x.npy': the header lacks 'fortran_order'");
     CHECK(npy_error(npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (3,-1), }", ""))
@@ -164,7 +164,7 @@ TEST_SUITE("npy_safetensors") {
     CHECK(st_error(st_file("[1,2]", data)) == "read_safetensors: 'w.safetensors': the header is JSON but not an object");
     CHECK(st_error(st_file(entry("\"dtype\":\"F8_E4M3\",\"shape\":[2],\"data_offsets\":[0,2]"), data)) ==
           "read_safetensors: 'w.safetensors': tensor 'w' has dtype F8_E4M3, which kiln does not have (it reads F32 "
-          "F64 F16 BF16 I32 I64 U8 I8 BOOL)");
+          "F64 F16 BF16 I16 I32 I64 U8 U16 U32 U64 I8 BOOL)");
     CHECK(st_error(st_file(entry("\"dtype\":\"F32\",\"data_offsets\":[0,8]"), data)) ==
           "read_safetensors: 'w.safetensors': tensor 'w' has no 'shape'");
     CHECK(st_error(st_file(entry("\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,16]"), data))

@@ -66,7 +66,7 @@ DType reduce_result_dtype(OpId op, DType in) {
   const bool exact = !is_floating(in);
   switch (op) {
     case OpId::Sum:
-    case OpId::Prod: return exact ? DType::int64 : in;
+    case OpId::Prod: return exact ? (is_unsigned(in) ? DType::uint64 : DType::int64) : in;
     case OpId::Mean:
     case OpId::Var:
     case OpId::Std:
@@ -108,7 +108,7 @@ RefValue reduce_ref(OpId op, const std::vector<double>& g, DType in, double corr
       if (!is_floating(in)) {  // int64 with wrap-around, as numpy
         uint64_t p = 1;
         for (double x : g) p *= static_cast<uint64_t>(static_cast<int64_t>(x));
-        return {static_cast<double>(static_cast<int64_t>(p)), 0.0};
+        return {out == DType::uint64 ? static_cast<double>(p) : static_cast<double>(static_cast<int64_t>(p)), 0.0};
       }
       double p = 1;
       for (double x : g) p *= x;
@@ -282,7 +282,7 @@ int check_scan_op(OpId op) {
   int cases = 0;
   uint64_t seed = 77;
   for (DType dt : all_dtypes()) {
-    const DType out_dt = is_floating(dt) ? dt : DType::int64;
+    const DType out_dt = is_floating(dt) ? dt : is_unsigned(dt) ? DType::uint64 : DType::int64;
     for (const Shape& s : shapes) {
       const int64_t nd = static_cast<int64_t>(s.size());
       for (int64_t axis = -nd; axis < nd; ++axis) {

@@ -18,8 +18,9 @@ namespace kt {
 using namespace kiln;
 
 inline const std::vector<DType>& all_dtypes() {
-  static const std::vector<DType> v = {DType::bool_,   DType::uint8,    DType::int8,    DType::int32, DType::int64,
-                                       DType::float16, DType::bfloat16, DType::float32, DType::float64};
+  static const std::vector<DType> v = {DType::bool_,   DType::uint8,  DType::int8,   DType::int16,    DType::uint16,
+                                       DType::int32,   DType::uint32, DType::int64,  DType::uint64,   DType::float16,
+                                       DType::bfloat16, DType::float32, DType::float64};
   return v;
 }
 
@@ -47,7 +48,7 @@ inline Tensor random_tensor(const Shape& shape, DType dtype, uint64_t seed, bool
       v[i] = static_cast<double>(rng() & 1);
     } else {
       int64_t a = id(rng);
-      if (dtype == DType::uint8) a = a < 0 ? -a : a;
+      if (is_unsigned(dtype)) a = a < 0 ? -a : a;
       v[i] = static_cast<double>(a);
     }
   }

@@ -1,6 +1,6 @@
 // kiln (internal): accumulator and result types shared by the reduction,
 // scan, normalisation and integer-matmul kernels (ARCHITECTURE.md policies:
-// integer/bool sums accumulate in int64, 16-bit floats in float32).
+// integer/bool sums accumulate in 64 bits, 16-bit floats in float32).
 #pragma once
 #include <cstdint>
 #include <type_traits>
@@ -14,8 +14,11 @@ template <class T> inline constexpr bool kIsFloat = std::is_floating_point_v<det
 /// Accumulator of sums/products of T: uint64 for integer/bool (wraps like
 /// numpy's int64 without signed-overflow UB), float for 16-bit floats, T else.
 template <class T> using sum_acc_t = std::conditional_t<kIsFloat<T>, detail::compute_t<T>, uint64_t>;
-/// Stored result of sums/products/cumsum of T (the Accum dtype rule).
-template <class T> using sum_out_t = std::conditional_t<kIsFloat<T>, T, int64_t>;
+/// Stored result of sums/products/cumsum of T (the Accum dtype rule): uint64
+/// for unsigned integers, int64 for signed integers and bool (numpy).
+template <class T>
+using sum_out_t = std::conditional_t<kIsFloat<T>, T,
+                                     std::conditional_t<std::is_unsigned_v<T> && !std::is_same_v<T, bool>, uint64_t, int64_t>>;
 /// Compute type of "Float"-rule ops (mean, var, logsumexp, softmax, norms):
 /// double for float64 and integer/bool inputs, float for the other floats.
 template <class T> using float_acc_t = std::conditional_t<kIsFloat<T> && !std::is_same_v<T, double>, float, double>;

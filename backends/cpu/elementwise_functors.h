@@ -92,6 +92,7 @@ struct Abs {
 struct Sign {
   template <class T> T operator()(T x) const {
     if constexpr (is_float_v<T>) return x > T(0) ? T(1) : x < T(0) ? T(-1) : x == T(0) ? T(0) : x;
+    else if constexpr (std::is_unsigned_v<T>) return T(x != T(0));
     else return T((x > T(0)) - (x < T(0)));
   }
 };
@@ -112,7 +113,12 @@ struct Tanh { template <class T> T operator()(T x) const { return std::tanh(x); 
 struct Atanh { template <class T> T operator()(T x) const { return std::atanh(x); } };
 struct Sigmoid { template <class T> T operator()(T x) const { return T(stable_sigmoid(wide_t<T>(x))); } };
 /// max(x, 0) keeping NaN (and -0).
-struct Relu { template <class T> T operator()(T x) const { return x < T(0) ? T(0) : x; } };
+struct Relu {
+  template <class T> T operator()(T x) const {
+    if constexpr (std::is_unsigned_v<T>) return x;
+    else return x < T(0) ? T(0) : x;
+  }
+};
 /// x * Phi(x) = 0.5 x erfc(-x / sqrt 2): the erfc form keeps relative
 /// accuracy for negative x, where 1 + erf cancels. gelu(-inf) = -0 (the limit).
 struct Gelu {
@@ -218,7 +224,8 @@ struct Pow {
     if constexpr (is_float_v<T>) {
       return std::pow(a, b);
     } else {
-      if (b < T(0)) return T(0);
+      if constexpr (std::is_signed_v<T>)
+        if (b < T(0)) return T(0);
       T r = T(1);
       for (auto e = std::make_unsigned_t<T>(b); e; e >>= 1) {
         if (e & 1u) r = wrap_mul(r, a);

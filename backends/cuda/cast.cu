@@ -19,6 +19,7 @@ template <class S2> struct CastTo {
 void cast_kernel(const KernelArgs& k) {
   const Tensor& src = k.in[0];
   const Tensor& dst = k.out;
+  require_cuda_dtype(OpId::Cast, dst.device(), src.dtype());  // the registry checked dst's dtype
   // (A 0-d CPU source is a by-value fill: the kernel broadcasts it.)
   if (!src.device().is_cpu() && src.dtype() == dst.dtype() && src.is_contiguous() && dst.is_contiguous() &&
       src.shape() == dst.shape()) {
@@ -39,7 +40,7 @@ void cast_kernel(const KernelArgs& k) {
 }
 
 [[maybe_unused]] const bool registered = [] {
-  detail::register_kernel(OpId::Cast, DeviceType::cuda, cast_kernel);
+  detail::register_kernel(OpId::Cast, DeviceType::cuda, cast_kernel, kCudaDTypeMask);
   return true;
 }();
 

@@ -8,6 +8,7 @@
 #include "../../tensor/creation.h"
 #include "../../tensor/kernel_registry.h"
 #include "../../tensor/shape.h"
+#include "dtypes.h"
 
 namespace kiln::cuda {
 namespace {
@@ -67,9 +68,9 @@ void tile(const KernelArgs& k) {
 }
 
 [[maybe_unused]] const bool registered = [] {
-  detail::register_kernel(OpId::Concat, DeviceType::cuda, concat);
-  detail::register_kernel(OpId::Pad, DeviceType::cuda, pad);
-  detail::register_kernel(OpId::Tile, DeviceType::cuda, tile);
+  detail::register_kernel(OpId::Concat, DeviceType::cuda, concat, kCudaDTypeMask);
+  detail::register_kernel(OpId::Pad, DeviceType::cuda, pad, kCudaDTypeMask);
+  detail::register_kernel(OpId::Tile, DeviceType::cuda, tile, kCudaDTypeMask);
   return true;
 }();
 

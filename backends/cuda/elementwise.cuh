@@ -21,6 +21,7 @@
 
 #include "../../tensor/dispatch.h"
 #include "../../tensor/kernel_registry.h"
+#include "dtypes.h"
 #include "kernel_templates.h"
 #include "offset_calc.h"
 #include "runtime.h"
@@ -55,6 +56,7 @@ template <class F> void visit_storage(DType d, F&& f) {
     case DType::bfloat16: return f(type_tag<__nv_bfloat16>{});
     case DType::float32: return f(type_tag<float>{});
     case DType::float64: return f(type_tag<double>{});
+    default: break;  // int16, uint16, uint32, uint64: no device kernels (dtypes.h); the registry refuses them first
   }
   throw DTypeError("cuda: unknown dtype code " + std::to_string(int(d)));
 }
@@ -251,8 +253,7 @@ void row_kernel(const KernelArgs& k) {
 /// The dtypes row (Op, Rule) is registered for.
 template <class Op, DTypeRule Rule> DTypeMask row_dtypes() {
   DTypeMask m = 0;
-  for (DType d : {DType::bool_, DType::uint8, DType::int8, DType::int32, DType::int64, DType::float16,
-                  DType::bfloat16, DType::float32, DType::float64})
+  for (DType d : kCudaDTypes)
     visit_storage(d, [&](auto tag) {
       if constexpr (accepts<Op, Rule, typename decltype(tag)::type>()) m |= dtype_bit(d);
     });

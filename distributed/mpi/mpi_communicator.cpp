@@ -49,6 +49,10 @@ MPI_Datatype mpi_type(DType d) {
     case DType::int8: return MPI_INT8_T;
     case DType::int32: return MPI_INT32_T;
     case DType::int64: return MPI_INT64_T;
+    case DType::int16: return MPI_INT16_T;
+    case DType::uint16: return MPI_UINT16_T;
+    case DType::uint32: return MPI_UINT32_T;
+    case DType::uint64: return MPI_UINT64_T;
     case DType::float16:
     case DType::bfloat16: return MPI_UINT16_T;  // moved as bits; reduced by our own ops
     case DType::float32: return MPI_FLOAT;
