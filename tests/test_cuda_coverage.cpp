@@ -50,6 +50,8 @@ TEST_SUITE("cuda coverage") {
       bool cpu_row = false;
       for (DType d : kt::all_dtypes()) {
         if (!detail::has_kernel(op, DeviceType::cpu, d) || !dispatchable(op, d)) continue;
+        // int16/uint16/uint32/uint64 have no CUDA kernels at all (backends/cuda/dtypes.h).
+        if (d == DType::int16 || d == DType::uint16 || d == DType::uint32 || d == DType::uint64) continue;
         cpu_row = true;
         if (!detail::has_kernel(op, DeviceType::cuda, d)) missing[std::string(op_name(op))].insert(std::string(name(d)));
       }

@@ -8,6 +8,7 @@
 
 #include "../../tensor/creation.h"
 #include "device_tensor.h"
+#include "dtypes.h"
 #include "elementwise.cuh"
 #include "launch_plan.h"
 
@@ -123,9 +124,9 @@ void one_hot(const KernelArgs& k) {
 }
 
 [[maybe_unused]] const bool registered = [] {
-  detail::register_kernel(OpId::Gather, DeviceType::cuda, gather);
-  detail::register_kernel(OpId::IndexSelect, DeviceType::cuda, gather);
-  detail::register_kernel(OpId::OneHot, DeviceType::cuda, one_hot);
+  detail::register_kernel(OpId::Gather, DeviceType::cuda, gather, kCudaDTypeMask);
+  detail::register_kernel(OpId::IndexSelect, DeviceType::cuda, gather, kCudaDTypeMask);
+  detail::register_kernel(OpId::OneHot, DeviceType::cuda, one_hot, kCudaDTypeMask);
   return true;
 }();
 

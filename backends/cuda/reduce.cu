@@ -11,6 +11,7 @@
 // the CPU. The order differs from the CPU's (docs/cuda_numerics.md).
 #include "block_reduce.cuh"
 #include "device_tensor.h"
+#include "dtypes.h"
 #include "elementwise.cuh"
 #include "launch_plan.h"
 
@@ -270,7 +271,7 @@ void reduce_kernel(const KernelArgs& k) {
 [[maybe_unused]] const bool registered = [] {
   for (OpId op : {OpId::Sum, OpId::Mean, OpId::Prod, OpId::Max, OpId::Min, OpId::ArgMax, OpId::ArgMin, OpId::Var,
                   OpId::Std, OpId::LogSumExp, OpId::Any, OpId::All})
-    detail::register_kernel(op, DeviceType::cuda, reduce_kernel);
+    detail::register_kernel(op, DeviceType::cuda, reduce_kernel, kCudaDTypeMask);
   return true;
 }();
 

@@ -11,6 +11,7 @@
 //    block_combine's fixed tree; each result rounded once to the dtype.
 #include "block_reduce.cuh"
 #include "device_tensor.h"
+#include "dtypes.h"
 #include "elementwise.cuh"
 #include "launch_plan.h"
 
@@ -164,8 +165,8 @@ void rownorm(const KernelArgs& k) {
 [[maybe_unused]] const bool registered = [] {
   const DTypeMask floats = dtype_bit(DType::float16) | dtype_bit(DType::bfloat16) | dtype_bit(DType::float32) |
                            dtype_bit(DType::float64);
-  detail::register_kernel(OpId::CumSum, DeviceType::cuda, scan);
-  detail::register_kernel(OpId::CumProd, DeviceType::cuda, scan);
+  detail::register_kernel(OpId::CumSum, DeviceType::cuda, scan, kCudaDTypeMask);
+  detail::register_kernel(OpId::CumProd, DeviceType::cuda, scan, kCudaDTypeMask);
   for (OpId op : {OpId::Softmax, OpId::LogSoftmax, OpId::LayerNorm, OpId::RmsNorm})
     detail::register_kernel(op, DeviceType::cuda, rownorm, floats);
   return true;
