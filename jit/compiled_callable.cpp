@@ -1,6 +1,7 @@
 #include "compiled_callable.h"
 
 #include <ostream>
+#include <set>
 
 #include "../tensor/mutation.h"
 #include "mef.h"
@@ -40,6 +41,7 @@ CompiledCallable::CompiledCallable(StagedGraph staged, std::map<std::string, Ten
       session_(session ? std::move(session) : InferenceSession::default_session()) {
   if (!staged_.graph) throw ValueError("CompiledCallable: the staged graph is empty");
   for (const auto& [name, t] : staged_.mutable_weights) weights_.emplace(name, t);  // an explicit binding wins
+  for (const auto& [name, t] : staged_.bound_weights) weights_.emplace(name, t);
   const engine::Signature sig = signature();
   auto artifact = engine::compile_graph(staged_.graph, *session_, &sig);
   model_ = std::make_shared<engine::Model>(artifact, weights_);
@@ -151,7 +153,80 @@ void CompiledCallable::check_captured() const {
   }
 }
 
+CallResult CompiledCallable::inline_call(GraphRealizationContext& outer, const std::vector<Tensor>& leaves) const {
+  check_captured();
+  // The optimised graph: calls already inlined, weights named in full.
+  const Graph& g = model_->artifact().graph();
+  Graph& og = outer.graph();
+  std::set<std::string> written;
+  for (const WriteBack& w : staged_.writes) {
+    if (w.argument < 0) written.insert(w.weight);
+    else if (leaves[static_cast<size_t>(w.argument)].is_realized())
+      outer.add_mutable_source(leaves[static_cast<size_t>(w.argument)]);  // before its first read below
+  }
+  std::vector<int32_t> map(g.num_values(), -1);
+  const auto& ins = g.input_ids();
+  for (size_t i = 0; i < ins.size(); ++i) map[static_cast<size_t>(ins[i])] = outer.value_of(leaves[i]).id;
+  auto val = [&](int32_t v) {
+    const int32_t m = map.at(static_cast<size_t>(v));
+    if (m < 0) throw ValueError("compiled call inside a trace: value %" + std::to_string(v) + " is used before defined");
+    return GraphValue{&og, m};
+  };
+  for (const Node& n : g.nodes()) {
+    switch (n.kind) {
+      case NodeKind::input:
+        break;
+      case NodeKind::op: {
+        if (n.outputs.size() != 1)
+          throw ValueError("compiled call inside a trace: op node with " + std::to_string(n.outputs.size()) +
+                           " results cannot be inlined");
+        std::vector<GraphValue> in;
+        for (int32_t v : n.inputs) in.push_back(val(v));
+        map[static_cast<size_t>(n.outputs[0])] = og.add_op(n.op, in, n.attrs).id;
+        break;
+      }
+      case NodeKind::constant:
+        map[static_cast<size_t>(n.outputs[0])] = og.add_constant(n.data, /*copy=*/false).id;
+        break;
+      case NodeKind::weight: {
+        auto it = weights_.find(n.name);
+        if (it == weights_.end())
+          throw ValueError("compiled call inside a trace: weight '" + n.name + "' is not bound");
+        const Tensor& t = it->second;
+        if (written.count(n.name)) {  // a mutable source it writes: one of the outer trace's too
+          map[static_cast<size_t>(n.outputs[0])] = outer.add_mutable_source(t)->values[0].id;
+          break;
+        }
+        // A weight of the outer graph bound to the same tensor (renamed on a clash).
+        std::string name = n.name;
+        for (int k = 1; !outer.weight_name_free(name, t); ++k) name = n.name + "_" + std::to_string(k);
+        outer.bind_weight(name, t);
+        map[static_cast<size_t>(n.outputs[0])] = og.add_weight(name, g.type(n.outputs[0])).id;
+        break;
+      }
+      case NodeKind::call:
+        throw ValueError("compiled call inside a trace: unexpected call node (the optimised graph is flat)");
+    }
+  }
+  const auto& outs = g.output_ids();
+  const size_t nres = outs.size() - staged_.writes.size();
+  CallResult r;
+  for (size_t i = 0; i < nres; ++i) r.leaves.push_back(outer.create_unrealized({val(outs[i])}));
+  r.tree = staged_.out_tree;
+  // Its in-place writes become writes of the outer trace (functionalised there).
+  for (size_t k = 0; k < staged_.writes.size(); ++k) {
+    const WriteBack& w = staged_.writes[k];
+    const Tensor v = outer.create_unrealized({val(outs[nres + k])});
+    Tensor dst = w.argument >= 0 ? leaves[static_cast<size_t>(w.argument)] : weights_.at(w.weight);
+    dst.copy_(v);
+  }
+  return r;
+}
+
 CallResult CompiledCallable::call_flat(const std::vector<Tensor>& leaves, const TreeDef& tree) const {
+  // Nested tracing: called while a function is traced, the compiled graph is
+  // inlined into that trace (as jax.jit inside jax.jit) rather than run.
+  auto* outer = dynamic_cast<GraphRealizationContext*>(&current_realization_context());
   const auto& want = staged_.in_layouts;
   if (!(tree == staged_.in_tree)) {
     if (tree.kind == TreeDef::Kind::tuple && staged_.in_tree.kind == TreeDef::Kind::tuple &&
@@ -167,9 +242,11 @@ CallResult CompiledCallable::call_flat(const std::vector<Tensor>& leaves, const 
     const Tensor& t = leaves[i];
     if (!t.defined()) throw ValueError("argument " + path(i) + ": an undefined tensor");
     const TensorLayout& w = want[i];
-    if (t.dtype() != w.dtype || t.shape() != w.shape || !(t.device() == w.device) || t.stride_class() != w.stride_class)
+    if (t.dtype() != w.dtype || t.shape() != w.shape || !(t.device() == w.device) ||
+        (!outer && t.stride_class() != w.stride_class))  // a traced value has no strides yet
       throw ValueError("argument " + path(i) + ": expected " + layout_str(w) + ", got " + layout_str(t.layout()));
   }
+  if (outer) return inline_call(*outer, leaves);
   check_captured();
   CallResult r;
   r.leaves = model_->execute(leaves);  // as given: op steps see eager's layouts; fused steps make operands contiguous

@@ -54,7 +54,12 @@ class CompiledCallable {
   /// Checked call: tree structure (static values included), argument count,
   /// and each tensor's dtype, shape, device and stride class; errors name the
   /// argument path ("argument 0.1: expected float32[3, 4] cpu, got ...").
-  /// Also checks that no captured constant changed since tracing.
+  /// Also checks that no captured constant changed since tracing. Called
+  /// while another function is traced (stage, compile, jit), the call is
+  /// inlined: its graph's ops are recorded into that trace, its weights
+  /// become weights of the outer graph bound to the same tensors (renamed
+  /// "name_1", ... when the outer trace binds that name to another tensor),
+  /// and its in-place writes become writes of the outer trace.
   template <class... Args>
   CallResult operator()(const Args&... args) const {
     auto [leaves, tree] = tree_flatten(std::forward_as_tuple(args...));
@@ -124,6 +129,8 @@ class CompiledCallable {
   CompiledCallable(FromParts, StagedGraph staged, std::map<std::string, Tensor> weights,
                    std::shared_ptr<InferenceSession> session, std::shared_ptr<engine::Model> model);
   void check_captured() const;
+  // Nested tracing: records this callable's (optimised) graph into `outer`.
+  CallResult inline_call(GraphRealizationContext& outer, const std::vector<Tensor>& leaves) const;
   StagedGraph staged_;
   std::map<std::string, Tensor> weights_;
   // In-place writes: copies the trailing results (staged_.writes) into their

@@ -1,0 +1,30 @@
+// kiln: jit(model): a jit function of an nn::Module's call.
+#pragma once
+#include <type_traits>
+#include <utility>
+
+#include "../jit/jit_function.h"
+#include "module.h"
+
+namespace kiln {
+
+/// jit(model)(x) runs `model(x)` compiled, as jit([&](const Tensor& x) {
+/// return model(x); }) does, with the module's parameters as named weights
+/// bound automatically: their names are model.state_dict()'s keys (also when
+/// the module has other parents), and the compiled code reads the parameters'
+/// memory on every call, so load_state_dict or an in-place update of a
+/// parameter is seen by the next call. `model` must outlive the result.
+/// Options as for jit(fn); an entry of opts.compile.weights replaces the
+/// parameter of that name.
+template <class M>
+  requires std::is_base_of_v<nn::Module, M>
+auto jit(M& model, JitOptions opts = {}) {
+  return jit(
+      [&model](const Tensor& x) -> Tensor {
+        nn::ParameterNaming names(model);
+        return model(x);
+      },
+      std::move(opts));
+}
+
+}  // namespace kiln
