@@ -1,11 +1,14 @@
 #include "compiled_callable.h"
 
+#include <atomic>
 #include <ostream>
 #include <set>
 
 #include "../tensor/mutation.h"
+#include "../tensor/realize_hook.h"
 #include "mef.h"
 #include "plan.h"
+#include "write_in_place.h"
 
 namespace kiln {
 
@@ -45,6 +48,63 @@ CompiledCallable::CompiledCallable(StagedGraph staged, std::map<std::string, Ten
   const engine::Signature sig = signature();
   auto artifact = engine::compile_graph(staged_.graph, *session_, &sig);
   model_ = std::make_shared<engine::Model>(artifact, weights_);
+  plan_in_place();
+}
+
+struct CompiledCallable::WriteCounters {
+  std::atomic<int64_t> in_place{0}, copied{0}, bytes{0};
+};
+
+void CompiledCallable::plan_in_place() {
+  counters_ = std::make_shared<WriteCounters>();
+  if (staged_.writes.empty()) return;
+  const size_t nres = model_->artifact().graph().output_ids().size() - staged_.writes.size();
+  in_place_ = codegen::in_place_writes(model_->artifact().plan(), nres, staged_.writes);
+}
+
+CompiledCallable::WriteBackStats CompiledCallable::write_back_stats() const {
+  return {counters_->in_place.load(), counters_->copied.load(), counters_->bytes.load()};
+}
+
+std::vector<const Tensor*> CompiledCallable::destinations(std::span<const Tensor> args) const {
+  std::vector<const Tensor*> d;
+  for (const WriteBack& w : staged_.writes) {
+    if (w.argument >= 0) {
+      d.push_back(&args[static_cast<size_t>(w.argument)]);
+    } else {
+      auto it = weights_.find(w.weight);
+      d.push_back(it == weights_.end() ? nullptr : &it->second);
+    }
+  }
+  return d;
+}
+
+std::vector<Tensor> CompiledCallable::run_model(std::span<const Tensor> args) const {
+  std::vector<Tensor> out;
+  if (!staged_.writes.empty()) {
+    const size_t nout = model_->artifact().graph().output_ids().size();
+    const size_t first = nout - staged_.writes.size();
+    const std::vector<const Tensor*> dst = destinations(args);
+    // A destination sharing memory with any other argument or weight keeps
+    // the copy: the graph may read that operand after the write.
+    auto shared = [&](const Tensor& d, const Tensor* self) {
+      for (const Tensor& a : args)
+        if (&a != self && may_share_memory(a, d)) return true;
+      for (const Tensor& w : model_->bound_weights())  // a mutable weight is bound as its own old value
+        if (may_share_memory(w, d) && !(w.buffer() == d.buffer() && w.offset() == d.offset() && w.shape() == d.shape()))
+          return true;
+      return false;
+    };
+    for (size_t k = 0; k < staged_.writes.size(); ++k) {
+      const Tensor* d = dst[k];
+      if (!in_place_[k] || !d || !d->is_realized() || !d->is_contiguous() || shared(*d, d)) continue;
+      if (out.empty()) out.resize(nout);
+      out[first + k] = *d;
+      detail::before_memory_write(d->buffer());  // a lazy scope that recorded it keeps the old contents
+    }
+  }
+  model_->execute_into(args, out);
+  return out;
 }
 
 // ---- export and rebuilding ----------------------------------------------------------------
@@ -93,6 +153,7 @@ CompiledCallable::CompiledCallable(FromParts, StagedGraph staged, std::map<std::
       weights_(std::move(weights)),
       session_(session ? std::move(session) : InferenceSession::default_session()),
       model_(std::move(model)) {
+  plan_in_place();
 }
 
 CompiledCallable CompiledCallable::from_compiled(std::shared_ptr<const engine::CompiledModel> artifact,
@@ -249,7 +310,7 @@ CallResult CompiledCallable::call_flat(const std::vector<Tensor>& leaves, const 
   if (outer) return inline_call(*outer, leaves);
   check_captured();
   CallResult r;
-  r.leaves = model_->execute(leaves);  // as given: op steps see eager's layouts; fused steps make operands contiguous
+  r.leaves = run_model(leaves);  // as given: op steps see eager's layouts; fused steps make operands contiguous
   r.tree = staged_.out_tree;
   if (!staged_.writes.empty()) write_back(r.leaves, leaves);
   return r;
@@ -273,6 +334,14 @@ void CompiledCallable::write_back(std::vector<Tensor>& results, std::span<const 
   for (size_t k = 0; k < staged_.writes.size(); ++k) {
     const WriteBack& w = staged_.writes[k];
     const Tensor& value = results[first + k];
+    if (const Tensor* d = destination(w);
+        d && d->is_realized() && value.data_ptr() == d->data_ptr() && value.strides() == d->strides()) {
+      ++counters_->in_place;  // computed straight into the destination
+      d->buffer().bump_version();
+      continue;
+    }
+    ++counters_->copied;
+    counters_->bytes += value.numel() * static_cast<int64_t>(value.itemsize());
     if (w.argument >= 0) {
       args[static_cast<size_t>(w.argument)].copy_(value);
     } else {
@@ -287,7 +356,7 @@ void CompiledCallable::write_back(std::vector<Tensor>& results, std::span<const 
 }
 
 std::vector<Tensor> CompiledCallable::execute_raw(std::span<const Tensor> inputs) const {
-  std::vector<Tensor> out = model_->execute(inputs);
+  std::vector<Tensor> out = run_model(inputs);
   if (!staged_.writes.empty()) write_back(out, inputs);
   return out;
 }
@@ -301,7 +370,7 @@ std::vector<Buffer> CompiledCallable::execute_raw(const std::vector<Buffer>& buf
   in.reserve(buffers.size());
   for (size_t i = 0; i < buffers.size(); ++i)
     in.emplace_back(buffers[i], want[i].dtype, want[i].shape, contiguous_strides(want[i].shape), 0);
-  std::vector<Tensor> out = model_->execute(in);
+  std::vector<Tensor> out = run_model(in);
   if (!staged_.writes.empty()) write_back(out, in);
   std::vector<Buffer> r;
   for (auto& t : out) {

@@ -797,6 +797,10 @@ void ExecutionPlan::run(std::span<const Tensor> inputs, std::span<const Tensor> 
     }
   } release{in_use ? nullptr : &in_use, bound};
   in_use = true;
+  // A defined outputs[k] is where output k is computed (in-place write-back,
+  // jit/write_in_place.h); a step run one by one may still put it elsewhere.
+  for (size_t k = 0; k < outputs.size() && k < g.output_ids().size(); ++k)
+    if (outputs[k].defined() && !vals[g.output_ids()[k]].defined()) vals[g.output_ids()[k]] = outputs[k];
   if (bind_all(bound, vals, arena)) {
     run_bound(bound);
   } else {
