@@ -162,13 +162,13 @@ Tensor Module::param(const std::string& name) const {
   const std::string& pre = g->prefix();
   if (full.compare(0, pre.size(), pre) != 0)
     throw ValueError(type_name() + ": parameter '" + full + "' is not under the enclosing call's prefix '" + pre + "'");
-  // Inside a shared body the name is relative and resolved per call (placeholder).
   // compile() binds it by this name (no registry needed). Two modules named
   // alike from different roots (two jit(model)s inlined into one trace) get
   // distinct names: "fc.weight", "fc.weight_1", ...
   if (pre.empty())
     for (int k = 1; !g->weight_name_free(full, *t); ++k) full = trace_path() + name + "_" + std::to_string(k);
   g->bind_weight(full, *t);
+  // Inside a shared body the name is relative and resolved per call (placeholder).
   GraphValue v = g->graph().add_weight(full.substr(pre.size()), TensorType(t->dtype(), t->shape(), t->device()),
                                        !pre.empty());
   return g->create_unrealized({v});
@@ -185,6 +185,9 @@ Tensor Module::call_module(const std::vector<Tensor>& args,
   FrameScope frame(this, path);
   GraphRealizationContext* ctx = subgraph_ && !path.empty() ? detail::armed_context() : nullptr;
   if (!ctx) return body(args);
+  // A call of a body traced for another call reads these parameters through
+  // its prefix without running param(): bind them all here.
+  for (const auto& [n, t] : named_parameters()) ctx->bind_weight(path + n, t);
   // Key: the module's type, its parameters' names and types, the operand
   // type, and that a prefix is used; layers that differ only in weight values share a body.
   std::string key = "module:" + type_name() + "|";

@@ -226,6 +226,29 @@ TEST_SUITE("nested_trace") {
     CHECK(max_err(Tensor(pinned(x)) + mlp.state_dict().at("fc2.bias"), mlp.reference(x)) <= 1e-5);
   }
 
+  TEST_CASE("jit of a model whose layers share one subgraph body binds every layer's parameters") {
+    auto seq = std::make_shared<nn::Sequential>();
+    for (int i = 0; i < 3; ++i) {
+      auto l = std::make_shared<nn::Linear>(4, 4);
+      l->set_subgraph(true);
+      seq->push_back(l);
+    }
+    StagedGraph s = stage([&](Tensor t) { return (*seq)(t); })(f32({2, 4}));
+    CHECK(s.graph->subgraphs().size() == 1);  // one body, three calls
+    CHECK(keys(s.bound_weights) == keys(seq->state_dict()));
+    auto j = kiln::jit(*seq, JitOptions{.compile = CompileOptions{.session = strict_session()}});
+    Tensor x = random::normal({2, 4});
+    CHECK(same_bits(Tensor(j(x)), (*seq)(x)));
+    // float64 reference: three affine maps
+    auto sd = seq->state_dict();
+    std::vector<double> h = x.to_vector<double>();
+    for (int i = 0; i < 3; ++i) {
+      const std::string p = std::to_string(i) + ".";
+      h = ref_linear(h, 2, 4, sd.at(p + "weight"), sd.at(p + "bias"));
+    }
+    CHECK(max_err(Tensor(j(x)), h) <= 1e-5);
+  }
+
   TEST_CASE("two models with alike parameter names inlined into one trace get distinct weights") {
     Mlp a(3, 4, 2), b(3, 4, 2);
     auto ja = kiln::jit(a), jb = kiln::jit(b);
