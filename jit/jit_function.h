@@ -170,18 +170,14 @@ class JitFunction {
   std::shared_ptr<detail::JitCache> cache_;
 };
 
-namespace nn {
-class Module;
-}
-
 /// jit(fn): see JitFunction. Tensor arguments are traced by layout (dtype,
 /// shape, device, stride class); other arguments are static. Parameters of
 /// nn modules that fn calls become named weights bound automatically (no
 /// registry; their names are the modules' paths). Called while another
 /// function is traced (jit or compile), the function is inlined into that
-/// trace. For a module itself, `jit(model)` is in nn/jit_module.h.
+/// trace. For a module itself, `jit(model)` (a shared_ptr, or std::ref of a
+/// module) is in nn/jit_module.h.
 template <class F>
-  requires(!std::is_base_of_v<nn::Module, std::remove_cvref_t<F>>)
 JitFunction<F> jit(F fn, JitOptions opts = {}) {
   return JitFunction<F>(std::move(fn), std::move(opts));
 }

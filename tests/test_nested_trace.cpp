@@ -187,7 +187,7 @@ TEST_SUITE("nested_trace") {
   TEST_CASE("jit of a module call binds its parameters by state_dict key and sees later updates") {
     Mlp mlp(5, 7, 2);
     Tensor x = random::normal({3, 5});
-    auto by_model = kiln::jit(mlp, JitOptions{.compile = CompileOptions{.session = strict_session()}});
+    auto by_model = kiln::jit(std::ref(mlp), JitOptions{.compile = CompileOptions{.session = strict_session()}});
     auto by_lambda = kiln::jit([&](const Tensor& t) { return mlp(t); },
                                JitOptions{.compile = CompileOptions{.session = strict_session()}});
     auto check = [&] {
@@ -222,7 +222,7 @@ TEST_SUITE("nested_trace") {
     CHECK(by_model.stats().compiles == 1);
     // An explicit registry entry wins over the parameter.
     Tensor other = zeros({2});
-    auto pinned = kiln::jit(mlp, JitOptions{.compile = CompileOptions{.weights = {{"fc2.bias", other}}}});
+    auto pinned = kiln::jit(std::ref(mlp), JitOptions{.compile = CompileOptions{.weights = {{"fc2.bias", other}}}});
     CHECK(max_err(Tensor(pinned(x)) + mlp.state_dict().at("fc2.bias"), mlp.reference(x)) <= 1e-5);
   }
 
@@ -236,7 +236,7 @@ TEST_SUITE("nested_trace") {
     StagedGraph s = stage([&](Tensor t) { return (*seq)(t); })(f32({2, 4}));
     CHECK(s.graph->subgraphs().size() == 1);  // one body, three calls
     CHECK(keys(s.bound_weights) == keys(seq->state_dict()));
-    auto j = kiln::jit(*seq, JitOptions{.compile = CompileOptions{.session = strict_session()}});
+    auto j = kiln::jit(seq, JitOptions{.compile = CompileOptions{.session = strict_session()}});
     Tensor x = random::normal({2, 4});
     CHECK(same_bits(Tensor(j(x)), (*seq)(x)));
     // float64 reference: three affine maps
@@ -251,7 +251,7 @@ TEST_SUITE("nested_trace") {
 
   TEST_CASE("two models with alike parameter names inlined into one trace get distinct weights") {
     Mlp a(3, 4, 2), b(3, 4, 2);
-    auto ja = kiln::jit(a), jb = kiln::jit(b);
+    auto ja = kiln::jit(std::ref(a)), jb = kiln::jit(std::ref(b));
     auto both = kiln::jit([&](Tensor x) { return Tensor(ja(x)) - Tensor(jb(x)); });
     Tensor x = random::normal({2, 3});
     auto ra = a.reference(x), rb = b.reference(x);
@@ -286,7 +286,7 @@ TEST_SUITE("nested_trace") {
         return (*root)(t);
       })(f32({2, 3}));
       CHECK(keys(s.bound_weights) == keys(root->state_dict()));
-      auto j = kiln::jit(*root, JitOptions{.compile = CompileOptions{.session = strict_session()}});
+      auto j = kiln::jit(std::ref(*root), JitOptions{.compile = CompileOptions{.session = strict_session()}});
       CHECK(same_bits(Tensor(j(x)), (*root)(x)));
     }
     std::vector<double> ref = mlp->reference(x);
