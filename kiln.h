@@ -30,6 +30,7 @@
 #include "nn/bert.h"
 #include "nn/layers.h"
 #include "nn/module.h"
+#include "nn/jit_module.h"
 #include "jit/compiled_callable.h"
 #include "jit/engine.h"
 #include "jit/inference_session.h"

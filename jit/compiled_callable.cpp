@@ -1,10 +1,14 @@
 #include "compiled_callable.h"
 
+#include <atomic>
 #include <ostream>
+#include <set>
 
 #include "../tensor/mutation.h"
+#include "../tensor/realize_hook.h"
 #include "mef.h"
 #include "plan.h"
+#include "write_in_place.h"
 
 namespace kiln {
 
@@ -40,9 +44,67 @@ CompiledCallable::CompiledCallable(StagedGraph staged, std::map<std::string, Ten
       session_(session ? std::move(session) : InferenceSession::default_session()) {
   if (!staged_.graph) throw ValueError("CompiledCallable: the staged graph is empty");
   for (const auto& [name, t] : staged_.mutable_weights) weights_.emplace(name, t);  // an explicit binding wins
+  for (const auto& [name, t] : staged_.bound_weights) weights_.emplace(name, t);
   const engine::Signature sig = signature();
   auto artifact = engine::compile_graph(staged_.graph, *session_, &sig);
   model_ = std::make_shared<engine::Model>(artifact, weights_);
+  plan_in_place();
+}
+
+struct CompiledCallable::WriteCounters {
+  std::atomic<int64_t> in_place{0}, copied{0}, bytes{0};
+};
+
+void CompiledCallable::plan_in_place() {
+  counters_ = std::make_shared<WriteCounters>();
+  if (staged_.writes.empty()) return;
+  const size_t nres = model_->artifact().graph().output_ids().size() - staged_.writes.size();
+  in_place_ = codegen::in_place_writes(model_->artifact().plan(), nres, staged_.writes);
+}
+
+CompiledCallable::WriteBackStats CompiledCallable::write_back_stats() const {
+  return {counters_->in_place.load(), counters_->copied.load(), counters_->bytes.load()};
+}
+
+std::vector<const Tensor*> CompiledCallable::destinations(std::span<const Tensor> args) const {
+  std::vector<const Tensor*> d;
+  for (const WriteBack& w : staged_.writes) {
+    if (w.argument >= 0) {
+      d.push_back(&args[static_cast<size_t>(w.argument)]);
+    } else {
+      auto it = weights_.find(w.weight);
+      d.push_back(it == weights_.end() ? nullptr : &it->second);
+    }
+  }
+  return d;
+}
+
+std::vector<Tensor> CompiledCallable::run_model(std::span<const Tensor> args) const {
+  std::vector<Tensor> out;
+  if (!staged_.writes.empty()) {
+    const size_t nout = model_->artifact().graph().output_ids().size();
+    const size_t first = nout - staged_.writes.size();
+    const std::vector<const Tensor*> dst = destinations(args);
+    // A destination sharing memory with any other argument or weight keeps
+    // the copy: the graph may read that operand after the write.
+    auto shared = [&](const Tensor& d, const Tensor* self) {
+      for (const Tensor& a : args)
+        if (&a != self && may_share_memory(a, d)) return true;
+      for (const Tensor& w : model_->bound_weights())  // a mutable weight is bound as its own old value
+        if (may_share_memory(w, d) && !(w.buffer() == d.buffer() && w.offset() == d.offset() && w.shape() == d.shape()))
+          return true;
+      return false;
+    };
+    for (size_t k = 0; k < staged_.writes.size(); ++k) {
+      const Tensor* d = dst[k];
+      if (!in_place_[k] || !d || !d->is_realized() || !d->is_contiguous() || shared(*d, d)) continue;
+      if (out.empty()) out.resize(nout);
+      out[first + k] = *d;
+      detail::before_memory_write(d->buffer());  // a lazy scope that recorded it keeps the old contents
+    }
+  }
+  model_->execute_into(args, out);
+  return out;
 }
 
 // ---- export and rebuilding ----------------------------------------------------------------
@@ -91,6 +153,7 @@ CompiledCallable::CompiledCallable(FromParts, StagedGraph staged, std::map<std::
       weights_(std::move(weights)),
       session_(session ? std::move(session) : InferenceSession::default_session()),
       model_(std::move(model)) {
+  plan_in_place();
 }
 
 CompiledCallable CompiledCallable::from_compiled(std::shared_ptr<const engine::CompiledModel> artifact,
@@ -151,7 +214,80 @@ void CompiledCallable::check_captured() const {
   }
 }
 
+CallResult CompiledCallable::inline_call(GraphRealizationContext& outer, const std::vector<Tensor>& leaves) const {
+  check_captured();
+  // The optimised graph: calls already inlined, weights named in full.
+  const Graph& g = model_->artifact().graph();
+  Graph& og = outer.graph();
+  std::set<std::string> written;
+  for (const WriteBack& w : staged_.writes) {
+    if (w.argument < 0) written.insert(w.weight);
+    else if (leaves[static_cast<size_t>(w.argument)].is_realized())
+      outer.add_mutable_source(leaves[static_cast<size_t>(w.argument)]);  // before its first read below
+  }
+  std::vector<int32_t> map(g.num_values(), -1);
+  const auto& ins = g.input_ids();
+  for (size_t i = 0; i < ins.size(); ++i) map[static_cast<size_t>(ins[i])] = outer.value_of(leaves[i]).id;
+  auto val = [&](int32_t v) {
+    const int32_t m = map.at(static_cast<size_t>(v));
+    if (m < 0) throw ValueError("compiled call inside a trace: value %" + std::to_string(v) + " is used before defined");
+    return GraphValue{&og, m};
+  };
+  for (const Node& n : g.nodes()) {
+    switch (n.kind) {
+      case NodeKind::input:
+        break;
+      case NodeKind::op: {
+        if (n.outputs.size() != 1)
+          throw ValueError("compiled call inside a trace: op node with " + std::to_string(n.outputs.size()) +
+                           " results cannot be inlined");
+        std::vector<GraphValue> in;
+        for (int32_t v : n.inputs) in.push_back(val(v));
+        map[static_cast<size_t>(n.outputs[0])] = og.add_op(n.op, in, n.attrs).id;
+        break;
+      }
+      case NodeKind::constant:
+        map[static_cast<size_t>(n.outputs[0])] = og.add_constant(n.data, /*copy=*/false).id;
+        break;
+      case NodeKind::weight: {
+        auto it = weights_.find(n.name);
+        if (it == weights_.end())
+          throw ValueError("compiled call inside a trace: weight '" + n.name + "' is not bound");
+        const Tensor& t = it->second;
+        if (written.count(n.name)) {  // a mutable source it writes: one of the outer trace's too
+          map[static_cast<size_t>(n.outputs[0])] = outer.add_mutable_source(t)->values[0].id;
+          break;
+        }
+        // A weight of the outer graph bound to the same tensor (renamed on a clash).
+        std::string name = n.name;
+        for (int k = 1; !outer.weight_name_free(name, t); ++k) name = n.name + "_" + std::to_string(k);
+        outer.bind_weight(name, t);
+        map[static_cast<size_t>(n.outputs[0])] = og.add_weight(name, g.type(n.outputs[0])).id;
+        break;
+      }
+      case NodeKind::call:
+        throw ValueError("compiled call inside a trace: unexpected call node (the optimised graph is flat)");
+    }
+  }
+  const auto& outs = g.output_ids();
+  const size_t nres = outs.size() - staged_.writes.size();
+  CallResult r;
+  for (size_t i = 0; i < nres; ++i) r.leaves.push_back(outer.create_unrealized({val(outs[i])}));
+  r.tree = staged_.out_tree;
+  // Its in-place writes become writes of the outer trace (functionalised there).
+  for (size_t k = 0; k < staged_.writes.size(); ++k) {
+    const WriteBack& w = staged_.writes[k];
+    const Tensor v = outer.create_unrealized({val(outs[nres + k])});
+    Tensor dst = w.argument >= 0 ? leaves[static_cast<size_t>(w.argument)] : weights_.at(w.weight);
+    dst.copy_(v);
+  }
+  return r;
+}
+
 CallResult CompiledCallable::call_flat(const std::vector<Tensor>& leaves, const TreeDef& tree) const {
+  // Nested tracing: called while a function is traced, the compiled graph is
+  // inlined into that trace (as jax.jit inside jax.jit) rather than run.
+  auto* outer = dynamic_cast<GraphRealizationContext*>(&current_realization_context());
   const auto& want = staged_.in_layouts;
   if (!(tree == staged_.in_tree)) {
     if (tree.kind == TreeDef::Kind::tuple && staged_.in_tree.kind == TreeDef::Kind::tuple &&
@@ -167,12 +303,14 @@ CallResult CompiledCallable::call_flat(const std::vector<Tensor>& leaves, const 
     const Tensor& t = leaves[i];
     if (!t.defined()) throw ValueError("argument " + path(i) + ": an undefined tensor");
     const TensorLayout& w = want[i];
-    if (t.dtype() != w.dtype || t.shape() != w.shape || !(t.device() == w.device) || t.stride_class() != w.stride_class)
+    if (t.dtype() != w.dtype || t.shape() != w.shape || !(t.device() == w.device) ||
+        (!outer && t.stride_class() != w.stride_class))  // a traced value has no strides yet
       throw ValueError("argument " + path(i) + ": expected " + layout_str(w) + ", got " + layout_str(t.layout()));
   }
+  if (outer) return inline_call(*outer, leaves);
   check_captured();
   CallResult r;
-  r.leaves = model_->execute(leaves);  // as given: op steps see eager's layouts; fused steps make operands contiguous
+  r.leaves = run_model(leaves);  // as given: op steps see eager's layouts; fused steps make operands contiguous
   r.tree = staged_.out_tree;
   if (!staged_.writes.empty()) write_back(r.leaves, leaves);
   return r;
@@ -196,6 +334,14 @@ void CompiledCallable::write_back(std::vector<Tensor>& results, std::span<const 
   for (size_t k = 0; k < staged_.writes.size(); ++k) {
     const WriteBack& w = staged_.writes[k];
     const Tensor& value = results[first + k];
+    if (const Tensor* d = destination(w);
+        d && d->is_realized() && value.data_ptr() == d->data_ptr() && value.strides() == d->strides()) {
+      ++counters_->in_place;  // computed straight into the destination
+      d->buffer().bump_version();
+      continue;
+    }
+    ++counters_->copied;
+    counters_->bytes += value.numel() * static_cast<int64_t>(value.itemsize());
     if (w.argument >= 0) {
       args[static_cast<size_t>(w.argument)].copy_(value);
     } else {
@@ -210,7 +356,7 @@ void CompiledCallable::write_back(std::vector<Tensor>& results, std::span<const 
 }
 
 std::vector<Tensor> CompiledCallable::execute_raw(std::span<const Tensor> inputs) const {
-  std::vector<Tensor> out = model_->execute(inputs);
+  std::vector<Tensor> out = run_model(inputs);
   if (!staged_.writes.empty()) write_back(out, inputs);
   return out;
 }
@@ -224,7 +370,7 @@ std::vector<Buffer> CompiledCallable::execute_raw(const std::vector<Buffer>& buf
   in.reserve(buffers.size());
   for (size_t i = 0; i < buffers.size(); ++i)
     in.emplace_back(buffers[i], want[i].dtype, want[i].shape, contiguous_strides(want[i].shape), 0);
-  std::vector<Tensor> out = model_->execute(in);
+  std::vector<Tensor> out = run_model(in);
   if (!staged_.writes.empty()) write_back(out, in);
   std::vector<Buffer> r;
   for (auto& t : out) {

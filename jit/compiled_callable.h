@@ -54,7 +54,12 @@ class CompiledCallable {
   /// Checked call: tree structure (static values included), argument count,
   /// and each tensor's dtype, shape, device and stride class; errors name the
   /// argument path ("argument 0.1: expected float32[3, 4] cpu, got ...").
-  /// Also checks that no captured constant changed since tracing.
+  /// Also checks that no captured constant changed since tracing. Called
+  /// while another function is traced (stage, compile, jit), the call is
+  /// inlined: its graph's ops are recorded into that trace, its weights
+  /// become weights of the outer graph bound to the same tensors (renamed
+  /// "name_1", ... when the outer trace binds that name to another tensor),
+  /// and its in-place writes become writes of the outer trace.
   template <class... Args>
   CallResult operator()(const Args&... args) const {
     auto [leaves, tree] = tree_flatten(std::forward_as_tuple(args...));
@@ -74,6 +79,14 @@ class CompiledCallable {
   const TreeDef& out_tree() const { return staged_.out_tree; }
   /// The weights registry this callable was built with (read-only).
   const std::map<std::string, Tensor>& weights() const { return weights_; }
+  /// How this callable's in-place writes (StagedGraph::writes) were done,
+  /// summed over its calls: computed straight into the destination's memory,
+  /// or computed elsewhere and copied in (bytes_copied counts those copies).
+  struct WriteBackStats {
+    int64_t in_place = 0, copied = 0;
+    int64_t bytes_copied = 0;
+  };
+  WriteBackStats write_back_stats() const;
   /// Signal buffers for multi-device collectives: empty on one device.
   const std::vector<Buffer>& signal_buffers() const { return signal_buffers_; }
   /// The engine model (compiled artifact + bound weights).
@@ -124,11 +137,23 @@ class CompiledCallable {
   CompiledCallable(FromParts, StagedGraph staged, std::map<std::string, Tensor> weights,
                    std::shared_ptr<InferenceSession> session, std::shared_ptr<engine::Model> model);
   void check_captured() const;
+  // Nested tracing: records this callable's (optimised) graph into `outer`.
+  CallResult inline_call(GraphRealizationContext& outer, const std::vector<Tensor>& leaves) const;
   StagedGraph staged_;
   std::map<std::string, Tensor> weights_;
-  // In-place writes: copies the trailing results (staged_.writes) into their
-  // arguments or mutable weights and drops them from `results`.
+  // In-place writes: runs the model with each write computed straight into
+  // its destination where that is safe (in_place_, and the call-time checks
+  // of destinations()), then write_back copies the rest.
+  std::vector<Tensor> run_model(std::span<const Tensor> args) const;
+  // The destination tensor of each write (null: an unbound mutable weight).
+  std::vector<const Tensor*> destinations(std::span<const Tensor> args) const;
+  // Copies the trailing results (staged_.writes) not already computed in
+  // place into their arguments or mutable weights; drops them from `results`.
   void write_back(std::vector<Tensor>& results, std::span<const Tensor> args) const;
+  void plan_in_place();
+  std::vector<char> in_place_;  // per write: the plan may compute it into the destination
+  struct WriteCounters;
+  std::shared_ptr<WriteCounters> counters_;
   std::shared_ptr<InferenceSession> session_;
   std::shared_ptr<engine::Model> model_;
   std::vector<Buffer> signal_buffers_;

@@ -216,6 +216,12 @@ namespace {
 }  // namespace
 
 std::vector<Tensor> Model::execute(std::span<const Tensor> inputs) const {
+  std::vector<Tensor> out;
+  execute_into(inputs, out);
+  return out;
+}
+
+void Model::execute_into(std::span<const Tensor> inputs, std::vector<Tensor>& out) const {
   // No layout checks here (the fast path), but a wrong count would read past
   // the span: one comparison keeps that an error.
   const size_t want = artifact_->plan().graph().input_ids().size();
@@ -233,9 +239,7 @@ std::vector<Tensor> Model::execute(std::span<const Tensor> inputs) const {
     if (!(t.device() == c.device)) bad_input(i, "device", c.device.str(), t.device().str(), 1);
     if (t.shape() != c.shape) bad_input(i, "shape", shape_str(c.shape), shape_str(t.shape()), 2);
   }
-  std::vector<Tensor> out;
   artifact_->plan().run(inputs, bound_, out);
-  return out;
 }
 
 }  // namespace kiln::engine

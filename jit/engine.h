@@ -145,6 +145,10 @@ class Model {
   /// input index. Strides are the caller's promise (contiguous, or the
   /// stride class the callable was compiled for).
   std::vector<Tensor> execute(std::span<const Tensor> inputs) const;
+  /// As execute, with `outputs` given: a defined outputs[k] (contiguous, of
+  /// output k's type) is computed into where the plan allows it
+  /// (ExecutionPlan::run); `outputs` then holds the results.
+  void execute_into(std::span<const Tensor> inputs, std::vector<Tensor>& outputs) const;
   const CompiledModel& artifact() const { return *artifact_; }
   const std::shared_ptr<const CompiledModel>& artifact_ptr() const { return artifact_; }
   /// The weights bound, in weight_slots() order.

@@ -136,6 +136,16 @@ class JitFunction {
 
   template <class... Args>
   CallResult call_converted(const Args&... args) const {
+    // Nested tracing (as jax.jit inside jax.jit): called while another
+    // function is being traced, the function is traced into that graph
+    // (its ops inlined) instead of being compiled and run.
+    if (auto* outer = dynamic_cast<GraphRealizationContext*>(&current_realization_context())) {
+      for (const auto& [name, t] : cache_->options().compile.weights) outer->bind_weight(name, t);
+      F f = fn_;
+      auto result = f(args...);
+      auto [outs, out_tree] = tree_flatten(result);
+      return CallResult{std::move(outs), std::move(out_tree)};
+    }
     auto [leaves, tree] = tree_flatten(std::forward_as_tuple(args...));
     std::vector<TensorLayout> layouts;
     layouts.reserve(leaves.size());
@@ -161,7 +171,12 @@ class JitFunction {
 };
 
 /// jit(fn): see JitFunction. Tensor arguments are traced by layout (dtype,
-/// shape, device, stride class); other arguments are static.
+/// shape, device, stride class); other arguments are static. Parameters of
+/// nn modules that fn calls become named weights bound automatically (no
+/// registry; their names are the modules' paths). Called while another
+/// function is traced (jit or compile), the function is inlined into that
+/// trace. For a module itself, `jit(model)` (a shared_ptr, or std::ref of a
+/// module) is in nn/jit_module.h.
 template <class F>
 JitFunction<F> jit(F fn, JitOptions opts = {}) {
   return JitFunction<F>(std::move(fn), std::move(opts));

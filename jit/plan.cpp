@@ -924,6 +924,10 @@ void ExecutionPlan::run(std::span<const Tensor> inputs, std::span<const Tensor> 
   for (size_t i = 0; i < weight_values_.size(); ++i) vals[weight_values_[i]] = weights[i];
   for (const Node& n : g.nodes())
     if (n.kind == NodeKind::constant) vals[n.outputs[0]] = n.data;
+  // A defined outputs[k] is where output k is computed (in-place write-back,
+  // jit/write_in_place.h); a step run one by one may still put it elsewhere.
+  for (size_t k = 0; k < outputs.size() && k < g.output_ids().size(); ++k)
+    if (outputs[k].defined() && !vals[g.output_ids()[k]].defined()) vals[g.output_ids()[k]] = outputs[k];
   if (bind_all(bound, vals, arena)) {
     run_bound(bound);
   } else {

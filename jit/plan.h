@@ -94,7 +94,10 @@ class ExecutionPlan {
   const std::vector<std::pair<std::string, TensorType>>& weight_slots() const { return weight_slots_; }
   /// Runs the plan. `inputs` are contiguous tensors in graph-input order;
   /// `weights` are contiguous tensors in weight_slots() order. Results are
-  /// written to `outputs` (resized to the output count).
+  /// written to `outputs` (resized to the output count). An output already
+  /// defined on entry (contiguous, of the output's type) is the memory that
+  /// output is computed into where the step allows; the caller compares
+  /// addresses to see whether it was.
   void run(std::span<const Tensor> inputs, std::span<const Tensor> weights, std::vector<Tensor>& outputs) const;
 
   const Graph& graph() const { return *graph_; }

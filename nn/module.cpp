@@ -31,32 +31,83 @@ void Module::register_parameter(const std::string& name, Tensor value) {
   params_.emplace_back(name, std::move(value));
 }
 
+namespace {
+// While a graph is traced, the modules whose calls are running (innermost
+// last) with their paths from the first one: a module shared by several
+// parents is named by where this trace reached it, not by one stored path.
+struct TraceFrame {
+  const Module* module;
+  std::string path;
+};
+thread_local std::vector<TraceFrame> t_frames;
+struct FrameScope {
+  FrameScope(const Module* m, std::string path) { t_frames.push_back({m, std::move(path)}); }
+  ~FrameScope() { t_frames.pop_back(); }
+  FrameScope(const FrameScope&) = delete;
+  FrameScope& operator=(const FrameScope&) = delete;
+};
+}  // namespace
+
+bool Module::find_path(const Module* target, const std::string& prefix, std::string& out) const {
+  for (const auto& [n, c] : children_) {
+    const std::string p = prefix + n + ".";
+    if (c.get() == target) {
+      out = p;
+      return true;
+    }
+    if (c->find_path(target, p, out)) return true;
+  }
+  return false;
+}
+
+std::string Module::trace_path() const {
+  for (auto it = t_frames.rbegin(); it != t_frames.rend(); ++it) {
+    if (it->module == this) return it->path;
+    std::string p;
+    if (it->module->find_path(this, it->path, p)) return p;
+  }
+  return path_;  // not reached from a running call: its path under its first parent
+}
+
+ParameterNaming::ParameterNaming(const Module& m) { t_frames.push_back({&m, ""}); }
+ParameterNaming::~ParameterNaming() { t_frames.pop_back(); }
+
 void Module::add_child(const std::string& name, std::shared_ptr<Module> m) {
   if (!m) throw ValueError("Module::register_module: '" + name + "' is null");
+  std::string ignored;
+  if (m.get() == this || m->find_path(this, "", ignored))
+    throw ValueError("Module::register_module: '" + name + "' would make the module its own descendant");
   if (name.empty() || name.find('.') != std::string::npos)
     throw ValueError("Module::register_module: name '" + name + "' must be non-empty and contain no '.'");
   for (auto& [n, c] : children_)
     if (n == name) throw ValueError("Module::register_module: '" + name + "' is already registered");
-  m->set_path(path_ + name + ".");
+  // path() keeps the first parent's; names (state_dict, traced weights)
+  // are computed per walk from the module asked, so a second parent changes
+  // neither the first parent's keys nor the module's own.
+  if (!m->first_parent_) {
+    m->first_parent_ = this;
+    m->set_path(path_ + name + ".");
+  }
   children_.emplace_back(name, std::move(m));
 }
 
 void Module::set_path(const std::string& p) {
   path_ = p;
-  for (auto& [n, c] : children_) c->set_path(p + n + ".");
+  for (auto& [n, c] : children_)
+    if (c->first_parent_ == this) c->set_path(p + n + ".");
 }
 
-void Module::collect(std::vector<std::pair<std::string, Tensor>>& out) const {
-  for (const auto& [n, t] : params_) out.emplace_back(path_ + n, t);
-  for (const auto& [n, c] : children_) c->collect(out);
+void Module::collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out) const {
+  for (const auto& [n, t] : params_) out.emplace_back(prefix + n, const_cast<Tensor*>(&t));
+  for (const auto& [n, c] : children_) c->collect(prefix + n + ".", out);
 }
 
 std::vector<std::pair<std::string, Tensor>> Module::named_parameters() const {
+  std::vector<std::pair<std::string, Tensor*>> slots;
+  collect("", slots);
   std::vector<std::pair<std::string, Tensor>> out;
-  collect(out);
-  // Paths are absolute; strip this module's own prefix so a child reports
-  // the same names a root would.
-  for (auto& [n, t] : out) n = n.substr(path_.size());
+  out.reserve(slots.size());
+  for (auto& [n, t] : slots) out.emplace_back(n, *t);
   return out;
 }
 
@@ -66,12 +117,9 @@ std::map<std::string, Tensor> Module::state_dict() const {
 }
 
 void Module::load_state_dict(const std::map<std::string, Tensor>& sd, bool strict) {
-  std::map<std::string, Tensor*> slots;
-  std::function<void(Module&)> walk = [&](Module& m) {
-    for (auto& [n, t] : m.params_) slots[(m.path_ + n).substr(path_.size())] = &t;
-    for (auto& [n, c] : m.children_) walk(*c);
-  };
-  walk(*this);
+  std::vector<std::pair<std::string, Tensor*>> walked;
+  collect("", walked);
+  const std::map<std::string, Tensor*> slots(walked.begin(), walked.end());
   // Every entry is checked before any parameter changes.
   if (strict) {
     std::string missing;
@@ -110,10 +158,16 @@ Tensor Module::param(const std::string& name) const {
   if (!t) throw ValueError(type_name() + ": no parameter named '" + name + "'");
   auto* g = dynamic_cast<GraphRealizationContext*>(&current_realization_context());
   if (!g) return *t;
-  const std::string full = path_ + name;
+  std::string full = trace_path() + name;
   const std::string& pre = g->prefix();
   if (full.compare(0, pre.size(), pre) != 0)
     throw ValueError(type_name() + ": parameter '" + full + "' is not under the enclosing call's prefix '" + pre + "'");
+  // compile() binds it by this name (no registry needed). Two modules named
+  // alike from different roots (two jit(model)s inlined into one trace) get
+  // distinct names: "fc.weight", "fc.weight_1", ...
+  if (pre.empty())
+    for (int k = 1; !g->weight_name_free(full, *t); ++k) full = trace_path() + name + "_" + std::to_string(k);
+  g->bind_weight(full, *t);
   // Inside a shared body the name is relative and resolved per call (placeholder).
   GraphValue v = g->graph().add_weight(full.substr(pre.size()), TensorType(t->dtype(), t->shape(), t->device()),
                                        !pre.empty());
@@ -126,8 +180,14 @@ Tensor Module::operator()(const Tensor& x) {
 
 Tensor Module::call_module(const std::vector<Tensor>& args,
                            const std::function<Tensor(const std::vector<Tensor>&)>& body) {
-  GraphRealizationContext* ctx = subgraph_ && !path_.empty() ? detail::armed_context() : nullptr;
+  if (!in_graph_context()) return body(args);
+  const std::string path = trace_path();
+  FrameScope frame(this, path);
+  GraphRealizationContext* ctx = subgraph_ && !path.empty() ? detail::armed_context() : nullptr;
   if (!ctx) return body(args);
+  // A call of a body traced for another call reads these parameters through
+  // its prefix without running param(): bind them all here.
+  for (const auto& [n, t] : named_parameters()) ctx->bind_weight(path + n, t);
   // Key: the module's type, its parameters' names and types, the operand
   // type, and that a prefix is used; layers that differ only in weight values share a body.
   std::string key = "module:" + type_name() + "|";
@@ -135,7 +195,7 @@ Tensor Module::call_module(const std::vector<Tensor>& args,
   key += "|" + detail::types_key(args) + "|1";
   TreeDef out_tree;
   auto outs = detail::call_subgraph(
-      *ctx, type_name(), key, args, path_,
+      *ctx, type_name(), key, args, path,
       [&](const std::vector<Tensor>& body_args, TreeDef& ot) {
         ot = TreeDef{};
         return std::vector<Tensor>{body(body_args)};

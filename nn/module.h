@@ -42,7 +42,11 @@ class Module {
   /// ValueError before any parameter changes; with `strict`, so does a
   /// parameter that `sd` lacks (the message names every missing path).
   void load_state_dict(const std::map<std::string, Tensor>& sd, bool strict = false);
-  /// This module's prefix: "" for a root, "layers.3." for a child.
+  /// This module's prefix under the first parent it was registered with
+  /// ("" for a root, "layers.3." for a child). A module may have several
+  /// parents: state_dict(), named_parameters() and the weights a trace names
+  /// are always relative to the module asked (or traced), so registering a
+  /// module under a second parent changes neither parent's keys nor its own.
   const std::string& path() const { return path_; }
   /// Marks the module to be traced as one shared subgraph body per key.
   Module& set_subgraph(bool on = true) {
@@ -74,11 +78,29 @@ class Module {
  private:
   void add_child(const std::string& name, std::shared_ptr<Module> m);
   void set_path(const std::string& p);
-  void collect(std::vector<std::pair<std::string, Tensor>>& out) const;
+  void collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out) const;
+  // Path of `target` below this module ("a.b."), found depth first.
+  bool find_path(const Module* target, const std::string& prefix, std::string& out) const;
+  // While tracing: this module's path from the first module the trace entered.
+  std::string trace_path() const;
   std::string path_;
+  const Module* first_parent_ = nullptr;  // the parent path_ is relative to
   bool subgraph_ = false;
   std::vector<std::pair<std::string, Tensor>> params_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+};
+
+/// While alive on this thread, a trace names the parameters of `m` and of
+/// the modules below it by their path from `m`, i.e. m.state_dict()'s keys
+/// (jit(model) uses it). Without it a module called first in a trace is
+/// named by its path under its first parent (its state_dict keys when it
+/// has none).
+class ParameterNaming {
+ public:
+  explicit ParameterNaming(const Module& m);
+  ~ParameterNaming();
+  ParameterNaming(const ParameterNaming&) = delete;
+  ParameterNaming& operator=(const ParameterNaming&) = delete;
 };
 
 }  // namespace kiln::nn

@@ -94,7 +94,15 @@ TEST_SUITE("compile") {
     Tensor x = random::normal({2, 4});
     kt::check_all_close(run(x), kt::values(lin(x)), 1e-6, 1e-6, "linear");
     CHECK(run.weights().size() == 2);
-    CHECK_THROWS_WITH_AS(compile(f)(f32({2, 4})),
+    // Without a registry the module's parameters are bound by their names (issue 11).
+    CompiledCallable auto_bound = compile(f)(f32({2, 4}));
+    CHECK(auto_bound.weights().size() == 2);
+    CHECK(auto_bound.weights().at("weight").data_ptr() == lin.state_dict().at("weight").data_ptr());
+    kt::check_all_close(auto_bound(x), kt::values(lin(x)), 1e-6, 1e-6, "linear, bound by name");
+    // A graph whose weight nobody bound still names it.
+    StagedGraph bare = stage(f)(f32({2, 4}));
+    CHECK_THROWS_WITH_AS(CompiledCallable(StagedGraph{bare.graph, bare.in_layouts, bare.in_tree, bare.out_layouts,
+                                                      bare.out_tree}),
                          doctest::Contains("weight 'weight' (float32[3, 4] cpu) is missing from the weights registry"),
                          ValueError);
     CompileOptions bad = o;

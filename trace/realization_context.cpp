@@ -345,6 +345,32 @@ void GraphRealizationContext::set_mutable_value(const Tensor& t, int32_t v) {
   m.written = true;
 }
 
+namespace {
+bool same_tensor(const Tensor& a, const Tensor& b) {
+  return a.buffer() == b.buffer() && a.offset() == b.offset() && a.shape() == b.shape() && a.dtype() == b.dtype() &&
+         a.strides() == b.strides();
+}
+}  // namespace
+
+bool GraphRealizationContext::weight_name_free(const std::string& name, const Tensor& t) const {
+  auto it = bound_weights->find(name);
+  if (it != bound_weights->end()) return same_tensor(it->second, t);
+  for (const Node& n : graph_->root()->nodes())
+    if (n.kind == NodeKind::weight && n.name == name) return false;  // a registry weight or a mutable source
+  return true;
+}
+
+void GraphRealizationContext::bind_weight(const std::string& name, const Tensor& t) {
+  auto [it, added] = bound_weights->emplace(name, t);
+  if (added) return;
+  const Tensor& b = it->second;
+  if (same_tensor(b, t)) return;
+  throw ValueError("trace: weight name '" + name + "' stands for two different tensors (" +
+                   TensorType(b.dtype(), b.shape(), b.device()).str() + " and " +
+                   TensorType(t.dtype(), t.shape(), t.device()).str() +
+                   "); register each module once under the module being traced, or pass weights explicitly");
+}
+
 bool GraphRealizationContext::is_mutable_source(const Tensor& t) const { return mutable_index_.count(&t.impl()) != 0; }
 
 std::vector<std::pair<Tensor, int32_t>> GraphRealizationContext::sources() const {

@@ -178,6 +178,21 @@ class GraphRealizationContext : public RealizationContext {
   const std::vector<GraphValue>& signal_buffers() const { return signal_buffers_; }
   /// Realized tensors embedded by add_source, in order, with their constant's value id.
   std::vector<std::pair<Tensor, int32_t>> sources() const;
+  /// Named weights the trace bound to tensors by itself (no registry): the
+  /// parameters an nn::Module reads (named by their path from the module the
+  /// trace entered first, i.e. its state_dict() keys) and the weights of a
+  /// compiled callable inlined by a nested call. Full names (a subgraph
+  /// body's relative names with the call's prefix); shared with the contexts
+  /// of subgraph bodies; compile() binds them (an explicit
+  /// CompileOptions::weights entry wins).
+  std::shared_ptr<std::map<std::string, Tensor>> bound_weights = std::make_shared<std::map<std::string, Tensor>>();
+  /// Records that weight `name` is bound to `t` (realized, contiguous).
+  /// Throws ValueError when `name` is already bound to another tensor (two
+  /// different tensors would otherwise be read as one weight).
+  void bind_weight(const std::string& name, const Tensor& t);
+  /// True when weight `name` is unbound or bound to `t` (and the graph has no
+  /// other weight of that name).
+  bool weight_name_free(const std::string& name, const Tensor& t) const;
   /// Subgraph dedup table (key -> subgraph name); null means calls are inlined.
   std::shared_ptr<std::map<std::string, std::string>> subgraph_cache;
   /// Output tree per dedup key, to rebuild a cached call's results without

@@ -102,6 +102,7 @@ StagedGraph TraceSession::finish(const std::vector<Tensor>& outs, TreeDef out_tr
     s.writes.push_back({-1, m.weight});
   }
   graph_->output(all);
+  s.bound_weights = *ctx_->bound_weights;
   for (auto& [t, v] : ctx_->sources()) s.captured.push_back({t, content_hash(t), v, t.buffer().version()});
   ctx_.reset();
   s.graph = graph_;

@@ -42,6 +42,10 @@ struct StagedGraph {
   std::vector<WriteBack> writes;
   /// The mutable sources, bound as weights by name (add_mutable_source).
   std::map<std::string, Tensor> mutable_weights;
+  /// Weights the trace bound itself (GraphRealizationContext::bound_weights:
+  /// nn::Module parameters by state_dict key, weights of inlined compiled
+  /// callables); compile() binds them unless CompileOptions::weights names them.
+  std::map<std::string, Tensor> bound_weights;
   /// The graph's text form (subgraph definitions first).
   std::string ir() const { return graph->to_text(); }
 };

@@ -39,6 +39,7 @@ std::vector<Tensor> call_subgraph(
     try {
       // The body's context has no cache, so calls nested in it are inlined.
       GraphRealizationContext child(body, {}, prefix);
+      child.bound_weights = parent.bound_weights;  // a body's parameters bind in the root trace
       std::vector<Tensor> body_args;
       for (const auto& v : body.inputs()) body_args.push_back(child.create_unrealized({v}));
       std::vector<Tensor> outs = trace_body(body_args, out_tree);
