@@ -50,10 +50,29 @@ Every row: kiln's figure (compiled where there is one, with kiln eager beside
 it), the fastest peer measured in the same run, and kiln's time over that
 peer's (< 1: kiln is faster). Times are wall-clock per call.
 EOF
-for p in "${programs[@]}"; do
-  echo "run_benchmarks: running $p"
-  "$build_dir/benchmarks/$p" --benchmark_min_time="${KILN_BENCH_MIN_TIME:-0.2}" --kiln_results="$tmp" "$@"
-done
+run_all() {
+  for p in "${programs[@]}"; do
+    echo "run_benchmarks: running $p${KILN_JIT_TARGET:+ (KILN_JIT_TARGET=$KILN_JIT_TARGET)}"
+    "$build_dir/benchmarks/$p" --benchmark_min_time="${KILN_BENCH_MIN_TIME:-0.2}" --kiln_results="$tmp" "$@"
+  done
+}
+run_all "$@"
+# The second table: the same rows with the JIT capped at AVX2 (what users
+# without AVX-512 get from kiln's generated code, the eager row kernels
+# included). kiln's C++ kernels and the peers keep this CPU's instruction set. Skipped when
+# this CPU has no AVX-512 (the first table is then the AVX2 one) or with
+# KILN_BENCH_AVX2=0.
+if [[ "${KILN_BENCH_AVX2:-1}" == "1" && -n "$(cpu_flag avx512f)" ]]; then
+  cat >>"$tmp" <<EOF
+
+# The same rows with KILN_JIT_TARGET=avx2
+
+kiln's generated code limited to AVX2+FMA on the same machine and in the same
+session (load average now: $(cut -d' ' -f1-3 /proc/loadavg)); kiln's C++
+kernels (built with -march=native) and the peers are unchanged.
+EOF
+  KILN_JIT_TARGET=avx2 run_all "$@"
+fi
 mv "$tmp" "$out"
 chmod 644 "$out"
 echo "run_benchmarks: wrote $out"
