@@ -79,6 +79,7 @@
 #define KILN_MR_Matmul(rule) KILN_M_NONE
 #define KILN_MR_View(rule) KILN_M_NONE
 #define KILN_MR_Data(rule) KILN_M_NONE
+#define KILN_MR_Linalg(rule) KILN_M_NONE
 // (A new category needs a line here, as in elementwise_rows.h.)
 #define KILN_MR_DEFAULT(cat, rule) KILN_MR_##cat(rule)
 
