@@ -6,8 +6,10 @@
 
 #include "creation.h"
 #include "error.h"
+#include "kernel_registry.h"
 #include "matrix_ops.h"
 #include "ops.h"
+#include "realize_hook.h"
 
 namespace kiln {
 
@@ -18,7 +20,21 @@ TopK topk(const Tensor& x, int64_t k, int64_t axis, bool largest) {
     throw ValueError("topk: k must be in [0, " + std::to_string(n) + "] (the extent of axis " + std::to_string(axis) +
                      " of shape " + shape_str(x.shape()) + "), got " + std::to_string(k));
   // The first k of a stable sort: ties keep the lower index first, as
-  // torch.topk's sorted CPU result does.
+  // torch.topk's sorted CPU result does. Eagerly, a device's selection
+  // kernel gives the same bits without sorting whole lines; while a graph
+  // records, the composite below is what gets traced.
+  if (detail::active_context() == nullptr) {
+    x.realize();
+    const auto topk_kernel = detail::device_utilities(x.device(), "topk").topk;
+    if (topk_kernel != nullptr) {
+      const int64_t ax = normalize_axis(axis, x.ndim(), "topk");
+      Shape s = x.shape();
+      s[ax] = k;
+      TopK r{detail::output_tensor(s, x.dtype(), x.device()), detail::output_tensor(s, DType::int64, x.device())};
+      topk_kernel(x, k, ax, largest, r.values, r.indices);
+      return r;
+    }
+  }
   Tensor idx = slice(argsort(x, axis, largest), axis, 0, k);
   return {gather(x, axis, idx), idx};
 }

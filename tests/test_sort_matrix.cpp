@@ -3,6 +3,8 @@
 // with numpy's NaN order), eagerly and compiled.
 #include <algorithm>
 #include <cfloat>
+#include <cstring>
+#include <limits>
 #include <numeric>
 
 #include "op_table_checks.h"
@@ -128,6 +130,128 @@ int check_sort_rows(OpId op) {
     CHECK_THROWS_WITH_AS(topk(x, 5), doctest::Contains("topk: k must be in [0, 4]"), ValueError);
     CHECK_THROWS_AS(topk(x, -1), ValueError);
   }
+
+// topk on every dtype, layout, axis, k and direction against the first k of
+// the reference stable order (values and indices), lines of up to 700 so
+// both the heap (small k) and the selection (large k) paths run.
+int check_topk_rows() {
+    const std::vector<Shape> shapes = {{1}, {7}, {3, 4}, {2, 3, 5}, {4, 1, 6}, {3, 700}};
+    uint64_t seed = 101;
+    int cases = 0;
+    for (DType dt : all_dtypes()) {
+      for (const Shape& s : shapes) {
+        const int64_t nd = static_cast<int64_t>(s.size());
+        for (int64_t axis = 0; axis < nd; ++axis) {
+          const int64_t n = s[axis];
+          for (int v = 0; v < 4; ++v) {
+            const Tensor x0 = random_tensor(s, dt, ++seed, v == 1, 2.0, -3, 3);
+            const Tensor x = relayout(x0, static_cast<ViewKind>(v));
+            const Lines L(s, axis);
+            const std::vector<double> xv = values(x0);
+            for (bool largest : {true, false}) {
+              const std::vector<int64_t> want = ref_argsort(xv, L, largest);
+              for (int64_t k : {int64_t(0), int64_t(1), std::min<int64_t>(3, n), std::min<int64_t>(40, n), n}) {
+                CAPTURE(name(dt));
+                CAPTURE(shape_str(s));
+                CAPTURE(axis);
+                CAPTURE(v);
+                CAPTURE(largest);
+                CAPTURE(k);
+                TopK t = topk(x, k, axis - nd, largest);  // negative axis on purpose
+                Shape ks = s;
+                ks[axis] = k;
+                REQUIRE(t.values.shape() == ks);
+                REQUIRE(t.values.dtype() == dt);
+                REQUIRE(t.indices.dtype() == DType::int64);
+                const std::vector<int64_t> gi = t.indices.to_vector<int64_t>();
+                const std::vector<double> gv = values(t.values);
+                const Lines K(ks, axis);
+                bool ok = true;
+                for (int64_t line = 0; line < K.count(); ++line)
+                  for (int64_t i = 0; i < k; ++i) {
+                    const int64_t g = K.start(line) + i * K.inner, w = L.start(line) + i * L.inner;
+                    const double wv = xv[L.start(line) + want[w] * L.inner];
+                    ok = ok && gi[g] == want[w] && (std::isnan(wv) ? std::isnan(gv[g]) : gv[g] == wv);
+                  }
+                CHECK(ok);
+                ++cases;
+              }
+            }
+          }
+        }
+      }
+    }
+    return cases;
+}
+
+// A long float line of few distinct values: ties, -0 and +0, NaNs of both
+// signs and two payloads, infinities. Radix argsort, the values sort and topk
+// must give the stable sort's exact bits.
+std::vector<float> tie_heavy_line(size_t n) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float pool[] = {1.5f, -1.5f, 0.0f, -0.0f, 2.0f, -inf, inf, 3.0f, -7.0f, 1e-30f};
+  std::vector<float> v(n);
+  uint32_t r = 12345;
+  for (size_t i = 0; i < n; ++i) {
+    r = r * 1664525u + 1013904223u;
+    const uint32_t c = (r >> 16) % 12;
+    if (c < 10) v[i] = pool[c];
+    else {
+      const uint32_t bits = c == 10 ? 0x7FC00001u : 0xFFC00000u;  // +NaN with payload, -NaN
+      std::memcpy(&v[i], &bits, 4);
+    }
+  }
+  return v;
+}
+
+}  // namespace
+
+TEST_SUITE("sort and matrix ops") {
+  TEST_CASE("topk: every dtype, layout, axis, k and direction against the stable-sort reference") {
+    CHECK(check_topk_rows() > 1000);
+  }
+
+  TEST_CASE("sort, argsort and topk of a long tie-heavy float line keep the stable sort's bits") {
+    const std::vector<float> v = tie_heavy_line(5000);
+    for (DType dt : {DType::float32, DType::float64, DType::float16, DType::bfloat16, DType::int32}) {
+      // int32 through a float32 -> int32 cast would turn NaN into INT_MIN: keep integers NaN-free.
+      std::vector<float> src = v;
+      if (dt == DType::int32)
+        for (float& f : src)
+          if (std::isnan(f) || std::isinf(f)) f = 4.0f;
+      const Tensor x = Tensor::from_vector(src, Shape{5000}).to(dt);
+      const Lines L(Shape{5000}, 0);
+      const std::vector<double> xv = values(x);
+      for (bool desc : {false, true}) {
+        CAPTURE(name(dt));
+        CAPTURE(desc);
+        const std::vector<int64_t> want = ref_argsort(xv, L, desc);
+        const Tensor wi = Tensor::from_vector(want, Shape{5000});
+        CHECK(argsort(x, 0, desc).to_vector<int64_t>() == want);
+        CHECK(same_bits(sort(x, 0, desc), gather(x, 0, wi)));  // -0/+0 and NaN bits in stable order
+        for (int64_t k : {int64_t(1), int64_t(10), int64_t(300), int64_t(5000)}) {
+          TopK t = topk(x, k, 0, desc);
+          const Tensor wk = slice(wi, 0, 0, k);
+          CHECK(same_bits(t.indices, wk));
+          CHECK(same_bits(t.values, gather(x, 0, wk)));
+        }
+      }
+    }
+  }
+
+  TEST_CASE("topk of -0, +0 and NaN: ties by position, NaN largest") {
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    Tensor x = tensor({0.0f, -0.0f, nan, 1.0f, -0.0f, nan});
+    TopK up = topk(x, 4);
+    CHECK(up.indices.to_vector<int64_t>() == std::vector<int64_t>{2, 5, 3, 0});
+    TopK dn = topk(x, 4, -1, false);
+    CHECK(dn.indices.to_vector<int64_t>() == std::vector<int64_t>{0, 1, 4, 3});
+    CHECK(std::signbit(dn.values.to_vector<float>()[1]));
+    CHECK_FALSE(std::signbit(dn.values.to_vector<float>()[0]));
+  }
+}
+
+namespace {
 
 // cumprod against a float64 running product; integers in int64.
 int check_cumprod_row() {

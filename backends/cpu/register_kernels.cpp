@@ -115,6 +115,7 @@ Kernel kernel_of(OpCategory c) {
   u.any_negative = [](const Tensor& t) { return any_element(t, ElementTest::negative); };
   u.first_index_outside = first_index_outside;
   u.blas_name = gemm_backend;
+  u.topk = topk;
   detail::register_device_utilities(DeviceType::cpu, u);
   return true;
 }();

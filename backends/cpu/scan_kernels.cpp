@@ -1,6 +1,9 @@
 // kiln (internal): the Scan rows (cumsum, cumprod, sort, argsort), one line
 // along the axis at a time.
 #include <algorithm>
+#include <cstring>
+#include <type_traits>
+#include <utility>
 #include <numeric>
 #include <vector>
 
@@ -42,30 +45,170 @@ bool less_nan_last(C a, C b) {
   return a < b;
 }
 
-// Sorts each line by a stable merge sort of its positions: values for Sort,
-// positions (int64) for ArgSort. Equal keys keep their order in both
-// directions (descending compares b < a).
+/// Orderable uint32 key of a float32 / int32 (unsigned comparison gives the
+/// numeric order): NaN maps above +inf (all NaNs equal) and -0 to +0, so the
+/// key's order is exactly less_nan_last's.
+template <class C>
+uint32_t radix_key(C v) {
+  uint32_t u;
+  if constexpr (std::is_same_v<C, float>) {
+    if (v != v) return 0xFFFFFFFFu;
+    if (v == 0.0f) v = 0.0f;
+    std::memcpy(&u, &v, 4);
+    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+  } else {
+    std::memcpy(&u, &v, 4);
+    return u ^ 0x80000000u;
+  }
+}
+
+/// Stable LSD radix sort (4 byte passes, skipping a pass whose byte is the
+/// same everywhere) of (key << 32 | position) pairs by key; the positions
+/// end in `pos`. Descending inverts the keys, which keeps ties in order.
+template <class C>
+void radix_argsort(const std::vector<C>& key, bool descending, std::vector<int64_t>& pos) {
+  const size_t n = key.size();
+  thread_local std::vector<uint64_t> a, b;
+  a.resize(n);
+  b.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t k = descending ? ~radix_key(key[i]) : radix_key(key[i]);
+    a[i] = (uint64_t(k) << 32) | uint64_t(i);
+  }
+  for (int shift = 32; shift < 64; shift += 8) {
+    size_t count[257] = {};
+    for (size_t i = 0; i < n; ++i) ++count[((a[i] >> shift) & 0xFF) + 1];
+    if (count[((a[0] >> shift) & 0xFF) + 1] == n) continue;  // one byte value: nothing moves
+    for (int d = 0; d < 256; ++d) count[d + 1] += count[d];
+    for (size_t i = 0; i < n; ++i) b[count[(a[i] >> shift) & 0xFF]++] = a[i];
+    a.swap(b);
+  }
+  for (size_t i = 0; i < n; ++i) pos[i] = static_cast<int64_t>(a[i] & 0xFFFFFFFFu);
+}
+
+// Sorts each line as a stable sort would (equal keys keep their order in
+// both directions; descending puts NaN first). ArgSort: an LSD radix sort for
+// 4-byte keys, a stable merge sort of positions otherwise. Sort (values
+// only): equal keys differ in bits only for -0/+0 and NaN payloads, so the
+// NaNs are set aside in order, the rest std::sort-ed, and the run of zeros
+// rewritten with the zeros in their original order: the same bits as the
+// stable sort at std::sort's cost.
 void sort_lines(const Tensor& x, int64_t axis, bool descending, bool indices, const Tensor& out) {
   detail::visit_dtype(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     using C = detail::compute_t<T>;
     for_each_line<2>(x.shape(), axis, {&out, &x}, [&](const auto& p, const auto& st, int64_t len) {
+      const char* s = p[1];
+      char* o = p[0];
+      if (!indices) {
+        thread_local std::vector<T> nans, zeros;
+        thread_local std::vector<C> v;
+        nans.clear();
+        zeros.clear();
+        v.clear();
+        for (int64_t i = 0; i < len; ++i, s += st[1]) {
+          const T raw = *reinterpret_cast<const T*>(s);
+          const C c = detail::convert<C>(raw);
+          if (is_nan(c)) nans.push_back(raw);
+          else {
+            if constexpr (std::is_floating_point_v<C>)
+              if (c == C(0)) zeros.push_back(raw);
+            v.push_back(c);
+          }
+        }
+        if (descending) std::sort(v.begin(), v.end(), [](C a, C b) { return b < a; });
+        else std::sort(v.begin(), v.end());
+        auto put = [&](T t) {
+          *reinterpret_cast<T*>(o) = t;
+          o += st[0];
+        };
+        if (descending)
+          for (const T& t : nans) put(t);
+        size_t z = 0;
+        for (const C& c : v) {
+          if constexpr (std::is_floating_point_v<C>)
+            if (c == C(0)) {
+              put(zeros[z++]);
+              continue;
+            }
+          put(detail::convert<T>(c));  // exact: c came from a T
+        }
+        if (!descending)
+          for (const T& t : nans) put(t);
+        return;
+      }
       thread_local std::vector<C> key;
       thread_local std::vector<int64_t> pos;
       key.resize(static_cast<size_t>(len));
       pos.resize(static_cast<size_t>(len));
-      const char* s = p[1];
       for (int64_t i = 0; i < len; ++i, s += st[1]) key[i] = detail::convert<C>(*reinterpret_cast<const T*>(s));
-      std::iota(pos.begin(), pos.end(), int64_t(0));
-      if (descending)
-        std::stable_sort(pos.begin(), pos.end(), [](int64_t a, int64_t b) { return less_nan_last(key[b], key[a]); });
-      else
-        std::stable_sort(pos.begin(), pos.end(), [](int64_t a, int64_t b) { return less_nan_last(key[a], key[b]); });
-      char* o = p[0];
-      const char* base = p[1];
-      for (int64_t i = 0; i < len; ++i, o += st[0]) {
-        if (indices) *reinterpret_cast<int64_t*>(o) = pos[i];
-        else *reinterpret_cast<T*>(o) = *reinterpret_cast<const T*>(base + pos[i] * st[1]);
+      constexpr bool radix = sizeof(C) == 4 && (std::is_same_v<C, float> || std::is_same_v<C, int32_t>);
+      if (radix && len > 64 && len < (int64_t(1) << 32)) {
+        if constexpr (radix) radix_argsort(key, descending, pos);
+      } else {
+        std::iota(pos.begin(), pos.end(), int64_t(0));
+        if (descending)
+          std::stable_sort(pos.begin(), pos.end(), [](int64_t a, int64_t b) { return less_nan_last(key[b], key[a]); });
+        else
+          std::stable_sort(pos.begin(), pos.end(), [](int64_t a, int64_t b) { return less_nan_last(key[a], key[b]); });
+      }
+      for (int64_t i = 0; i < len; ++i, o += st[0]) *reinterpret_cast<int64_t*>(o) = pos[i];
+    });
+  });
+}
+
+/// a ranks before b in topk's order: the first k of a stable sort (NaN
+/// largest; equal keys, -0/+0 included, by lower position).
+template <bool Largest, class C>
+bool ranks_before(C ka, int64_t a, C kb, int64_t b) {
+  const bool na = is_nan(ka), nb = is_nan(kb);
+  if (na || nb) {
+    if (na && nb) return a < b;
+    return Largest ? na : nb;
+  }
+  if (Largest ? kb < ka : ka < kb) return true;
+  if (Largest ? ka < kb : kb < ka) return false;
+  return a < b;
+}
+
+template <bool Largest>
+void topk_lines(const Tensor& x, int64_t k, int64_t axis, const Tensor& values, const Tensor& idx) {
+  detail::visit_dtype(x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = detail::compute_t<T>;
+    // The outputs differ from x only in the axis' extent (k); for_each_line
+    // walks x's lines and uses only the outputs' strides.
+    for_each_line<3>(x.shape(), axis, {&values, &idx, &x}, [&](const auto& p, const auto& st, int64_t len) {
+      const char* s = p[2];
+      auto at = [&](int64_t i) { return detail::convert<C>(*reinterpret_cast<const T*>(s + i * st[2])); };
+      thread_local std::vector<std::pair<C, int64_t>> best;  // (key, position)
+      const auto before = [](const std::pair<C, int64_t>& l, const std::pair<C, int64_t>& r) {
+        return ranks_before<Largest>(l.first, l.second, r.first, r.second);
+      };
+      best.clear();
+      if (k <= 1024 && k * 16 <= len) {
+        // Bounded heap (worst kept on top): one comparison per element mostly.
+        for (int64_t i = 0; i < k; ++i) best.emplace_back(at(i), i);
+        std::make_heap(best.begin(), best.end(), before);
+        for (int64_t i = k; i < len; ++i) {
+          const C c = at(i);
+          if (!ranks_before<Largest>(c, i, best.front().first, best.front().second)) continue;
+          std::pop_heap(best.begin(), best.end(), before);
+          best.back() = {c, i};
+          std::push_heap(best.begin(), best.end(), before);
+        }
+        std::sort_heap(best.begin(), best.end(), before);
+      } else {
+        for (int64_t i = 0; i < len; ++i) best.emplace_back(at(i), i);
+        if (k < len) std::nth_element(best.begin(), best.begin() + k, best.end(), before);
+        std::sort(best.begin(), best.begin() + k, before);
+      }
+      char* vo = p[0];
+      char* io = p[1];
+      for (int64_t i = 0; i < k; ++i, vo += st[0], io += st[1]) {
+        const int64_t j = best[static_cast<size_t>(i)].second;
+        *reinterpret_cast<T*>(vo) = *reinterpret_cast<const T*>(s + j * st[2]);  // the element's own bits
+        *reinterpret_cast<int64_t*>(io) = j;
       }
     });
   });
@@ -77,6 +220,11 @@ void cumsum(const Tensor& x, int64_t axis, const Tensor& out) { running<false>(x
 void cumprod(const Tensor& x, int64_t axis, const Tensor& out) { running<true>(x, axis, out); }
 void sort(const Tensor& x, int64_t axis, bool descending, bool indices, const Tensor& out) {
   sort_lines(x, axis, descending, indices, out);
+}
+void topk(const Tensor& x, int64_t k, int64_t axis, bool largest, const Tensor& values, const Tensor& indices) {
+  if (values.numel() == 0) return;
+  if (largest) topk_lines<true>(x, k, axis, values, indices);
+  else topk_lines<false>(x, k, axis, values, indices);
 }
 
 }  // namespace kiln::cpu
