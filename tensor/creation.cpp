@@ -106,6 +106,12 @@ Tensor from_literal(L v, std::optional<DType> dtype) {
   // An empty list at some depth leaves the deeper extents unknown: 0.
   shape.resize(Depth, 0);
   for (auto& e : shape) e = std::max<int64_t>(e, 0);
+  // A literal value the requested integer dtype cannot hold is an error, as
+  // numpy 2's np.array([-1], np.uint16) (the rule of full and fill_), not a
+  // silent wrap by the cast.
+  if constexpr (!std::is_same_v<T, bool>)
+    if (dtype && is_integral(*dtype) && *dtype != DType::bool_ && *dtype != dtype_v<T>)
+      for (const S& x : flat) check_scalar_fits(Scalar(x), *dtype, "tensor");
   Tensor t = Tensor::from_data(flat.data(), dtype_v<T>, flat.size(), shape);
   return dtype ? converted(t, *dtype) : t;
 }

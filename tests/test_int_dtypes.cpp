@@ -439,4 +439,26 @@ TEST_SUITE("int_dtypes") {
     CHECK(detail::has_kernel(OpId::Add, DeviceType::cuda, DType::int32));
 #endif
   }
+
+  TEST_CASE("tensor literals refuse values the requested integer dtype cannot hold (numpy 2: OverflowError)") {
+    CHECK_THROWS_AS(tensor({-1, 2}, DType::uint16), ValueError);
+    CHECK_THROWS_AS(tensor({70000}, DType::int16), ValueError);
+    CHECK_THROWS_AS(tensor({int64_t(1) << 40}, DType::uint32), ValueError);
+    CHECK_THROWS_AS(tensor({{1.0, std::nan("")}}, DType::int32), ValueError);
+    CHECK_THROWS_WITH_AS(tensor({-1}, DType::uint64), doctest::Contains("tensor: the integer scalar -1 is out of range for uint64"),
+                         ValueError);
+    // In range: converted exactly; a float literal truncates toward zero as numpy's array(..., dtype=int) does.
+    CHECK(tensor({65535, 0}, DType::uint16).to_vector<uint16_t>() == std::vector<uint16_t>{65535, 0});
+    CHECK(tensor({-32768, 32767}, DType::int16).to_vector<int16_t>() == std::vector<int16_t>{-32768, 32767});
+    CHECK(tensor({1.9f, -1.9f}, DType::int16).to_vector<int16_t>() == std::vector<int16_t>{1, -1});
+    CHECK(tensor({5, 0}, DType::bool_).to_vector<bool>() == std::vector<bool>{true, false});
+  }
+
+  TEST_CASE("index_add refuses a float alpha for an integer tensor (torch.index_add does too)") {
+    Tensor x = zeros({2}, DType::int64);
+    Tensor idx = tensor({int64_t(0)});
+    CHECK_THROWS_AS(index_add(x, 0, idx, tensor({int64_t(3)}), 0.5), DTypeError);
+    CHECK(index_add(x, 0, idx, tensor({int64_t(3)}), 2).to_vector<int64_t>() == std::vector<int64_t>{6, 0});
+    CHECK(index_add(zeros({2}), 0, idx, tensor({3.0f}), 0.5).to_vector<float>() == std::vector<float>{1.5f, 0.0f});
+  }
 }
