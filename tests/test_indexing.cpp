@@ -11,7 +11,9 @@
 
 namespace {
 using namespace kiln;
-using Index = std::vector<int64_t>;
+using kt::Index;
+using kt::ravel;
+using kt::unravel;
 
 // 0, 1, 2, ... as float64: each element's value is its row-major position.
 Tensor iota(const Shape& s) {
@@ -26,19 +28,6 @@ Tensor b8(std::vector<bool> v, Shape s) {
   return Tensor::from_data(u.data(), DType::bool_, u.size(), s);
 }
 
-Index unravel(int64_t i, const Shape& s) {
-  Index ix(s.size());
-  for (size_t d = s.size(); d-- > 0;) {
-    ix[d] = i % s[d];
-    i /= s[d];
-  }
-  return ix;
-}
-int64_t ravel(const Index& ix, const Shape& s) {
-  int64_t r = 0;
-  for (size_t d = 0; d < s.size(); ++d) r = r * s[d] + ix[d];
-  return r;
-}
 
 // Checks got (of shape `shape`) element by element: got[o] == x[src(o)],
 // with x = iota(xs) (so the value is the source's row-major position).

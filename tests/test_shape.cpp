@@ -14,8 +14,6 @@
 namespace kt {
 namespace {
 
-using Index = std::vector<int64_t>;
-
 // ---- inputs ---------------------------------------------------------------------
 
 template <class T>
@@ -85,19 +83,6 @@ const ViewKind kViews[] = {ViewKind::contiguous, ViewKind::transposed, ViewKind:
 
 // ---- reference helpers -------------------------------------------------------------
 
-Index unravel(int64_t i, const Shape& s) {
-  Index ix(s.size());
-  for (size_t d = s.size(); d-- > 0;) {
-    ix[d] = i % s[d];
-    i /= s[d];
-  }
-  return ix;
-}
-int64_t ravel(const Index& ix, const Shape& s) {
-  int64_t r = 0;
-  for (size_t d = 0; d < s.size(); ++d) r = r * s[d] + ix[d];
-  return r;
-}
 // want[j] = f(multi-index j of out_shape), in row-major order.
 std::vector<double> ref(const Shape& out_shape, const std::function<double(const Index&)>& f) {
   const int64_t n = checked_numel(out_shape);

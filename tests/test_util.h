@@ -17,6 +17,23 @@ namespace kt {
 
 using namespace kiln;
 
+/// A multi-index, one entry per axis.
+using Index = std::vector<int64_t>;
+/// The row-major multi-index of flat position i in shape s, and back.
+inline Index unravel(int64_t i, const Shape& s) {
+  Index ix(s.size());
+  for (size_t d = s.size(); d-- > 0;) {
+    ix[d] = i % s[d];
+    i /= s[d];
+  }
+  return ix;
+}
+inline int64_t ravel(const Index& ix, const Shape& s) {
+  int64_t r = 0;
+  for (size_t d = 0; d < s.size(); ++d) r = r * s[d] + ix[d];
+  return r;
+}
+
 inline const std::vector<DType>& all_dtypes() {
   static const std::vector<DType> v = {DType::bool_,   DType::uint8,  DType::int8,   DType::int16,    DType::uint16,
                                        DType::int32,   DType::uint32, DType::int64,  DType::uint64,   DType::float16,
