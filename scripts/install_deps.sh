@@ -8,6 +8,7 @@ set -euo pipefail
 
 packages=(
   cmake g++ make            # the build (gcc's OpenMP runtime, libgomp, comes with g++)
+  ccache                    # object cache shared by build folders and clones (CMakeLists.txt)
   libeigen3-dev             # Eigen: GEMM fallback and <kiln/eigen.h>
   libasmjit-dev             # the CPU JIT's code generator
   libopenblas-dev           # GEMM through OpenBLAS when found
