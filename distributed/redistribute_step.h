@@ -20,6 +20,7 @@ namespace kiln::distributed::detail {
 /// shard, whose rank is the shard's mesh device number.
 struct MeshGroup {
   std::vector<int64_t> local;
+  std::vector<Device> devices;  ///< per local shard: its mesh device
   std::vector<std::shared_ptr<Communicator>> comms;
   /// Per mesh axis of an n-d mesh: for each local shard, the communicator of
   /// the devices that differ from it only along that axis (rank = its
@@ -36,9 +37,10 @@ std::shared_ptr<MeshGroup> group_for(const DeviceMesh& mesh);
 /// Forgets the in-process group of `mesh` if it is still `g` (after a
 /// collective on it failed: the next use makes a fresh group).
 void drop_group(const DeviceMesh& mesh, const std::shared_ptr<MeshGroup>& g);
-/// Runs fn(k) for each local shard k, on one thread per shard when there are
-/// several (their collectives meet each other); rethrows the lowest rank's
-/// error, preferring one that is not a CollectiveError (the cause).
+/// Runs fn(k) for each local shard k, at once when there are several (their
+/// collectives meet each other): on the CPU devices' worker threads
+/// (run_on_cpu_devices), else one fresh thread per shard. Rethrows the
+/// lowest rank's error, preferring one that is not a CollectiveError (the cause).
 void for_each_local(const MeshGroup& g, const std::function<void(size_t)>& fn);
 /// Rank r's part of redistributing its shard x (layout `from`, contiguous)
 /// into y (its shard of `to`, contiguous), over communicator `c` of all the

@@ -8,6 +8,7 @@
 #include <optional>
 #include <thread>
 
+#include "../tensor/cpu_devices.h"
 #include "box.h"
 #include "in_process.h"
 #include "init.h"
@@ -57,6 +58,7 @@ std::shared_ptr<MeshGroup> group_for(const DeviceMesh& mesh) {
     // Tracing one device's part of a compiled program: that device alone is local.
     auto g = std::make_shared<MeshGroup>();
     g->local = {tr->device};
+    g->devices = {mesh.devices()[tr->device]};
     g->comms = {nullptr};
     return g;
   }
@@ -72,6 +74,7 @@ std::shared_ptr<MeshGroup> group_for(const DeviceMesh& mesh) {
     std::call_once(once, [&] {
       g = std::make_shared<MeshGroup>();
       g->local = {w->rank()};
+      g->devices = {mesh.devices()[w->rank()]};
       g->comms = {w};
     });
     return g;
@@ -84,6 +87,7 @@ std::shared_ptr<MeshGroup> group_for(const DeviceMesh& mesh) {
     g = std::make_shared<MeshGroup>();
     g->comms = make_in_process_group(static_cast<int>(mesh.size()));
     for (int64_t i = 0; i < mesh.size(); ++i) g->local.push_back(i);
+    g->devices = mesh.devices();
   }
   return g;
 }
@@ -92,17 +96,23 @@ void for_each_local(const MeshGroup& g, const std::function<void(size_t)>& fn) {
   const size_t n = g.local.size();
   if (n == 1) return fn(0);
   std::vector<std::exception_ptr> errs(n);
-  std::vector<std::thread> th;
-  th.reserve(n);
-  for (size_t k = 0; k < n; ++k)
-    th.emplace_back([&, k] {
-      try {
-        fn(k);
-      } catch (...) {
-        errs[k] = std::current_exception();
-      }
-    });
-  for (auto& t : th) t.join();
+  auto one = [&](size_t k) {
+    try {
+      fn(k);
+    } catch (...) {
+      errs[k] = std::current_exception();
+    }
+  };
+  bool cpu = g.devices.size() == n;
+  for (const Device& d : g.devices) cpu = cpu && d.is_cpu();
+  if (cpu) {
+    run_on_cpu_devices(g.devices, one);
+  } else {
+    std::vector<std::thread> th;
+    th.reserve(n);
+    for (size_t k = 0; k < n; ++k) th.emplace_back(one, k);
+    for (auto& t : th) t.join();
+  }
   // A rank that failed first makes the others fail with "group broken"; prefer
   // an error that is not a CollectiveError (the cause).
   std::exception_ptr first;
