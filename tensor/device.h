@@ -8,14 +8,12 @@ namespace kiln {
 
 enum class DeviceType : uint8_t { cpu, cuda };
 
-/// A device: `Device::cpu()`, `Device::cpu(i)` (CPU device i of this
-/// process: tensor/cpu_devices.h, for meshes of CPU devices) or
-/// `Device::cuda(n)` (the CUDA backend, when built).
+/// A device: `Device::cpu()` or `Device::cuda(n)` (the CUDA backend, when built).
 struct Device {
   DeviceType type = DeviceType::cpu;
   int index = 0;
 
-  static constexpr Device cpu(int i = 0) { return {DeviceType::cpu, i}; }
+  static constexpr Device cpu() { return {DeviceType::cpu, 0}; }
   static constexpr Device cuda(int n = 0) { return {DeviceType::cuda, n}; }
   bool is_cpu() const { return type == DeviceType::cpu; }
   /// "cpu" (CPU device 0), "cpu:N" (CPU device N > 0, see distributed/) or "cuda:N".

@@ -17,20 +17,18 @@ using namespace kiln;
 TEST_SUITE("cpu_devices") {
   TEST_CASE("the count is fixed; a device past it is an error") {
     CHECK(num_cpu_devices() == 4);
-    CHECK(Device::cpu(3) == Device{DeviceType::cpu, 3});
-    CHECK(Device::cpu() == Device{DeviceType::cpu, 0});
     CHECK_NOTHROW(set_num_cpu_devices(4));  // the same count
     CHECK_THROWS_AS(set_num_cpu_devices(5), ValueError);
     CHECK_THROWS_AS(set_num_cpu_devices(0), ValueError);
-    Tensor t = Tensor::empty({2, 3}, DType::float32, Device::cpu(3));
-    CHECK(t.device() == Device::cpu(3));
-    CHECK_THROWS_WITH_AS(Tensor::empty({2}, DType::float32, Device::cpu(4)),
+    Tensor t = Tensor::empty({2, 3}, DType::float32, Device{DeviceType::cpu, 3});
+    CHECK(t.device() == Device{DeviceType::cpu, 3});
+    CHECK_THROWS_WITH_AS(Tensor::empty({2}, DType::float32, Device{DeviceType::cpu, 4}),
                          doctest::Contains("CPU device 4 does not exist: this process has 4"), DeviceError);
-    CHECK_THROWS_AS(check_cpu_device(Device::cpu(-1), "test"), DeviceError);
+    CHECK_THROWS_AS(check_cpu_device(Device{DeviceType::cpu, -1}, "test"), DeviceError);
   }
 
   TEST_CASE("run_on_cpu_devices: one persistent worker per device, all at once") {
-    const std::vector<Device> devs{Device::cpu(0), Device::cpu(1), Device::cpu(2), Device::cpu(3)};
+    const std::vector<Device> devs{Device{DeviceType::cpu, 0}, Device{DeviceType::cpu, 1}, Device{DeviceType::cpu, 2}, Device{DeviceType::cpu, 3}};
     std::vector<std::thread::id> first(4), second(4);
     // Every job waits until all four have started: run one after another,
     // this would time out.
@@ -39,7 +37,7 @@ TEST_SUITE("cpu_devices") {
       std::condition_variable cv;
       int arrived = 0;
       bool ok = true;
-      run_on_cpu_devices({Device::cpu(0), Device::cpu(1), Device::cpu(2), Device::cpu(3)}, [&](size_t k) {
+      run_on_cpu_devices({Device{DeviceType::cpu, 0}, Device{DeviceType::cpu, 1}, Device{DeviceType::cpu, 2}, Device{DeviceType::cpu, 3}}, [&](size_t k) {
         ids[k] = std::this_thread::get_id();
         std::unique_lock<std::mutex> lk(mu);
         ++arrived;
@@ -64,12 +62,12 @@ TEST_SUITE("cpu_devices") {
     CHECK(ran == 4);
     // Nested use from a worker runs on fresh threads (no self-wait).
     std::atomic<int> inner{0};
-    run_on_cpu_devices({Device::cpu(0), Device::cpu(1)}, [&](size_t k) {
-      if (k == 0) run_on_cpu_devices({Device::cpu(0), Device::cpu(1)}, [&](size_t) { ++inner; });
+    run_on_cpu_devices({Device{DeviceType::cpu, 0}, Device{DeviceType::cpu, 1}}, [&](size_t k) {
+      if (k == 0) run_on_cpu_devices({Device{DeviceType::cpu, 0}, Device{DeviceType::cpu, 1}}, [&](size_t) { ++inner; });
     });
     CHECK(inner == 2);
-    CHECK_THROWS_AS(run_on_cpu_devices({Device::cpu(1), Device::cpu(1)}, [](size_t) {}), ValueError);
-    CHECK_THROWS_AS(run_on_cpu_devices({Device::cpu(0), Device::cuda(0)}, [](size_t) {}), ValueError);
-    CHECK_THROWS_AS(run_on_cpu_devices({Device::cpu(0), Device::cpu(7)}, [](size_t) {}), DeviceError);
+    CHECK_THROWS_AS(run_on_cpu_devices({Device{DeviceType::cpu, 1}, Device{DeviceType::cpu, 1}}, [](size_t) {}), ValueError);
+    CHECK_THROWS_AS(run_on_cpu_devices({Device{DeviceType::cpu, 0}, Device::cuda(0)}, [](size_t) {}), ValueError);
+    CHECK_THROWS_AS(run_on_cpu_devices({Device{DeviceType::cpu, 0}, Device{DeviceType::cpu, 7}}, [](size_t) {}), DeviceError);
   }
 }
