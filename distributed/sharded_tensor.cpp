@@ -388,6 +388,7 @@ DistributedTensor DistributedTensor::redistribute(const DeviceMapping& to_mappin
     // Tracing a device's part of a compiled program: the collective becomes
     // a step of the plan (compiled.h); its result is a new graph input here.
     const int64_t d = tr->device;
+    if (num_shards() == 1) return from_shards(to, {shard(d)});  // one device: every placement is the whole tensor
     const GraphValue src = tr->ctx->value_of(shard(d));
     const GraphValue dst =
         tr->ctx->graph().add_input(TensorType(dtype(), to.shard_shape(d), mesh().devices()[d]));
