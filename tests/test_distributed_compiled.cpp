@@ -144,9 +144,19 @@ TEST_SUITE("distributed_compiled") {
     auto run = kdist::compile(mlp_fn(mesh, p), o)(lx);
     CHECK(worst_diff(run(distribute(p.x, lx.mapping))[0].full_tensor().to_vector<double>(), p.ref()) < 1e-5);
     // Swapping two shards' entries changes the result (they are bound per shard).
-    std::swap(o.weights.at("w1.shard.1"), o.weights.at("w1.shard.2"));
+    auto copy_to = [](const Tensor& src, int device) {  // src's values on CPU device `device`
+      Tensor t = Tensor::empty(src.shape(), src.dtype(), Device{DeviceType::cpu, device});
+      std::memcpy(t.data_ptr(), src.data_ptr(), size_t(src.numel()) * src.itemsize());
+      return t;
+    };
+    const Tensor s1 = o.weights.at("w1.shard.1"), s2 = o.weights.at("w1.shard.2");
+    o.weights["w1.shard.1"] = copy_to(s2, 1);
+    o.weights["w1.shard.2"] = copy_to(s1, 2);
     auto swapped = kdist::compile(mlp_fn(mesh, p), o)(lx);
     CHECK(worst_diff(swapped(distribute(p.x, lx.mapping))[0].full_tensor().to_vector<double>(), p.ref()) > 1e-3);
+    o.weights["w1.shard.2"] = s1;  // on cpu:1: a shard on the wrong device is refused
+    CHECK_THROWS_WITH_AS(kdist::compile(mlp_fn(mesh, p), o)(lx), doctest::Contains("w1.shard.2"), ValueError);
+    o.weights["w1.shard.2"] = s2;
     o.weights.erase("w2.shard.3");
     CHECK_THROWS_WITH_AS(kdist::compile(mlp_fn(mesh, p), o)(lx), doctest::Contains("weight 'w2.shard.3'"),
                          ValueError);
