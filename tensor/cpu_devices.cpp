@@ -128,6 +128,13 @@ void check_cpu_device(Device d, const char* who) {
                       "before the first use)");
 }
 
+Device cpu_device(int i) {
+  const Device d{DeviceType::cpu, i};
+  if (i < 0) throw DeviceError("cpu_device: CPU device " + std::to_string(i) + " does not exist (negative index)");
+  check_cpu_device(d, "cpu_device");
+  return d;
+}
+
 void run_on_cpu_devices(const std::vector<Device>& devices, const std::function<void(size_t)>& fn) {
   std::set<int> seen;
   for (Device d : devices) {

@@ -17,6 +17,9 @@ using namespace kiln;
 TEST_SUITE("cpu_devices") {
   TEST_CASE("the count is fixed; a device past it is an error") {
     CHECK(num_cpu_devices() == 4);
+    CHECK(cpu_device(3) == Device{DeviceType::cpu, 3});
+    CHECK_THROWS_AS(cpu_device(4), DeviceError);
+    CHECK_THROWS_AS(cpu_device(-1), DeviceError);
     CHECK_NOTHROW(set_num_cpu_devices(4));  // the same count
     CHECK_THROWS_AS(set_num_cpu_devices(5), ValueError);
     CHECK_THROWS_AS(set_num_cpu_devices(0), ValueError);
