@@ -1,5 +1,5 @@
 // tensor/cpu_devices.h: several CPU devices in one process (tests/main.cpp
-// sets 4): the count, errors past it, and one persistent worker per device.
+// sets 8): the count, errors past it, and one persistent worker per device.
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -16,17 +16,17 @@ using namespace kiln;
 
 TEST_SUITE("cpu_devices") {
   TEST_CASE("the count is fixed; a device past it is an error") {
-    CHECK(num_cpu_devices() == 4);
-    CHECK(cpu_device(3) == Device{DeviceType::cpu, 3});
-    CHECK_THROWS_AS(cpu_device(4), DeviceError);
+    CHECK(num_cpu_devices() == 8);
+    CHECK(cpu_device(7) == Device{DeviceType::cpu, 7});
+    CHECK_THROWS_AS(cpu_device(8), DeviceError);
     CHECK_THROWS_AS(cpu_device(-1), DeviceError);
-    CHECK_NOTHROW(set_num_cpu_devices(4));  // the same count
-    CHECK_THROWS_AS(set_num_cpu_devices(5), ValueError);
+    CHECK_NOTHROW(set_num_cpu_devices(8));  // the same count
+    CHECK_THROWS_AS(set_num_cpu_devices(9), ValueError);
     CHECK_THROWS_AS(set_num_cpu_devices(0), ValueError);
     Tensor t = Tensor::empty({2, 3}, DType::float32, Device{DeviceType::cpu, 3});
     CHECK(t.device() == Device{DeviceType::cpu, 3});
-    CHECK_THROWS_WITH_AS(Tensor::empty({2}, DType::float32, Device{DeviceType::cpu, 4}),
-                         doctest::Contains("CPU device 4 does not exist: this process has 4"), DeviceError);
+    CHECK_THROWS_WITH_AS(Tensor::empty({2}, DType::float32, Device{DeviceType::cpu, 8}),
+                         doctest::Contains("CPU device 8 does not exist: this process has 8"), DeviceError);
     CHECK_THROWS_AS(check_cpu_device(Device{DeviceType::cpu, -1}, "test"), DeviceError);
   }
 
@@ -71,6 +71,6 @@ TEST_SUITE("cpu_devices") {
     CHECK(inner == 2);
     CHECK_THROWS_AS(run_on_cpu_devices({Device{DeviceType::cpu, 1}, Device{DeviceType::cpu, 1}}, [](size_t) {}), ValueError);
     CHECK_THROWS_AS(run_on_cpu_devices({Device{DeviceType::cpu, 0}, Device::cuda(0)}, [](size_t) {}), ValueError);
-    CHECK_THROWS_AS(run_on_cpu_devices({Device{DeviceType::cpu, 0}, Device{DeviceType::cpu, 7}}, [](size_t) {}), DeviceError);
+    CHECK_THROWS_AS(run_on_cpu_devices({Device{DeviceType::cpu, 0}, Device{DeviceType::cpu, 9}}, [](size_t) {}), DeviceError);
   }
 }
