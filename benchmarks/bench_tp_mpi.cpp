@@ -5,9 +5,12 @@
 //   build/release/benchmarks/bench_tp_mpi                 (1 process, the whole MLP)
 // Beside it in the same run: the same per-process work written by hand (the
 // process's shard program compiled with kiln::compile, then
-// Communicator::all_reduce on its result) and the all_reduce alone, so
-//   plan overhead = (compiled - by hand) / all_reduce
-// is what the compiled plan adds over the collective's own time. Every
+// Communicator::all_reduce into a new result) and the all_reduce alone. The
+// plan's own cost per call is compiled - by hand; on the big MLP it drowns
+// in the noise of the GEMMs, so it is also measured on a small MLP (batch 8,
+// 64-256-64, arg 1), and
+//   plan overhead = (compiled - by hand)[small] / all_reduce[big]
+// is what the compiled plan adds to the collective's own time. Every
 // process runs the same benchmarks with fixed iteration counts (their
 // collectives pair up); rank 0 reports. Wall time: a collective waits.
 #include <benchmark/benchmark.h>
@@ -25,7 +28,13 @@ using namespace kiln;
 
 namespace {
 
-constexpr int64_t kBatch = 256, kIn = 1024, kHidden = 4096, kOut = 1024;
+struct Dims {
+  int64_t batch, in, hidden, out;
+};
+constexpr Dims kBig{256, 1024, 4096, 1024};
+// Small enough that compute does not hide the plan's own cost: compiled -
+// by hand here is the plan's overhead per call in absolute time.
+constexpr Dims kSmall{8, 64, 256, 64};
 
 struct Setup {
   std::unique_ptr<kd::DeviceMesh> mesh;
@@ -36,8 +45,9 @@ struct Setup {
   int rank = 0, size = 1;
 };
 
-Setup& setup() {
-  static Setup s = [] {
+Setup make_setup(const Dims& dm) {
+  const int64_t kBatch = dm.batch, kIn = dm.in, kHidden = dm.hidden, kOut = dm.out;
+  {
     Setup s;
     auto w = kd::world();
     s.rank = w->rank();
@@ -69,19 +79,23 @@ Setup& setup() {
         compile([w1s, w2s](const Tensor& a) { return matmul(relu(matmul(a, w1s)), w2s); })(s.xs));
     s.partial = Tensor::empty({kBatch, kOut}, DType::float32, s.xs.device());
     return s;
-  }();
-  return s;
+  }
+}
+
+Setup& setup(int which) {
+  static Setup big = make_setup(kBig), small = make_setup(kSmall);
+  return which ? small : big;
 }
 
 void BM_tp_compiled(benchmark::State& st) {
-  Setup& s = setup();
+  Setup& s = setup(int(st.range(0)));
   kd::world()->barrier();
   for (auto _ : st) benchmark::DoNotOptimize(s.compiled->call({s.X}));
   st.counters["processes"] = s.size;
 }
 
 void BM_tp_by_hand(benchmark::State& st) {
-  Setup& s = setup();
+  Setup& s = setup(int(st.range(0)));
   auto w = kd::world();
   w->barrier();
   for (auto _ : st) {
@@ -94,20 +108,23 @@ void BM_tp_by_hand(benchmark::State& st) {
 }
 
 void BM_tp_all_reduce_only(benchmark::State& st) {
-  Setup& s = setup();
+  Setup& s = setup(int(st.range(0)));
   auto w = kd::world();
-  Tensor p = ones({kBatch, kOut});
+  Tensor p = ones(s.partial.shape());
   w->barrier();
   for (auto _ : st)
     w->all_reduce(p.data_ptr(), s.partial.data_ptr(), size_t(p.numel()), DType::float32, kd::ReduceOp::sum);
 }
 
+// Arg 0: the big MLP (20 iterations); arg 1: the small one (500).
 void opts(benchmark::internal::Benchmark* b) {
-  b->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(20)->Repetitions(5)->ReportAggregatesOnly(true);
+  b->Unit(benchmark::kMicrosecond)->UseRealTime()->Repetitions(5)->ReportAggregatesOnly(true);
 }
-BENCHMARK(BM_tp_compiled)->Apply(opts);
-BENCHMARK(BM_tp_by_hand)->Apply(opts);
-BENCHMARK(BM_tp_all_reduce_only)->Apply(opts);
+BENCHMARK(BM_tp_compiled)->Arg(0)->Iterations(20)->Apply(opts);
+BENCHMARK(BM_tp_by_hand)->Arg(0)->Iterations(20)->Apply(opts);
+BENCHMARK(BM_tp_all_reduce_only)->Arg(0)->Iterations(20)->Apply(opts);
+BENCHMARK(BM_tp_compiled)->Arg(1)->Iterations(500)->Apply(opts);
+BENCHMARK(BM_tp_by_hand)->Arg(1)->Iterations(500)->Apply(opts);
 
 class SilentReporter : public benchmark::BenchmarkReporter {
  public:
