@@ -210,8 +210,4 @@ BoundStep ExecutionPlan::bind(size_t k, std::vector<Tensor>& vals, Dest&& dest) 
   return bind_to(k, in, out, out_tensor);
 }
 
-/// Inlines every call node of `root` (recursively), resolving placeholder
-/// weights through each call's prefix; returns a new flat graph.
-std::unique_ptr<Graph> inline_calls(const Graph& root);
-
 }  // namespace kiln::codegen
