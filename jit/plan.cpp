@@ -10,6 +10,7 @@
 #include "../backends/cpu/jit/row_kernels.h"
 #include "../backends/cpu/parallel_ranges.h"
 #include "../backends/cpu/reduce_kernels.h"
+#include "memory_plan.h"
 
 namespace kiln::codegen {
 
@@ -629,70 +630,17 @@ ExecutionPlan::ExecutionPlan(std::shared_ptr<const Graph> graph, const KernelOpt
   plan_memory(is_output);
 }
 
-// Liveness of every value a step writes, then arena offsets for the
-// intermediates: a value lives from the step that writes it to the last step
-// that reads it or any view of it (a view aliases its base's memory); graph
-// outputs live past the end. Offsets come from a greedy first fit over the
-// values live at the same time, so the arena is the peak of live
-// intermediates (rounded to 64 bytes each), not their sum.
+// The memory plan of the steps' reads and writes (memory_plan.h).
 void ExecutionPlan::plan_memory(const std::vector<char>& is_output) {
-  const Graph& g = *graph_;
-  const int S = static_cast<int>(steps_.size());
-  const size_t nv = g.num_values();
-  std::vector<int32_t> root(nv);
-  for (size_t v = 0; v < nv; ++v) root[v] = static_cast<int32_t>(v);
-  std::vector<int> def(nv, -1), last_read(nv, -1), live_until(nv, -1);
-  std::vector<char> planned(nv, 0);
-  for (int k = 0; k < S; ++k) {
+  std::vector<StepValues> io(steps_.size());
+  for (size_t k = 0; k < steps_.size(); ++k) {
     const PlanStep& s = steps_[k];
-    for (int32_t v : step_reads(s)) {
-      last_read[v] = k;
-      live_until[root[v]] = std::max(live_until[root[v]], k);
-    }
-    for (int32_t v : step_writes(s)) {
-      def[v] = k;
-      live_until[v] = std::max(live_until[v], k);
-      if (s.kind == PlanStep::Kind::op && op_info(s.op).category == OpCategory::View)
-        root[v] = root[s.inputs[0]];
-      else
-        planned[v] = !is_output[v] && g.type(v).layout().numel() > 0;
-    }
+    io[k] = {step_reads(s), step_writes(s), s.kind == PlanStep::Kind::op && op_info(s.op).category == OpCategory::View};
   }
-  for (int32_t v : g.output_ids()) live_until[root[v]] = S;
-  // Views keep their base alive: extend each base to its views' last reads.
-  for (size_t v = 0; v < nv; ++v)
-    if (root[v] != static_cast<int32_t>(v)) live_until[root[v]] = std::max(live_until[root[v]], std::max(last_read[v], def[v]));
-
-  release_after_.assign(static_cast<size_t>(S), {});
-  for (size_t v = 0; v < nv; ++v)
-    if (def[v] >= 0 && !is_output[v]) release_after_[std::max(def[v], last_read[v])].push_back(static_cast<int32_t>(v));
-
-  arena_offset_.assign(nv, -1);
-  struct Live {
-    int64_t offset, size;
-    int until;
-  };
-  std::vector<Live> live;
-  int64_t top = 0;
-  for (int k = 0; k < S; ++k) {
-    // Blocks whose values died before this step are free again.
-    std::erase_if(live, [k](const Live& l) { return l.until < k; });
-    for (int32_t v : step_writes(steps_[k])) {
-      if (!planned[v]) continue;
-      const TensorType& t = g.type(v);
-      const int64_t size = (t.layout().numel() * static_cast<int64_t>(size_of(t.dtype)) + 63) / 64 * 64;
-      std::sort(live.begin(), live.end(), [](const Live& a, const Live& b) { return a.offset < b.offset; });
-      int64_t off = 0;
-      for (const Live& l : live) {
-        if (l.offset - off >= size) break;
-        off = std::max(off, l.offset + l.size);
-      }
-      arena_offset_[v] = off;
-      live.push_back({off, size, live_until[v]});
-      top = std::max(top, off + size);
-    }
-  }
-  arena_bytes_ = static_cast<size_t>(top);
+  MemoryPlan memory = codegen::plan_memory(*graph_, io, is_output);
+  release_after_ = std::move(memory.release_after);
+  arena_offset_ = std::move(memory.arena_offset);
+  arena_bytes_ = memory.arena_bytes;
 }
 
 std::vector<int32_t> step_reads(const PlanStep& s) {
