@@ -1,4 +1,5 @@
 #include "plan.h"
+#include "plan_small_gemm.h"
 
 #include <algorithm>
 #include <cstring>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "../backends/cpu/jit/row_kernels.h"
+#include "../backends/cpu/jit/small_gemm.h"
 #include "../backends/cpu/parallel_ranges.h"
 #include "../backends/cpu/reduce_kernels.h"
 
@@ -194,6 +196,7 @@ bool build_fused_step(const Graph& g, const Group& grp, const std::vector<int>& 
   for (int32_t v : out_vals) step.out_layouts.push_back(g.type(v).layout());
   step.group_nodes = grp.nodes;
   step.program = p.str();
+  step.elementwise = std::make_shared<const ElementwiseProgram>(std::move(p));
   return true;
 }
 
@@ -671,6 +674,7 @@ ExecutionPlan::ExecutionPlan(std::shared_ptr<const Graph> graph, const KernelOpt
       if (rn >= 0) steps_.push_back(op_step(g.node(rn)));
     }
   }
+  if (opt.fuse) merge_gemm_epilogues(g, steps_, opt);
   plan_memory(is_output);
 }
 
@@ -746,12 +750,18 @@ std::vector<int32_t> step_reads(const PlanStep& s) {
     r.insert(r.end(), s.inputs.begin() + 1, s.inputs.end());
     return r;
   }
+  if (s.kind == PlanStep::Kind::gemm_fused) {  // A, B and the group's inputs but the product
+    std::vector<int32_t> r = s.inputs;
+    for (size_t j = s.num_outputs; j < s.operands.size(); ++j)
+      if (static_cast<int>(j) != s.product_operand) r.push_back(s.operands[j]);
+    return r;
+  }
   if (s.kind != PlanStep::Kind::fused) return s.inputs;
   return std::vector<int32_t>(s.operands.begin() + s.num_outputs, s.operands.end());
 }
 
 std::vector<int32_t> step_writes(const PlanStep& s) {
-  if (s.kind != PlanStep::Kind::fused) {
+  if (s.kind != PlanStep::Kind::fused && s.kind != PlanStep::Kind::gemm_fused) {
     if (s.output2 >= 0) return {s.output, s.output2};
     return {s.output};
   }
@@ -830,6 +840,12 @@ void ExecutionPlan::execute(const BoundStep& b) {
   const PlanStep& s = *b.step;
   if (s.kind == PlanStep::Kind::gemm) {
     cpu::gemm(s.gemm, b.base[1], b.base[2], b.base[0], b.base[3]);
+    return;
+  }
+  if (s.kind == PlanStep::Kind::gemm_fused) {
+    const size_t next = s.operands.size() + !s.imm_table.empty();
+    s.small_gemm->run(reinterpret_cast<const float*>(b.base[next]), reinterpret_cast<const float*>(b.base[next + 1]),
+                      b.base.data());
     return;
   }
   if (s.kind == PlanStep::Kind::column_sum) {
@@ -973,7 +989,8 @@ void ExecutionPlan::run_stepwise(std::vector<Tensor>& vals, const Buffer& arena)
 size_t ExecutionPlan::code_bytes() const {
   size_t n = 0;
   for (const auto& s : steps_)
-    n += (s.kernel ? s.kernel->code_size() : 0) + (s.row_kernel ? s.row_kernel->code_size() : 0);
+    n += (s.kernel ? s.kernel->code_size() : 0) + (s.row_kernel ? s.row_kernel->code_size() : 0) +
+         (s.small_gemm ? s.small_gemm->code_size() : 0);
   return n;
 }
 
@@ -989,8 +1006,21 @@ std::string ExecutionPlan::describe(bool with_disassembly) const {
     if (s.kind == PlanStep::Kind::gemm) {
       const cpu::GemmCall& c = s.gemm;
       os << "matmul: " << (c.f64 ? "d" : "s") << "gemm " << (c.ta ? "T" : "N") << (c.tb ? "T" : "N") << " m=" << c.m
-         << " n=" << c.n << " k=" << c.k << (c.bias ? " + bias row" : "") << (c.pack_b ? ", B packed" : "") << " ("
-         << cpu::gemm_backend() << ")\n";
+         << " n=" << c.n << " k=" << c.k << (c.bias ? " + bias row" : "")
+         << (c.small ? "" : c.pack_b ? ", B packed" : "") << " (" << (c.small ? "generated" : cpu::gemm_backend())
+         << ")\n";
+      continue;
+    }
+    if (s.kind == PlanStep::Kind::gemm_fused) {
+      const cpu::GemmCall& c = s.gemm;
+      os << "matmul: generated sgemm " << (c.ta ? "T" : "N") << (c.tb ? "T" : "N") << " m=" << c.m << " n=" << c.n
+         << " k=" << c.k << " (tile " << s.small_gemm->tile_rows() << "x" << s.small_gemm->tile_cols()
+         << ") with the epilogue [";
+      for (size_t i = 0; i < s.group_nodes.size(); ++i)
+        os << (i ? " " : "") << op_name(graph_->node(s.group_nodes[i]).op);
+      os << "] on the tile in registers (product never stored), " << s.small_gemm->code_size() << " bytes of code\n"
+         << s.program << "\n";
+      if (with_disassembly) os << s.small_gemm->disassembly() << "\n";
       continue;
     }
     if (s.kind == PlanStep::Kind::column_sum) {
