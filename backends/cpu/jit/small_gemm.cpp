@@ -362,7 +362,7 @@ class Generated final : public SmallGemm {
   const std::string& disassembly() const override { return dis_; }
 
   /// Problems from this many multiply-adds split their row blocks between threads.
-  static constexpr double kParallelMacs = double(1 << 18);
+  static constexpr double kParallelMacs = double(1 << 20);
 
  private:
   SmallGemmKey key_;
