@@ -89,7 +89,10 @@ void merge_gemm_epilogues(const Graph& g, std::vector<PlanStep>& steps, const Ke
   }
   size_t w = 0;
   for (size_t k = 0; k < steps.size(); ++k)
-    if (!merged[k]) steps[w++] = std::move(steps[k]);
+    if (!merged[k]) {
+      if (w != k) steps[w] = std::move(steps[k]);
+      ++w;
+    }
   steps.resize(w);
 }
 

@@ -93,8 +93,8 @@ TEST_SUITE("small_gemm") {
       CHECK(count(plan_of(run), PlanStep::Kind::gemm) == 0);
       auto [w, m] = run(x, h, dz2, w2, w1, m1).as<std::tuple<Tensor, Tensor>>();
       if (strict) {
-        CHECK(same_bits(w, std::get<0>(want)));
-        CHECK(same_bits(m, std::get<1>(want)));
+        CHECK(kt::same_bits(w, std::get<0>(want)));
+        CHECK(kt::same_bits(m, std::get<1>(want)));
       } else {
         kt::check_all_close(w, kt::values(std::get<0>(want)), 1e-5, 1e-5, "w1'");
         kt::check_all_close(m, kt::values(std::get<1>(want)), 1e-5, 1e-5, "m1'");
@@ -134,7 +134,7 @@ TEST_SUITE("small_gemm") {
     Tensor x = kt::random_tensor({20, 30}, DType::float32, 10, false, 1.0);
     Tensor w = kt::random_tensor({30, 40}, DType::float32, 11, false, 1.0);
     auto [a, p] = run(x, w).as<std::tuple<Tensor, Tensor>>();
-    CHECK(same_bits(p, matmul(x, w)));
+    CHECK(kt::same_bits(p, matmul(x, w)));
     kt::check_all_close(p, ref_matmul(kt::values(x), kt::values(w), 20, 30, 40), 1e-5, 1e-4, "x w vs float64");
     // above the size threshold: the BLAS
     const int64_t big = 256;
