@@ -137,7 +137,7 @@ TEST_SUITE("small_gemm") {
     CHECK(kt::same_bits(p, matmul(x, w)));
     kt::check_all_close(p, ref_matmul(kt::values(x), kt::values(w), 20, 30, 40), 1e-5, 1e-4, "x w vs float64");
     // above the size threshold: the BLAS
-    const int64_t big = 256;
+    const int64_t big = 512;
     CompiledCallable r2 = compile([](Tensor a, Tensor b) { return matmul(a, b); })(
         TensorLayout(DType::float32, {big, big}), TensorLayout(DType::float32, {big, big}));
     for (const auto& s : plan_of(r2).steps())

@@ -91,10 +91,13 @@ class SmallGemm {
 /// small_gemm_why_not(key) is not empty.
 std::unique_ptr<SmallGemm> generate_small_gemm(const SmallGemmKey& key, bool want_disassembly = false);
 
-/// Problems up to this many multiply-adds (m n k) run the generated GEMM
-/// (eager and compiled); larger ones stay with the BLAS (measured:
-/// benchmarks/bench_small_gemm.cpp).
-inline constexpr double kSmallGemmMaxMacs = double(1 << 21);
+/// Problems up to this many multiply-adds (m n k; 256^3) run the generated
+/// GEMM (eager and compiled); larger ones stay with the BLAS. Measured
+/// (benchmarks/bench_small_gemm.cpp, this project's 2-core AVX-512 machine):
+/// the generated GEMM took 0.2-0.3x OpenBLAS's CPU time from 32^3 to 256^3
+/// on AVX-512 and AVX2, 1 and 2 threads, and 120 GFLOP/s at 256^3 (what an
+/// AVX-512 OpenBLAS kernel reaches there), so 256^3 is kept.
+inline constexpr double kSmallGemmMaxMacs = double(1 << 24);
 
 /// The plain float32 GEMM that eager matmul runs for C (m x n, leading
 /// dimension ldc) = op(A) op(B) (strides as in SmallGemmKey), from one
