@@ -14,7 +14,6 @@
 #include "small_gemm.h"
 
 #include <asmjit/x86.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <map>
@@ -341,28 +340,17 @@ class Generated final : public SmallGemm {
         for (int64_t i = 0; i < k; ++i) p[i * n + j] = b[j * ldb + i];
       b = p;
     }
-    const int64_t blocks = bl_.row_blocks();
-    const double macs = double(key_.m) * double(key_.n) * double(key_.k);
-    const int nt = omp_in_parallel() ? 1 : std::min<int>(omp_get_max_threads(), int(blocks));
-    if (nt <= 1 || macs < kParallelMacs) {
-      fn_(a, b, ptrs, 0, blocks);
-      return;
-    }
-#pragma omp parallel num_threads(nt)
-    {
-      const int64_t t = omp_get_thread_num(), T = omp_get_num_threads();
-      const int64_t r0 = blocks * t / T, r1 = blocks * (t + 1) / T;
-      if (r0 < r1) fn_(a, b, ptrs, r0, r1);
-    }
+    // One thread: measured on this project's 2-core machine under the load
+    // of other builds, an OpenMP split of the row blocks cost 3-15x the
+    // single-thread time from 128^3 to 256^3 (a fork-join waits for a
+    // descheduled thread), and one thread beat OpenBLAS on 2 threads there.
+    fn_(a, b, ptrs, 0, bl_.row_blocks());
   }
   const SmallGemmKey& key() const override { return key_; }
   int tile_rows() const override { return bl_.mr; }
   int tile_cols() const override { return bl_.nr * bl_.V; }
   size_t code_size() const override { return size_; }
   const std::string& disassembly() const override { return dis_; }
-
-  /// Problems from this many multiply-adds split their row blocks between threads.
-  static constexpr double kParallelMacs = double(1 << 20);
 
  private:
   SmallGemmKey key_;

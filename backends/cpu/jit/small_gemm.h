@@ -74,10 +74,9 @@ class SmallGemm {
   virtual ~SmallGemm() = default;
   /// Runs it: A at a, B at b, the epilogue's operands at ptrs[i] (the
   /// product operand's entry is ignored), then the constant table when the
-  /// program has one. Splits the row blocks between OpenMP threads from
-  /// 2^20 multiply-adds (smaller ones do not pay for the handoff); each
-  /// element is computed whole by one thread, so the bits do not depend on
-  /// the thread count.
+  /// program has one. Runs on the calling thread (a split between threads
+  /// did not pay at these sizes: see small_gemm.cpp), so the bits do not
+  /// depend on the thread count.
   virtual void run(const float* a, const float* b, char* const* ptrs) const = 0;
   virtual const SmallGemmKey& key() const = 0;
   /// Register block (rows x columns) chosen.
