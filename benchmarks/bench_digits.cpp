@@ -18,6 +18,10 @@
 #include <cstdio>
 #include <kiln/kiln.h>
 
+#ifdef KILN_BENCH_HAVE_CBLAS
+#include <cblas.h>
+#endif
+
 #include "bench_digits.h"
 #include "bench_peers.h"
 #include "bench_report.h"
@@ -175,7 +179,31 @@ void BM_eigen_digits_step(benchmark::State& st) {
   }
 }
 
+#ifdef KILN_BENCH_HAVE_CBLAS
+// The step's GEMM floor (issue 18): its five GEMMs, with their transposes,
+// through OpenBLAS directly: x W1, h W2, h^T dz2, dz2 W2^T, x^T dz1.
+void BM_digits_gemm_floor(benchmark::State& st) {
+  kb::set_threads(static_cast<int>(st.range(0)));
+  const kb::digits_bench::Start& s = start();
+  const int B = 64, I = int(s.inputs), H = int(s.hidden), C = int(s.classes);
+  std::vector<float> x(size_t(B * I), 0.5f), w1(size_t(I * H), 0.1f), h(size_t(B * H)), w2(size_t(H * C), 0.1f),
+      z2(size_t(B * C)), dz2(size_t(B * C), 0.01f), dw2(size_t(H * C)), dh(size_t(B * H)), dw1(size_t(I * H));
+  const auto N = CblasNoTrans, T = CblasTrans;
+  for (auto _ : st) {
+    cblas_sgemm(CblasRowMajor, N, N, B, H, I, 1.0f, x.data(), I, w1.data(), H, 0.0f, h.data(), H);
+    cblas_sgemm(CblasRowMajor, N, N, B, C, H, 1.0f, h.data(), H, w2.data(), C, 0.0f, z2.data(), C);
+    cblas_sgemm(CblasRowMajor, T, N, H, C, B, 1.0f, h.data(), H, dz2.data(), C, 0.0f, dw2.data(), C);
+    cblas_sgemm(CblasRowMajor, N, T, B, H, C, 1.0f, dz2.data(), C, w2.data(), C, 0.0f, dh.data(), H);
+    cblas_sgemm(CblasRowMajor, T, N, I, H, B, 1.0f, x.data(), I, dh.data(), H, 0.0f, dw1.data(), H);
+    benchmark::ClobberMemory();
+  }
+}
+#endif
+
 #define STEP_ARGS ->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMicrosecond)
+#ifdef KILN_BENCH_HAVE_CBLAS
+BENCHMARK(BM_digits_gemm_floor) STEP_ARGS;
+#endif
 BENCHMARK(BM_kiln_eager_digits_step) STEP_ARGS;
 BENCHMARK(BM_kiln_compiled_digits_step) STEP_ARGS;
 BENCHMARK(BM_eigen_digits_step) STEP_ARGS;
@@ -238,6 +266,11 @@ int main(int argc, char** argv) {
              {"BM_eigen_digits_step" + s, "BM_torch_digits_step" + s, "BM_torch_digits_step_inplace" + s,
               "BM_torchscript_digits_step" + s},
              ">= 3x faster than kiln eager (eager/compiled >= 3)", "BM_kiln_eager_digits_step" + s});
+    compare({"digits training step vs its GEMM floor (the five GEMMs through OpenBLAS), " + th,
+             "BM_kiln_compiled_digits_step" + s, {"BM_digits_gemm_floor" + s}, "<= 1.2x the GEMM floor",
+             "BM_kiln_eager_digits_step" + s});
+    compare({"digits training step vs Eigen's hand-written step, " + th, "BM_kiln_compiled_digits_step" + s,
+             {"BM_eigen_digits_step" + s}, "<= 0.8x Eigen's step", "BM_kiln_eager_digits_step" + s});
     compare({"digits training step vs LibTorch eager only, " + th, "BM_kiln_compiled_digits_step" + s,
              {"BM_torch_digits_step" + s, "BM_torch_digits_step_inplace" + s},
              "faster than LibTorch eager (ratio < 1)", "BM_kiln_eager_digits_step" + s});

@@ -1,6 +1,7 @@
 // The CPU lowering of a fusion plan, and the code running its steps: see
 // cpu_lowering.h.
 #include "cpu_lowering.h"
+#include "plan_small_gemm.h"
 
 #include <algorithm>
 #include <cstring>
@@ -8,6 +9,7 @@
 #include <unordered_map>
 
 #include "../backends/cpu/jit/row_kernels.h"
+#include "../backends/cpu/jit/small_gemm.h"
 #include "../backends/cpu/parallel_ranges.h"
 #include "../backends/cpu/reduce_kernels.h"
 
@@ -112,6 +114,7 @@ bool build_fused_step(const Graph& g, const FusionGroup& grp, const KernelOption
   for (int32_t v : out_vals) step.out_layouts.push_back(g.type(v).layout());
   step.group_nodes = grp.nodes;
   step.program = p.str();
+  step.elementwise = std::make_shared<const ElementwiseProgram>(std::move(p));
   return true;
 }
 
@@ -326,6 +329,7 @@ std::vector<PlanStep> lower_cpu(const Graph& g, const FusionPlan& fusion, const 
       if (rn >= 0) steps.push_back(op_step(g.node(rn)));
     }
   }
+  if (opt.fuse) merge_gemm_epilogues(g, steps, opt);
   return steps;
 }
 
@@ -399,6 +403,12 @@ void ExecutionPlan::execute(const BoundStep& b) {
     cpu::gemm(s.gemm, b.base[1], b.base[2], b.base[0], b.base[3]);
     return;
   }
+  if (s.kind == PlanStep::Kind::gemm_fused) {
+    const size_t next = s.operands.size() + !s.imm_table.empty();
+    s.small_gemm->run(reinterpret_cast<const float*>(b.base[next]), reinterpret_cast<const float*>(b.base[next + 1]),
+                      b.base.data());
+    return;
+  }
   if (s.kind == PlanStep::Kind::column_sum) {
     cpu::column_sum(s.out_layouts[0].dtype == DType::float64, b.base[1], s.rows, s.row_n, b.base[0]);
     return;
@@ -437,7 +447,8 @@ void ExecutionPlan::execute(const BoundStep& b) {
 size_t ExecutionPlan::code_bytes() const {
   size_t n = 0;
   for (const auto& s : steps_)
-    n += (s.kernel ? s.kernel->code_size() : 0) + (s.row_kernel ? s.row_kernel->code_size() : 0);
+    n += (s.kernel ? s.kernel->code_size() : 0) + (s.row_kernel ? s.row_kernel->code_size() : 0) +
+         (s.small_gemm ? s.small_gemm->code_size() : 0);
   return n;
 }
 
@@ -453,8 +464,21 @@ std::string ExecutionPlan::describe(bool with_disassembly) const {
     if (s.kind == PlanStep::Kind::gemm) {
       const cpu::GemmCall& c = s.gemm;
       os << "matmul: " << (c.f64 ? "d" : "s") << "gemm " << (c.ta ? "T" : "N") << (c.tb ? "T" : "N") << " m=" << c.m
-         << " n=" << c.n << " k=" << c.k << (c.bias ? " + bias row" : "") << (c.pack_b ? ", B packed" : "") << " ("
-         << cpu::gemm_backend() << ")\n";
+         << " n=" << c.n << " k=" << c.k << (c.bias ? " + bias row" : "")
+         << (c.small ? "" : c.pack_b ? ", B packed" : "") << " (" << (c.small ? "generated" : cpu::gemm_backend())
+         << ")\n";
+      continue;
+    }
+    if (s.kind == PlanStep::Kind::gemm_fused) {
+      const cpu::GemmCall& c = s.gemm;
+      os << "matmul: generated sgemm " << (c.ta ? "T" : "N") << (c.tb ? "T" : "N") << " m=" << c.m << " n=" << c.n
+         << " k=" << c.k << " (tile " << s.small_gemm->tile_rows() << "x" << s.small_gemm->tile_cols()
+         << ") with the epilogue [";
+      for (size_t i = 0; i < s.group_nodes.size(); ++i)
+        os << (i ? " " : "") << op_name(graph_->node(s.group_nodes[i]).op);
+      os << "] on the tile in registers (product never stored), " << s.small_gemm->code_size() << " bytes of code\n"
+         << s.program << "\n";
+      if (with_disassembly) os << s.small_gemm->disassembly() << "\n";
       continue;
     }
     if (s.kind == PlanStep::Kind::column_sum) {

@@ -40,12 +40,18 @@ std::vector<int32_t> step_reads(const PlanStep& s) {
     r.insert(r.end(), s.inputs.begin() + 1, s.inputs.end());
     return r;
   }
+  if (s.kind == PlanStep::Kind::gemm_fused) {  // A, B and the group's inputs but the product
+    std::vector<int32_t> r = s.inputs;
+    for (size_t j = s.num_outputs; j < s.operands.size(); ++j)
+      if (static_cast<int>(j) != s.product_operand) r.push_back(s.operands[j]);
+    return r;
+  }
   if (s.kind != PlanStep::Kind::fused) return s.inputs;
   return std::vector<int32_t>(s.operands.begin() + s.num_outputs, s.operands.end());
 }
 
 std::vector<int32_t> step_writes(const PlanStep& s) {
-  if (s.kind != PlanStep::Kind::fused) {
+  if (s.kind != PlanStep::Kind::fused && s.kind != PlanStep::Kind::gemm_fused) {
     if (s.output2 >= 0) return {s.output, s.output2};
     return {s.output};
   }

@@ -25,6 +25,7 @@ namespace kiln::codegen {
 inline constexpr int kMaxFusedOperands = 8;
 
 class RowKernel;  // backends/cpu/jit/row_kernels.h
+class SmallGemm;  // backends/cpu/jit/small_gemm.h
 
 struct PlanStep {
   /// op: the eager kernel; fused: a generated elementwise group; row: a
@@ -40,7 +41,12 @@ struct PlanStep {
   /// kernel reads it from there, and x is never stored. Each part runs the
   /// code it would run as a step of its own, so the bits are the unfused
   /// plan's (and eager's in strict mode).
-  enum class Kind : uint8_t { op, fused, row, gemm, column_sum, fused_row };
+  /// gemm_fused: a float32 gemm step whose product only a fused group read,
+  /// merged with that group (jit/plan_small_gemm.h): the generated GEMM
+  /// `small_gemm` runs the group's program as its epilogue on each tile in
+  /// registers; inputs = {A's base, B's base}, the fused fields describe
+  /// the group, operand `product_operand` is the product (never stored).
+  enum class Kind : uint8_t { op, fused, row, gemm, column_sum, fused_row, gemm_fused };
   Kind kind = Kind::op;
   // op step (and row step: op, attrs, inputs, output; fused_row: the row
   // op's, its x = inputs[0] computed by the fused fields below, operand 0)
@@ -56,6 +62,9 @@ struct PlanStep {
   std::vector<int32_t> group_nodes;  // node indices fused (for dumps)
   std::vector<uint64_t> imm_table;   // the program's constant table (ElementwiseProgram::table_slots)
   std::string program;               // printed program (for dumps)
+  std::shared_ptr<const ElementwiseProgram> elementwise;  // the program itself (a gemm epilogue may take it)
+  std::shared_ptr<const SmallGemm> small_gemm;            // gemm_fused: the generated GEMM with its epilogue
+  int product_operand = -1;                               // gemm_fused: the operand that is the product
   // Loop structure, fixed at plan time (shapes are static): one per operand count.
   cpu::StridedLoop<kMaxFusedOperands> loop;
   // row step: the kernel (shared with eager's cache), rows of row_n elements
@@ -185,6 +194,17 @@ BoundStep ExecutionPlan::bind_to(size_t k, In&& in, Out&& out, OutTensor&& out_t
     size_t next = s.operands.size();
     if (!s.imm_table.empty()) b.base[next++] = reinterpret_cast<char*>(const_cast<uint64_t*>(s.imm_table.data()));
     for (size_t j = 1; j < s.inputs.size() && next < b.base.size(); ++j) b.base[next++] = in(s.inputs[j]);
+    return b;
+  }
+  if (s.kind == PlanStep::Kind::gemm_fused) {
+    // the group's operands (no memory for the product), the constant table, then A and B
+    for (int j = 0; j < s.num_outputs; ++j) b.base[j] = out(s.operands[j]);
+    for (size_t j = s.num_outputs; j < s.operands.size(); ++j)
+      if (static_cast<int>(j) != s.product_operand) b.base[j] = in(s.operands[j]);
+    size_t next = s.operands.size();
+    if (!s.imm_table.empty()) b.base[next++] = reinterpret_cast<char*>(const_cast<uint64_t*>(s.imm_table.data()));
+    b.base[next] = in(s.inputs[0]);
+    b.base[next + 1] = in(s.inputs[1]);
     return b;
   }
   if (s.kind == PlanStep::Kind::row || s.kind == PlanStep::Kind::gemm || s.kind == PlanStep::Kind::column_sum) {

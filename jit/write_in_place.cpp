@@ -32,8 +32,12 @@ bool safe_in_place(const ExecutionPlan& plan, int32_t old_value, int32_t new_val
     const bool reads_alias = std::any_of(reads.begin(), reads.end(), [&](int32_t v) { return alias[static_cast<size_t>(v)]; });
     if (!reads_alias) continue;
     if (k == producer) {
-      // Only an elementwise operand of a generated step, read at the index it is written.
-      if (s.kind != PlanStep::Kind::fused) return false;
+      // Only an elementwise operand of a generated step, read at the index it
+      // is written (a gemm_fused step's A and B are read across whole tiles).
+      if (s.kind != PlanStep::Kind::fused && s.kind != PlanStep::Kind::gemm_fused) return false;
+      if (s.kind == PlanStep::Kind::gemm_fused)
+        for (int32_t v : s.inputs)
+          if (alias[static_cast<size_t>(v)]) return false;
       for (int32_t v : reads)
         if (alias[static_cast<size_t>(v)] && (v != old_value || g.type(v).shape != g.type(new_value).shape)) return false;
     } else if (k > producer) {

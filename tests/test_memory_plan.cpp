@@ -90,14 +90,18 @@ TEST_SUITE("compile") {
       CompiledCallable run = compile(f, o)(f32({8, 8}), f32({8, 8}), f32({8, 8}));
       const auto& p = plan_of(run);
       std::vector<const codegen::PlanStep*> fused;
+      // (the update is the matmul's epilogue, gemm_fused, where the GEMM is generated)
       for (const auto& s : p.steps())
-        if (s.kind == codegen::PlanStep::Kind::fused) fused.push_back(&s);
+        if (s.kind == codegen::PlanStep::Kind::fused || s.kind == codegen::PlanStep::Kind::gemm_fused)
+          fused.push_back(&s);
       REQUIRE(fused.size() == 2);
       CHECK(fused[0]->group_nodes.size() == 1);  // x * 2 only
       CHECK(fused[0]->num_outputs == 1);
       CHECK(fused[1]->group_nodes.size() == 2);  // m * 0.9 and the add
-      // the arena holds the product only (h and u are outputs; ms is never stored)
-      CHECK(p.arena_bytes() == 8 * 8 * sizeof(float));
+      // the arena holds the product only (h and u are outputs; ms is never
+      // stored), and not even that when the update is the GEMM's epilogue
+      const bool epilogue = fused[1]->kind == codegen::PlanStep::Kind::gemm_fused;
+      CHECK(p.arena_bytes() == (epilogue ? 0 : 8 * 8 * sizeof(float)));
       Tensor x = random::uniform({8, 8}), w = random::uniform({8, 8}), m = random::uniform({8, 8});
       auto [u, h] = run(x, w, m).as<std::tuple<Tensor, Tensor>>();
       auto [u2, h2] = f(x, w, m);
@@ -213,10 +217,12 @@ TEST_SUITE("compile") {
     CompiledCallable run = compile(f)(f32({4, 4}), f32({4, 4}));
     std::set<const void*> kernels;
     int fused = 0;
+    // (each group is its matmul's epilogue where the GEMM is generated: one generated GEMM then)
     for (const auto& s : plan_of(run).steps())
-      if (s.kind == codegen::PlanStep::Kind::fused) {
+      if (s.kind == codegen::PlanStep::Kind::fused || s.kind == codegen::PlanStep::Kind::gemm_fused) {
         ++fused;
-        kernels.insert(s.kernel.get());
+        kernels.insert(s.kind == codegen::PlanStep::Kind::fused ? static_cast<const void*>(s.kernel.get())
+                                                                : static_cast<const void*>(s.small_gemm.get()));
         CHECK(s.imm_table.size() == 1);
       }
     CHECK(fused == 6);

@@ -19,6 +19,7 @@
 
 #include "../../tensor/dispatch.h"
 #include "copy.h"
+#include "jit/small_gemm.h"
 #include "parallel_ranges.h"
 
 #ifdef KILN_HAVE_OPENBLAS
@@ -175,6 +176,18 @@ void gemm_float(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
   auto problem = [&](const Odometer<3>& od) {
     return Gemm<T>{at<const T>(a, od.off[0]), ga, at<const T>(b, od.off[1]), gb, at<T>(out, od.off[2]), M, N, K, N};
   };
+  if constexpr (std::is_same_v<T, float>) {
+    // a small 2-d product: the generated GEMM (compiled plans run the same one)
+    const codegen::SmallGemm* sg =
+        B.n == 1 ? codegen::eager_small_gemm(M, N, K, ga.trans, gb.trans, ga.ld, gb.ld, N) : nullptr;
+    if (sg) {
+      Odometer<3> od(B.dims.data(), static_cast<int>(B.dims.size()));
+      const Gemm<T> p = problem(od);
+      char* c[1] = {reinterpret_cast<char*>(p.c)};
+      sg->run(p.a, p.b, c);
+      return;
+    }
+  }
 #ifdef KILN_HAVE_OPENBLAS
   const bool fits_int = M <= INT_MAX && N <= INT_MAX && K <= INT_MAX;
   if (fits_int && (B.n == 1 || double(M) * double(N) * double(K) > kSmallGemm)) {
@@ -277,7 +290,16 @@ void gemm_product(const GemmCall& g, const T* a, const T* b, T* c) {
 template <class T>
 void gemm_t(const GemmCall& g, const T* a, const T* b, T* c, const T* bias) {
   if (g.m == 0 || g.n == 0) return;
-  gemm_product(g, a, b, c);
+  if constexpr (std::is_same_v<T, float>) {
+    if (g.small) {
+      char* cp[1] = {reinterpret_cast<char*>(c)};
+      g.small->run(a, b, cp);
+    } else {
+      gemm_product(g, a, b, c);
+    }
+  } else {
+    gemm_product(g, a, b, c);
+  }
   if (g.bias)
     for (int64_t r = 0; r < g.m; ++r) {
       T* __restrict row = c + r * g.ldc;
@@ -302,7 +324,9 @@ std::optional<GemmCall> plan_gemm(bool f64, int64_t m, int64_t n, int64_t k, int
                                   int64_t b_rs, int64_t b_cs) {
   const GemmArg ga = gemm_arg(m, k, a_rs, a_cs), gb = gemm_arg(k, n, b_rs, b_cs);
   if (!ga.ok || !gb.ok || ga.ld > INT_MAX || gb.ld > INT_MAX) return std::nullopt;
-  return GemmCall{f64, ga.trans, gb.trans, m, n, k, ga.ld, gb.ld, n};
+  GemmCall c{f64, ga.trans, gb.trans, m, n, k, ga.ld, gb.ld, n};
+  if (!f64) c.small = codegen::eager_small_gemm(m, n, k, ga.trans, gb.trans, ga.ld, gb.ld, n);
+  return c;
 }
 
 void gemm(const GemmCall& g, const void* a, const void* b, void* c, const void* bias) {

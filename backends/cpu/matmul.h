@@ -4,6 +4,10 @@
 
 #include "../../tensor/tensor.h"
 
+namespace kiln::codegen {
+class SmallGemm;  // jit/small_gemm.h
+}
+
 namespace kiln::cpu {
 
 /// out[i] = a[i] @ b[i] for every batch index i. a: [batch..., M, K] and
@@ -34,10 +38,15 @@ struct GemmCall {
   /// transposed B with a small k (the A B^T of a backward pass) through its
   /// packing kernels, 25% slower than its small-matrix kernel for the copy.
   bool pack_b = false;
+  /// float32: the generated GEMM eager matmul runs for this problem
+  /// (codegen::eager_small_gemm), null when it calls the BLAS. gemm() runs
+  /// it, so a plan's GEMM step keeps eager's bits either way.
+  const codegen::SmallGemm* small = nullptr;
 };
 
 /// The GemmCall for C (m x n) = A (m x k, element strides a_rs, a_cs) times
-/// B (k x n, strides b_rs, b_cs) as matmul() would issue it, or nullopt
+/// B (k x n, strides b_rs, b_cs) as matmul() would issue it (with eager's
+/// generated GEMM when it has one: the first call for a problem generates it), or nullopt
 /// when a stride pattern needs a copy first (matmul() copies such operands).
 std::optional<GemmCall> plan_gemm(bool f64, int64_t m, int64_t n, int64_t k, int64_t a_rs, int64_t a_cs,
                                   int64_t b_rs, int64_t b_cs);

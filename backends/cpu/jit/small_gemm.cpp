@@ -1,0 +1,467 @@
+// kiln (internal): the small-GEMM generator (small_gemm.h). One generated
+// function runs the row blocks [rb0, rb1) of every column block:
+//
+//   for each column block j0 (nr vectors; the last one narrower, masked):
+//     for each row block i0 in [rb0, rb1) (mr rows; the last one shorter):
+//       acc[r][v] = 0
+//       for kk in 0..K-1 (unrolled by 4):
+//         b[v] = B[kk, j0 + v V .. +V)              (row-major B or its packed copy)
+//         for r: s = A[i0 + r, kk] (broadcast)     (A as stored: ta reads a column)
+//                acc[r][v] += s * b[v]             (one FMA each)
+//       epilogue(acc[r][v]) per register, stores its outputs at (i0 + r, j0 + v V)
+//
+// Every size, stride and displacement is a constant of the code.
+#include "small_gemm.h"
+
+#include <asmjit/x86.h>
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <tuple>
+#include <sstream>
+#include <vector>
+
+#include "assemble.h"
+#include "codegen.h"
+
+namespace kiln::codegen {
+
+CpuTarget host_cpu_target();  // cpu_features.cpp
+
+namespace {
+
+using namespace cg;
+using asmjit::Label;
+
+using GemmFn = void (*)(const float* a, const float* b, char* const* ptrs, int64_t rb0, int64_t rb1);
+
+/// The register blocking of one key.
+struct Blocking {
+  int V = 8;              // floats per vector
+  int mr = 1, nr = 1;     // rows, vectors of a full tile
+  int64_t row_full = 0;   // full row blocks
+  int mt = 0;             // rows of the last (short) row block, 0: none
+  int64_t col_full = 0;   // full column blocks
+  int nvt = 0;            // vectors of the last (narrow) column block, 0: none
+  int tail_lanes = 0;     // lanes of that block's last vector (V when full)
+  int64_t row_blocks() const { return row_full + (mt > 0); }
+};
+
+Blocking choose_blocking(const SmallGemmKey& k) {
+  Blocking b;
+  const bool z = k.target == CpuTarget::avx512;
+  b.V = z ? 16 : 8;
+  const int64_t nvec = (k.n + b.V - 1) / b.V;
+  const int64_t max_nr = z ? 4 : 2;
+  int64_t nr = std::min(nvec, max_nr);
+  const int64_t jn = (nvec + nr - 1) / nr;
+  nr = (nvec + jn - 1) / jn;  // balanced: the last block is not much narrower
+  const int64_t budget = z ? 24 : 12;
+  const int64_t max_mr = std::min<int64_t>(budget / nr, z ? 14 : 12);
+  const int64_t in = (k.m + max_mr - 1) / max_mr;
+  const int64_t mr = (k.m + in - 1) / in;
+  b.mr = int(mr);
+  b.nr = int(nr);
+  b.row_full = k.m / mr;
+  b.mt = int(k.m % mr);
+  const int64_t cols = nr * b.V;
+  b.col_full = k.n / cols;
+  const int64_t rest = k.n % cols;
+  b.nvt = int((rest + b.V - 1) / b.V);
+  b.tail_lanes = rest % b.V ? int(rest % b.V) : b.V;
+  return b;
+}
+
+class GemmGen {
+ public:
+  GemmGen(const SmallGemmKey& k, const Blocking& bl, x86::Compiler& cc)
+      : k_(k), p_(k.epilogue), bl_(bl), cc_(cc), A_(cc, k.target) {}
+  void run();
+
+ private:
+  const SmallGemmKey& k_;
+  const ElementwiseProgram& p_;
+  const Blocking& bl_;
+  x86::Compiler& cc_;
+  VecAsm A_;
+  Ctx* c_ = nullptr;
+  x86::Gp a_, b_;               // operand A, B
+  std::vector<x86::Gp> P_;      // epilogue operand pointers
+  std::vector<x86::Gp> Q_;      // ... at the current tile's (i0, j0)
+  x86::Gp table_;
+  x86::KReg kmask_;             // AVX-512: lanes of a narrow last vector
+  x86::Mem vmask_;              // AVX2: the same as a lane mask in memory
+  int vb() const { return A_.vbytes(); }
+
+  x86::Vec load(const x86::Mem& m, bool masked);
+  void store(const x86::Mem& m, const x86::Vec& v, bool masked);
+  void tile(const x86::Gp& i0, const x86::Gp& j0, int rows, int nv, bool masked);
+  void rows_loop(const x86::Gp& rb0, const x86::Gp& rb1, const x86::Gp& j0, int nv, bool masked);
+  void epilogue(const x86::Vec& acc, int r, int v, bool masked);
+};
+
+x86::Vec GemmGen::load(const x86::Mem& m, bool masked) {
+  x86::Vec v = A_.newv(vb());
+  if (!masked) cc_.vmovups(v, m);
+  else if (A_.evex()) cc_.k(kmask_).z().vmovups(v, m);
+  else {
+    x86::Vec mk = A_.newv(vb());
+    cc_.vmovups(mk, vmask_);
+    cc_.vmaskmovps(v, mk, m);
+  }
+  return v;
+}
+
+void GemmGen::store(const x86::Mem& m, const x86::Vec& v, bool masked) {
+  if (!masked) cc_.vmovups(m, v);
+  else if (A_.evex()) cc_.k(kmask_).vmovups(m, v);
+  else {
+    x86::Vec mk = A_.newv(vb());
+    cc_.vmovups(mk, vmask_);
+    cc_.vmaskmovps(m, mk, v);
+  }
+}
+
+// The epilogue program on one accumulator register: row r, vector v of the tile.
+void GemmGen::epilogue(const x86::Vec& acc, int r, int v, bool masked) {
+  Ctx& c = *c_;
+  const size_t N = p_.code.size();
+  std::vector<x86::Vec> val(N);
+  auto addr = [&](int op) {
+    const int64_t col = int64_t(v) * bl_.V * 4;
+    switch (k_.layouts[op]) {
+      case EpiLayout::matrix: return x86::ptr(Q_[op], int32_t(int64_t(r) * k_.lds[op] * 4 + col));
+      case EpiLayout::row: return x86::ptr(Q_[op], int32_t(col));
+      default: return x86::ptr(Q_[op]);
+    }
+  };
+  for (size_t i = 0; i < N; ++i) {
+    const Instr& in = p_.code[i];
+    switch (in.kind) {
+      case Instr::Kind::load: {
+        const EpiLayout l = k_.layouts[in.arg];
+        x86::Vec x;
+        if (l == EpiLayout::product) x = acc;
+        else if (l == EpiLayout::scalar) {
+          x = A_.newv(vb());
+          cc_.vbroadcastss(x, x86::dword_ptr(Q_[in.arg]));
+        } else x = load(addr(in.arg), masked);
+        val[i] = convert(c, x, DType::float32, in.dtype);
+        break;
+      }
+      case Instr::Kind::imm: {
+        if (in.arg >= 0) {
+          val[i] = load_splat(c, in.dtype, x86::ptr(table_, 8 * in.arg));
+          break;
+        }
+        x86::Vec w = A_.newv(vb());
+        if (in.dtype == DType::bool_) val[i] = in.imm != 0 ? A_.ones(vb()) : A_.zero(vb());
+        else val[i] = A_.reg(A_.cf(float(in.imm)), w);
+        break;
+      }
+      case Instr::Kind::op: {
+        if (in.op == OpId::Cast) {
+          val[i] = convert(c, val[in.a], p_.code[in.a].dtype, in.dtype);
+          break;
+        }
+        const DType cd = compute_dtype(in, p_.code);
+        const int n = op_info(in.op).arity;
+        const int32_t rr[3] = {in.a, in.b, in.c};
+        x86::Vec x[3];
+        for (int j = 0; j < n; ++j)
+          x[j] = convert(c, val[rr[j]], p_.code[rr[j]].dtype, (in.op == OpId::Where && j == 0) ? DType::bool_ : cd);
+        if (is_math_op(in.op)) val[i] = emit_math(c, in.op, x[0]);
+        else if (is_predicate_op(in.op)) val[i] = emit_predicate(c, in, cd, x, n);
+        else val[i] = emit_arith(c, in, cd, x, n);
+        break;
+      }
+      case Instr::Kind::store:
+        store(addr(in.arg), convert(c, val[in.a], p_.code[in.a].dtype, DType::float32), masked);
+        break;
+    }
+  }
+}
+
+void GemmGen::tile(const x86::Gp& i0, const x86::Gp& j0, int rows, int nv, bool masked) {
+  const int64_t K = k_.k, lda = k_.lda, ldb = k_.tb ? k_.n : k_.ldb;
+  // A and B at the tile's origin
+  x86::Gp a = cc_.newIntPtr(), b = cc_.newIntPtr(), cnt = cc_.newIntPtr();
+  cc_.mov(a, i0);
+  cc_.imul(a, a, int32_t(k_.ta ? 4 : lda * 4));
+  cc_.add(a, a_);
+  cc_.lea(b, x86::ptr(b_, j0, 2));
+  std::vector<x86::Vec> acc(size_t(rows) * nv);
+  for (auto& x : acc) x = A_.zero(vb());
+
+  auto step = [&](int u) {  // one kk, u steps past a and b
+    std::vector<x86::Vec> bv(nv);
+    for (int v = 0; v < nv; ++v)
+      bv[v] = load(x86::ptr(b, int32_t(u * ldb * 4 + v * vb())), masked && v == nv - 1);
+    for (int r = 0; r < rows; ++r) {
+      const int64_t off = k_.ta ? (int64_t(u) * lda + r) * 4 : (int64_t(r) * lda + u) * 4;
+      x86::Vec s = A_.newv(vb());
+      cc_.vbroadcastss(s, x86::dword_ptr(a, int32_t(off)));
+      for (int v = 0; v < nv; ++v) cc_.vfmadd231ps(acc[size_t(r) * nv + v], bv[v], s);
+    }
+  };
+  constexpr int U = 4;
+  const int64_t loops = K / U;
+  if (loops > 0) {
+    Label top = cc_.newLabel();
+    cc_.mov(cnt, loops);
+    cc_.bind(top);
+    for (int u = 0; u < U; ++u) step(u);
+    cc_.add(a, int32_t(k_.ta ? U * lda * 4 : U * 4));
+    cc_.add(b, int32_t(U * ldb * 4));
+    cc_.dec(cnt);
+    cc_.jnz(top);
+  }
+  for (int u = 0; u < int(K % U); ++u) step(u);
+
+  // the epilogue operands at (i0, j0)
+  for (size_t op = 0; op < k_.layouts.size(); ++op) {
+    const EpiLayout l = k_.layouts[op];
+    if (l == EpiLayout::product) continue;
+    cc_.mov(Q_[op], P_[op]);
+    if (l == EpiLayout::matrix) {
+      x86::Gp t = cc_.newIntPtr();
+      cc_.mov(t, i0);
+      cc_.imul(t, t, int32_t(k_.lds[op] * 4));
+      cc_.add(Q_[op], t);
+    }
+    if (l != EpiLayout::scalar) cc_.lea(Q_[op], x86::ptr(Q_[op], j0, 2));
+  }
+  for (int r = 0; r < rows; ++r)
+    for (int v = 0; v < nv; ++v) epilogue(acc[size_t(r) * nv + v], r, v, masked && v == nv - 1);
+}
+
+// Row blocks [rb0, rb1) of the column block at j0 (nv vectors).
+void GemmGen::rows_loop(const x86::Gp& rb0, const x86::Gp& rb1, const x86::Gp& j0, int nv, bool masked) {
+  x86::Gp ib = cc_.newIntPtr(), i0 = cc_.newIntPtr();
+  Label top = cc_.newLabel(), full_done = cc_.newLabel(), done = cc_.newLabel();
+  cc_.mov(ib, rb0);
+  cc_.bind(top);
+  cc_.cmp(ib, rb1);
+  cc_.jge(done);
+  cc_.cmp(ib, bl_.row_full);
+  cc_.jge(full_done);
+  cc_.mov(i0, ib);
+  cc_.imul(i0, i0, bl_.mr);
+  tile(i0, j0, bl_.mr, nv, masked);
+  cc_.inc(ib);
+  cc_.jmp(top);
+  cc_.bind(full_done);
+  if (bl_.mt > 0) {  // the short last row block (ib == row_full < rb1)
+    cc_.mov(i0, bl_.row_full * bl_.mr);
+    tile(i0, j0, bl_.mt, nv, masked);
+  }
+  cc_.bind(done);
+}
+
+void GemmGen::run() {
+  Ctx c{A_, bl_.V, Lane::b32, p_.strict};
+  c_ = &c;
+  using FS = asmjit::FuncSignatureT<void, const float*, const float*, char* const*, int64_t, int64_t>;
+  asmjit::FuncNode* fn = cc_.addFunc(FS());
+  fn->frame().setAvxEnabled();
+  fn->frame().setAvxCleanup();
+  if (A_.evex()) fn->frame().setAvx512Enabled();
+  x86::Gp ptrs = cc_.newIntPtr("ptrs"), rb0 = cc_.newInt64("rb0"), rb1 = cc_.newInt64("rb1");
+  a_ = cc_.newIntPtr("a");
+  b_ = cc_.newIntPtr("b");
+  fn->setArg(0, a_);
+  fn->setArg(1, b_);
+  fn->setArg(2, ptrs);
+  fn->setArg(3, rb0);
+  fn->setArg(4, rb1);
+  const int nops = int(k_.layouts.size());
+  P_.resize(nops);
+  Q_.resize(nops);
+  for (int op = 0; op < nops; ++op) {
+    if (k_.layouts[op] == EpiLayout::product) continue;
+    P_[op] = cc_.newIntPtr();
+    Q_[op] = cc_.newIntPtr();
+    cc_.mov(P_[op], x86::ptr(ptrs, 8 * op));
+  }
+  if (p_.table_slots > 0) {
+    table_ = cc_.newIntPtr();
+    cc_.mov(table_, x86::ptr(ptrs, 8 * nops));
+  }
+  const bool narrow = bl_.nvt > 0 && bl_.tail_lanes < bl_.V;
+  if (narrow) {
+    if (A_.evex()) {
+      kmask_ = cc_.newKw();
+      x86::Gp t = cc_.newGpd();
+      cc_.mov(t, (1u << bl_.tail_lanes) - 1);
+      cc_.kmovw(kmask_, t);
+    } else {
+      int32_t lanes[8];
+      for (int i = 0; i < 8; ++i) lanes[i] = i < bl_.tail_lanes ? -1 : 0;
+      vmask_ = cc_.newConst(asmjit::ConstPoolScope::kLocal, lanes, sizeof lanes);
+    }
+  }
+  x86::Gp jb = cc_.newIntPtr("jb"), j0 = cc_.newIntPtr("j0");
+  if (bl_.col_full > 0) {
+    Label top = cc_.newLabel(), done = cc_.newLabel();
+    cc_.xor_(jb, jb);
+    cc_.bind(top);
+    cc_.cmp(jb, bl_.col_full);
+    cc_.jge(done);
+    cc_.mov(j0, jb);
+    cc_.imul(j0, j0, bl_.nr * bl_.V);
+    rows_loop(rb0, rb1, j0, bl_.nr, false);
+    cc_.inc(jb);
+    cc_.jmp(top);
+    cc_.bind(done);
+  }
+  if (bl_.nvt > 0) {
+    cc_.mov(j0, bl_.col_full * bl_.nr * bl_.V);
+    rows_loop(rb0, rb1, j0, bl_.nvt, narrow);
+  }
+  cc_.ret();
+  cc_.endFunc();
+}
+
+class Generated final : public SmallGemm {
+ public:
+  Generated(SmallGemmKey k, Blocking b, Assembled a)
+      : key_(std::move(k)), bl_(b), fn_(reinterpret_cast<GemmFn>(a.fn)), size_(a.code_size),
+        dis_(std::move(a.disassembly)) {}
+  ~Generated() override { jit_runtime().release(fn_); }
+
+  void run(const float* a, const float* b, char* const* ptrs) const override {
+    if (key_.tb) {  // pack B (stored n x k) into row-major k x n
+      static thread_local std::vector<float> packed;
+      const int64_t n = key_.n, k = key_.k, ldb = key_.ldb;
+      if (packed.size() < size_t(n * k)) packed.resize(size_t(n * k));
+      float* __restrict p = packed.data();
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t i = 0; i < k; ++i) p[i * n + j] = b[j * ldb + i];
+      b = p;
+    }
+    // One thread: measured on this project's 2-core machine under the load
+    // of other builds, an OpenMP split of the row blocks cost 3-15x the
+    // single-thread time from 128^3 to 256^3 (a fork-join waits for a
+    // descheduled thread), and one thread beat OpenBLAS on 2 threads there.
+    fn_(a, b, ptrs, 0, bl_.row_blocks());
+  }
+  const SmallGemmKey& key() const override { return key_; }
+  int tile_rows() const override { return bl_.mr; }
+  int tile_cols() const override { return bl_.nr * bl_.V; }
+  size_t code_size() const override { return size_; }
+  const std::string& disassembly() const override { return dis_; }
+
+ private:
+  SmallGemmKey key_;
+  Blocking bl_;
+  GemmFn fn_;
+  size_t size_;
+  std::string dis_;
+};
+
+bool is_f32_or_bool(DType d) { return d == DType::float32 || d == DType::bool_; }
+
+}  // namespace
+
+std::string SmallGemmKey::str() const {
+  std::ostringstream os;
+  os << "sgemm " << cpu_target_name(target) << ' ' << (ta ? 'T' : 'N') << (tb ? 'T' : 'N') << " m=" << m
+     << " n=" << n << " k=" << k << " lda=" << lda << " ldb=" << ldb << " layouts=";
+  for (size_t i = 0; i < layouts.size(); ++i)
+    os << "mrsp"[int(layouts[i])] << (layouts[i] == EpiLayout::matrix ? std::to_string(lds[i]) : "") << ',';
+  os << " epilogue:\n" << epilogue.str();
+  return os.str();
+}
+
+SmallGemmKey plain_gemm_key(CpuTarget t, int64_t m, int64_t n, int64_t k, bool ta, bool tb, int64_t lda,
+                            int64_t ldb, int64_t ldc) {
+  SmallGemmKey key;
+  key.target = t;
+  key.m = m;
+  key.n = n;
+  key.k = k;
+  key.ta = ta;
+  key.tb = tb;
+  key.lda = lda;
+  key.ldb = ldb;
+  ElementwiseProgram& p = key.epilogue;
+  p.operand_dtypes = {DType::float32, DType::float32};
+  p.operand_broadcast = {false, false};
+  p.num_outputs = 1;
+  Instr ld;
+  ld.kind = Instr::Kind::load;
+  ld.dtype = DType::float32;
+  ld.arg = 1;
+  Instr st;
+  st.kind = Instr::Kind::store;
+  st.a = 0;
+  st.arg = 0;
+  p.code = {ld, st};
+  key.layouts = {EpiLayout::matrix, EpiLayout::product};
+  key.lds = {ldc, 0};
+  return key;
+}
+
+std::string small_gemm_why_not(const SmallGemmKey& key) {
+  if (key.target < CpuTarget::avx2) return std::string("target ") + cpu_target_name(key.target) + " (needs avx2 or avx512)";
+  if (key.target > host_cpu_target()) return std::string("target ") + cpu_target_name(key.target) + " is not supported by this CPU";
+  constexpr int64_t kMax = int64_t(1) << 20;
+  if (key.m < 1 || key.n < 1 || key.k < 1 || key.m > kMax || key.n > kMax || key.k > kMax)
+    return "sizes m, n, k must be in 1..2^20 (got " + std::to_string(key.m) + ", " + std::to_string(key.n) + ", " +
+           std::to_string(key.k) + ")";
+  if (key.lda < (key.ta ? key.m : key.k) || key.ldb < (key.tb ? key.k : key.n) || key.lda > kMax || key.ldb > kMax)
+    return "bad leading dimension of A or B";
+  const ElementwiseProgram& p = key.epilogue;
+  const size_t nops = p.operand_dtypes.size();
+  if (key.layouts.size() != nops || key.lds.size() != nops) return "layouts/lds do not match the epilogue's operands";
+  int products = 0;
+  for (size_t i = 0; i < nops; ++i) {
+    if (p.operand_dtypes[i] != DType::float32) return "epilogue operand " + std::to_string(i) + " is not float32";
+    const EpiLayout l = key.layouts[i];
+    if (int(i) < p.num_outputs && l != EpiLayout::matrix) return "epilogue output " + std::to_string(i) + " is not a matrix";
+    if (l == EpiLayout::matrix && (key.lds[i] < key.n || key.lds[i] > kMax))
+      return "epilogue operand " + std::to_string(i) + ": bad leading dimension";
+    products += l == EpiLayout::product;
+  }
+  if (products != 1) return "the epilogue needs exactly one product operand";
+  for (const Instr& in : p.code)
+    if (in.kind != Instr::Kind::store && !is_f32_or_bool(in.dtype))
+      return "epilogue value of dtype " + std::string(name(in.dtype)) + " (float32 and bool only)";
+  // the generic checks (operand indices, ops with a generated form) on an equivalent program
+  ElementwiseProgram q = p;
+  q.operand_broadcast.assign(nops, false);
+  if (!can_generate(q, key.target)) return "the epilogue has no generated form on " + std::string(cpu_target_name(key.target));
+  for (const Instr& in : p.code)
+    if (in.kind == Instr::Kind::op && in.op != OpId::Cast && is_call_op(in.op, compute_dtype(in, p.code), p.strict))
+      return "epilogue op '" + std::string(op_name(in.op)) + "' calls a scalar function";
+  return {};
+}
+
+std::unique_ptr<SmallGemm> generate_small_gemm(const SmallGemmKey& key, bool want_disassembly) {
+  const std::string why = small_gemm_why_not(key);
+  if (!why.empty()) throw Error("small_gemm: cannot generate this GEMM: " + why);
+  const Blocking bl = choose_blocking(key);
+  Assembled a = assemble(want_disassembly, [&](x86::Compiler& cc) { GemmGen(key, bl, cc).run(); });
+  return std::make_unique<Generated>(key, bl, std::move(a));
+}
+
+const SmallGemm* eager_small_gemm(int64_t m, int64_t n, int64_t k, bool ta, bool tb, int64_t lda, int64_t ldb,
+                                  int64_t ldc) {
+  if (double(m) * double(n) * double(k) > kSmallGemmMaxMacs) return nullptr;
+  static const CpuTarget t = detect_cpu_target();
+  if (t < CpuTarget::avx2) return nullptr;
+  using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool, int64_t, int64_t, int64_t>;
+  static std::mutex mu;
+  static std::map<Key, std::unique_ptr<SmallGemm>>* cache = new std::map<Key, std::unique_ptr<SmallGemm>>();  // never destroyed
+  const Key key{m, n, k, ta, tb, lda, ldb, ldc};
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache->find(key);
+  if (it != cache->end()) return it->second.get();
+  std::unique_ptr<SmallGemm> g;
+  const SmallGemmKey sk = plain_gemm_key(t, m, n, k, ta, tb, lda, ldb, ldc);
+  if (cache->size() < kEagerGemmCacheMax && small_gemm_why_not(sk).empty()) g = generate_small_gemm(sk);
+  return cache->emplace(key, std::move(g)).first->second.get();
+}
+
+}  // namespace kiln::codegen

@@ -1,0 +1,113 @@
+// kiln (internal): generated small float32 GEMMs with a fused elementwise
+// epilogue. For a compiled plan's small matmul (shapes fixed ahead of time)
+// the generator emits one function specialised on every size and stride:
+//
+//   C tile (mr rows x nr vectors) accumulated in registers over all of k
+//   (A elements broadcast from A as stored, so a transposed A is read in
+//   place; B rows loaded as vectors), then the epilogue program runs on the
+//   tile while it is still in registers and writes its outputs.
+//
+// B is read in place when it is row-major (k x n). A transposed B (n x k, the
+// A B^T of a backward pass) is copied once into a row-major k x n scratch
+// before the call (packing: k n copies for m n k multiply-adds; a vector
+// load along n then needs no gather). Rows of N that are not a multiple of
+// the vector width use masked loads and stores.
+//
+// Register blocking (measured on this project's machines): AVX-512 keeps up
+// to 24 accumulators (6 rows x 4 vectors ... 14 rows x 1 vector), AVX2 up to
+// 12 (6 x 2, 12 x 1, 4 x 3); the row and column blocks are balanced over m
+// and n so the edge tiles are not much smaller than the others.
+//
+// Numerics: every C element is one sequential fused multiply-add chain over
+// k = 0..K-1 (a fixed order: results never depend on the thread count), so
+// it differs from the BLAS's order; a plan uses it only outside strict mode.
+// The epilogue's ops are computed as the elementwise code generator computes
+// them (codegen.h), without FMA contraction.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../../../jit/elementwise_program.h"
+
+namespace kiln::codegen {
+
+/// How an epilogue operand varies over the m x n result.
+enum class EpiLayout : uint8_t {
+  matrix,  ///< m x n, row-major with leading dimension `ld` (elements)
+  row,     ///< n elements, the same for every row (a bias row)
+  scalar,  ///< one element
+  product  ///< the GEMM's tile itself (exactly one input operand has it; no memory)
+};
+
+/// What selects one generated GEMM.
+struct SmallGemmKey {
+  CpuTarget target = CpuTarget::avx2;
+  int64_t m = 0, n = 0, k = 0;
+  /// op(A) is m x k: A stored m x k (ta = false) or k x m (ta = true), leading dimension lda; likewise B.
+  bool ta = false, tb = false;
+  int64_t lda = 0, ldb = 0;
+  /// The epilogue: an elementwise program over float32 (bool for
+  /// intermediate predicates) whose operands (outputs first) have the
+  /// layouts below; outputs are `matrix`. The plain GEMM is the program
+  /// out0 = product.
+  ElementwiseProgram epilogue;
+  std::vector<EpiLayout> layouts;
+  std::vector<int64_t> lds;  ///< leading dimension of each `matrix` operand (elements)
+  std::string str() const;
+};
+
+/// The plain GEMM's key: C (m x n, leading dimension ldc) = op(A) op(B).
+SmallGemmKey plain_gemm_key(CpuTarget t, int64_t m, int64_t n, int64_t k, bool ta, bool tb, int64_t lda,
+                            int64_t ldb, int64_t ldc);
+
+/// Why `key` has no generated form (empty when it has one): target below
+/// AVX2 or not run by this CPU, an empty or too large problem (m, n, k in
+/// 1..2^20), epilogue operands other than float32, an epilogue op without a
+/// generated form, bad layouts.
+std::string small_gemm_why_not(const SmallGemmKey& key);
+
+/// Generated machine code for one SmallGemmKey. Thread-safe to run.
+class SmallGemm {
+ public:
+  virtual ~SmallGemm() = default;
+  /// Runs it: A at a, B at b, the epilogue's operands at ptrs[i] (the
+  /// product operand's entry is ignored), then the constant table when the
+  /// program has one. Runs on the calling thread (a split between threads
+  /// did not pay at these sizes: see small_gemm.cpp), so the bits do not
+  /// depend on the thread count.
+  virtual void run(const float* a, const float* b, char* const* ptrs) const = 0;
+  virtual const SmallGemmKey& key() const = 0;
+  /// Register block (rows x columns) chosen.
+  virtual int tile_rows() const = 0;
+  virtual int tile_cols() const = 0;
+  virtual size_t code_size() const = 0;
+  virtual const std::string& disassembly() const = 0;
+};
+
+/// Generates the GEMM of `key`. Throws kiln::Error naming the reason when
+/// small_gemm_why_not(key) is not empty.
+std::unique_ptr<SmallGemm> generate_small_gemm(const SmallGemmKey& key, bool want_disassembly = false);
+
+/// Problems up to this many multiply-adds (m n k; 256^3) run the generated
+/// GEMM (eager and compiled); larger ones stay with the BLAS. Measured
+/// (benchmarks/bench_small_gemm.cpp, this project's 2-core AVX-512 machine):
+/// the generated GEMM took 0.2-0.3x OpenBLAS's CPU time from 32^3 to 256^3
+/// on AVX-512 and AVX2, 1 and 2 threads, and 120 GFLOP/s at 256^3 (what an
+/// AVX-512 OpenBLAS kernel reaches there), so 256^3 is kept.
+inline constexpr double kSmallGemmMaxMacs = double(1 << 24);
+
+/// The plain float32 GEMM that eager matmul runs for C (m x n, leading
+/// dimension ldc) = op(A) op(B) (strides as in SmallGemmKey), from one
+/// process-wide cache (generated on first use), or null when eager calls the
+/// BLAS for it: the CPU target (detect_cpu_target) below AVX2, more than
+/// kSmallGemmMaxMacs multiply-adds, or the cache full (kEagerGemmCacheMax
+/// problems; a problem once refused is always refused). A compiled plan runs
+/// the same kernel for the same problem, so its GEMM steps (and, in strict
+/// mode, their epilogues) are bitwise eager's.
+const SmallGemm* eager_small_gemm(int64_t m, int64_t n, int64_t k, bool ta, bool tb, int64_t lda, int64_t ldb,
+                                  int64_t ldc);
+inline constexpr size_t kEagerGemmCacheMax = 512;
+
+}  // namespace kiln::codegen

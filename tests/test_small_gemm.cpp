@@ -1,0 +1,270 @@
+// The generated small GEMMs (backends/cpu/jit/small_gemm.h) against a
+// float64 reference: m, n, k from 1 to ~300 (tile and vector-width
+// remainders, k = 1), every transpose combination, each epilogue kind (bias
+// + tanh, scaling, relu, the tanh derivative, the momentum update with two
+// outputs and a constant-table slot), on AVX2 and AVX-512 when the machine
+// runs them, with 1 and 2 threads (bitwise the same).
+#include <omp.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../backends/cpu/jit/small_gemm.h"
+#include "test_util.h"
+
+namespace {
+
+using namespace kiln;
+using namespace kiln::codegen;
+
+constexpr double kU = 0x1p-24;  // float32 unit roundoff
+
+std::vector<CpuTarget> targets() {
+  std::vector<CpuTarget> v;
+  for (CpuTarget t : {CpuTarget::avx2, CpuTarget::avx512})
+    if (t <= detect_cpu_target()) v.push_back(t);
+  return v;
+}
+
+std::vector<float> randn(int64_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = nd(rng);
+  return v;
+}
+
+// ---- epilogue programs (operands: outputs first) ----------------------------------
+Instr load(int arg) {
+  Instr i;
+  i.kind = Instr::Kind::load;
+  i.dtype = DType::float32;
+  i.arg = arg;
+  return i;
+}
+Instr imm(double v, int slot = -1) {
+  Instr i;
+  i.kind = Instr::Kind::imm;
+  i.dtype = DType::float32;
+  i.imm = v;
+  i.arg = slot;
+  return i;
+}
+Instr op(OpId o, int a, int b = -1) {
+  Instr i;
+  i.kind = Instr::Kind::op;
+  i.op = o;
+  i.dtype = DType::float32;
+  i.a = a;
+  i.b = b;
+  return i;
+}
+Instr store(int arg, int a) {
+  Instr i;
+  i.kind = Instr::Kind::store;
+  i.a = a;
+  i.arg = arg;
+  return i;
+}
+
+/// One epilogue kind: its program and layouts, and its float64 reference
+/// given the exact product p and the other operands' values at (i, j).
+struct Epi {
+  std::string name;
+  int outputs = 1;
+  std::vector<EpiLayout> layouts;  // product operand included
+  std::vector<Instr> code;
+  int table_slots = 0;
+  double lipschitz = 1;  // |d out / d product| bound, for the tolerance
+  // ref(p, inputs at (i, j) indexed by operand) -> outputs
+  std::function<std::vector<double>(double, const std::vector<double>&)> ref;
+};
+
+constexpr double kMu = 0.9, kLr = 0.05;
+
+std::vector<Epi> epilogues() {
+  using L = EpiLayout;
+  std::vector<Epi> e;
+  e.push_back({"plain", 1, {L::matrix, L::product}, {load(1), store(0, 0)}, 0, 1,
+               [](double p, const std::vector<double>&) { return std::vector<double>{p}; }});
+  e.push_back({"bias+tanh", 1, {L::matrix, L::product, L::row},
+               {load(1), load(2), op(OpId::Add, 0, 1), op(OpId::Tanh, 2), store(0, 3)}, 0, 1,
+               [](double p, const std::vector<double>& x) { return std::vector<double>{std::tanh(p + x[2])}; }});
+  e.push_back({"scale", 1, {L::matrix, L::product}, {load(1), imm(0.125), op(OpId::Mul, 0, 1), store(0, 2)}, 0, 0.125,
+               [](double p, const std::vector<double>&) { return std::vector<double>{p * 0.125}; }});
+  e.push_back({"bias+relu", 1, {L::matrix, L::row, L::product},
+               {load(2), load(1), op(OpId::Add, 0, 1), op(OpId::Relu, 2), store(0, 3)}, 0, 1,
+               [](double p, const std::vector<double>& x) { return std::vector<double>{std::max(0.0, p + x[1])}; }});
+  // d = product * (1 - h*h): the tanh derivative of a backward pass
+  e.push_back({"tanh'", 1, {L::matrix, L::product, L::matrix},
+               {load(1), load(2), op(OpId::Mul, 1, 1), imm(1), op(OpId::Sub, 3, 2), op(OpId::Mul, 0, 4), store(0, 5)},
+               0, 1, [](double p, const std::vector<double>& x) {
+                 const double h = x[2];
+                 return std::vector<double>{p * (1 - static_cast<double>(static_cast<float>(h * h)))};
+               }});
+  // v' = mu v + g; w' = w - lr v' (lr a scalar operand, mu a table slot)
+  e.push_back({"momentum", 2, {L::matrix, L::matrix, L::product, L::matrix, L::matrix, L::scalar},
+               {load(2), load(3), imm(kMu, 0), op(OpId::Mul, 1, 2), op(OpId::Add, 3, 0), store(1, 4), load(4),
+                load(5), op(OpId::Mul, 7, 4), op(OpId::Sub, 6, 8), store(0, 9)},
+               1, 1, [](double p, const std::vector<double>& x) {
+                 const double v = static_cast<double>(static_cast<float>(static_cast<float>(kMu) * x[3])) + p;
+                 return std::vector<double>{x[4] - x[5] * v, v};
+               }});
+  return e;
+}
+
+/// Checks one GEMM with one epilogue on target t against the float64 reference.
+void check(CpuTarget t, int64_t m, int64_t n, int64_t k, bool ta, bool tb, const Epi& epi, uint64_t seed) {
+  CAPTURE(cpu_target_name(t));
+  CAPTURE(m);
+  CAPTURE(n);
+  CAPTURE(k);
+  CAPTURE(ta);
+  CAPTURE(tb);
+  CAPTURE(epi.name);
+  // A and B stored with padded leading dimensions (a view into a wider matrix)
+  const int64_t lda = (ta ? m : k) + 3, ldb = (tb ? k : n) + 5, ldc = n + 2;
+  const std::vector<float> A = randn((ta ? k : m) * lda, seed), B = randn((tb ? n : k) * ldb, seed + 1);
+  auto a_at = [&](int64_t i, int64_t kk) { return double(ta ? A[size_t(kk * lda + i)] : A[size_t(i * lda + kk)]); };
+  auto b_at = [&](int64_t kk, int64_t j) { return double(tb ? B[size_t(j * ldb + kk)] : B[size_t(kk * ldb + j)]); };
+
+  SmallGemmKey key;
+  key.target = t;
+  key.m = m;
+  key.n = n;
+  key.k = k;
+  key.ta = ta;
+  key.tb = tb;
+  key.lda = lda;
+  key.ldb = ldb;
+  const size_t nops = epi.layouts.size();
+  key.layouts = epi.layouts;
+  key.lds.assign(nops, 0);
+  key.epilogue.operand_dtypes.assign(nops, DType::float32);
+  key.epilogue.operand_broadcast.assign(nops, false);
+  key.epilogue.num_outputs = epi.outputs;
+  key.epilogue.code = epi.code;
+  key.epilogue.table_slots = epi.table_slots;
+  std::vector<std::vector<float>> data(nops);
+  std::vector<char*> ptrs(nops + 1, nullptr);
+  for (size_t o = 0; o < nops; ++o) {
+    switch (epi.layouts[o]) {
+      case EpiLayout::matrix:
+        key.lds[o] = ldc;
+        data[o] = randn(m * ldc, seed + 10 + o);
+        break;
+      case EpiLayout::row: data[o] = randn(n, seed + 10 + o); break;
+      case EpiLayout::scalar: data[o] = {static_cast<float>(kLr)}; break;
+      case EpiLayout::product: break;
+    }
+    ptrs[o] = reinterpret_cast<char*>(data[o].data());
+  }
+  uint64_t table[1] = {table_bits(kMu, DType::float32)};
+  ptrs[nops] = reinterpret_cast<char*>(table);
+  const std::vector<std::vector<float>> before = data;
+
+  const auto g = generate_small_gemm(key);
+  g->run(A.data(), B.data(), ptrs.data());
+
+  int bad = 0;
+  std::vector<double> x(nops);
+  for (int64_t i = 0; i < m && bad < 5; ++i)
+    for (int64_t j = 0; j < n && bad < 5; ++j) {
+      double p = 0, mag = 0;
+      for (int64_t kk = 0; kk < k; ++kk) {
+        p += a_at(i, kk) * b_at(kk, j);
+        mag += std::fabs(a_at(i, kk) * b_at(kk, j));
+      }
+      for (size_t o = 0; o < nops; ++o) {
+        const EpiLayout l = epi.layouts[o];
+        if (l == EpiLayout::matrix) x[o] = before[o][size_t(i * ldc + j)];
+        else if (l == EpiLayout::row) x[o] = before[o][size_t(j)];
+        else if (l == EpiLayout::scalar) x[o] = before[o][0];
+      }
+      const std::vector<double> want = epi.ref(p, x);
+      const double gemm_err = (double(k) + 2) * kU * mag;
+      for (int o = 0; o < epi.outputs; ++o) {
+        const double got = data[size_t(o)][size_t(i * ldc + j)];
+        const double tol = 2 * epi.lipschitz * gemm_err + 16 * kU * (std::fabs(want[size_t(o)]) + 1) + 1e-7;
+        if (!(std::fabs(got - want[size_t(o)]) <= tol)) {
+          ++bad;
+          CHECK_MESSAGE(false, "output " << o << " at (" << i << ", " << j << "): got " << got << ", want "
+                                          << want[size_t(o)] << " (tolerance " << tol << ")");
+        }
+      }
+    }
+  // padding columns of the outputs are not written
+  for (int o = 0; o < epi.outputs; ++o)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = n; j < ldc; ++j)
+        if (data[size_t(o)][size_t(i * ldc + j)] != before[size_t(o)][size_t(i * ldc + j)]) {
+          FAIL_CHECK("output " << o << " written past column n at (" << i << ", " << j << ")");
+          return;
+        }
+  CHECK(bad == 0);
+}
+
+}  // namespace
+
+TEST_SUITE("small_gemm") {
+  TEST_CASE("plain GEMM matches the float64 reference: sizes 1..300, every transpose") {
+    const Epi plain = epilogues()[0];
+    const int64_t sizes[][3] = {{1, 1, 1},    {1, 17, 1},   {5, 3, 1},     {7, 9, 2},      {13, 33, 5},
+                                {64, 64, 64}, {64, 10, 128}, {64, 128, 64}, {128, 10, 64},  {100, 100, 100},
+                                {29, 47, 300}, {300, 31, 7}, {17, 300, 19}, {256, 256, 256}, {6, 64, 3},
+                                {15, 49, 16}, {14, 16, 9},  {24, 48, 33}};
+    uint64_t seed = 1;
+    for (CpuTarget t : targets())
+      for (const auto& s : sizes)
+        for (int tr = 0; tr < 4; ++tr) check(t, s[0], s[1], s[2], tr & 1, tr & 2, plain, seed++);
+  }
+
+  TEST_CASE("each epilogue kind on the tile in registers") {
+    const int64_t sizes[][3] = {{64, 128, 64}, {64, 10, 128}, {13, 37, 11}, {1, 1, 1}, {33, 70, 2}};
+    uint64_t seed = 100;
+    for (CpuTarget t : targets())
+      for (const Epi& e : epilogues())
+        for (const auto& s : sizes)
+          for (int tr = 0; tr < 4; ++tr) check(t, s[0], s[1], s[2], tr & 1, tr & 2, e, seed++);
+  }
+
+  TEST_CASE("results do not depend on the thread count") {
+    for (CpuTarget t : targets()) {
+      CAPTURE(cpu_target_name(t));
+      const int64_t m = 200, n = 90, k = 150;
+      const auto g = generate_small_gemm(plain_gemm_key(t, m, n, k, false, false, k, n, n));
+      const std::vector<float> A = randn(m * k, 7), B = randn(k * n, 8);
+      std::vector<float> c1(size_t(m * n)), c2(size_t(m * n));
+      const int saved = omp_get_max_threads();
+      omp_set_num_threads(1);
+      char* p1[1] = {reinterpret_cast<char*>(c1.data())};
+      g->run(A.data(), B.data(), p1);
+      omp_set_num_threads(2);
+      char* p2[1] = {reinterpret_cast<char*>(c2.data())};
+      g->run(A.data(), B.data(), p2);
+      omp_set_num_threads(saved);
+      CHECK(std::memcmp(c1.data(), c2.data(), c1.size() * sizeof(float)) == 0);
+    }
+  }
+
+  TEST_CASE("keys without a generated form are refused with the reason") {
+    const CpuTarget t = detect_cpu_target();
+    CHECK(small_gemm_why_not(plain_gemm_key(CpuTarget::sse2, 4, 4, 4, false, false, 4, 4, 4)).find("sse2") !=
+          std::string::npos);
+    if (t < CpuTarget::avx2) return;
+    CHECK(small_gemm_why_not(plain_gemm_key(t, 0, 4, 4, false, false, 4, 4, 4)).find("sizes") != std::string::npos);
+    CHECK(small_gemm_why_not(plain_gemm_key(t, 4, 4, 4, false, false, 2, 4, 4)).find("leading") != std::string::npos);
+    SmallGemmKey k = plain_gemm_key(t, 4, 4, 4, false, false, 4, 4, 4);
+    k.epilogue.operand_dtypes[0] = DType::float64;
+    CHECK(small_gemm_why_not(k).find("float32") != std::string::npos);
+    k = plain_gemm_key(t, 4, 4, 4, false, false, 4, 4, 4);
+    k.layouts[1] = EpiLayout::matrix;
+    k.lds[1] = 4;
+    CHECK(small_gemm_why_not(k).find("product") != std::string::npos);
+    CHECK_THROWS_AS(generate_small_gemm(k), Error);
+  }
+}
