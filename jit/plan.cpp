@@ -102,13 +102,11 @@ std::vector<int64_t> static_strides(const Shape& s, DType d, const Shape& shape)
 }
 
 // Returns false when the group cannot be generated (the caller falls back to op steps).
-// Generated kernels of one plan by program text: groups that differ only in
-// their constants (read from a table) share one kernel.
-using KernelCache = std::unordered_map<std::string, std::shared_ptr<ElementwiseKernel>>;
-
+// Groups that differ only in their constants (read from a table) share one
+// kernel of `kernels`.
 bool build_fused_step(const Graph& g, const Group& grp, const std::vector<int>& uses_outside,
                       const std::vector<char>& is_output, const KernelOptions& opt, CpuTarget target, PlanStep& step,
-                      KernelCache& kernels) {
+                      KernelSource& kernels) {
   std::unordered_map<int32_t, int32_t> reg;  // value id -> register
   std::vector<int32_t> in_vals, out_vals;
   std::vector<char> in_group(g.num_values(), 0);
@@ -186,14 +184,13 @@ bool build_fused_step(const Graph& g, const Group& grp, const std::vector<int>& 
   for (size_t k = 0; k < nops; ++k) p.operand_broadcast.push_back(!one_element && step.loop.stride[k].back() == 0);
   if (!can_generate(p, target)) return false;
   step.kind = PlanStep::Kind::fused;
-  std::shared_ptr<ElementwiseKernel>& k = kernels[std::string(cpu_target_name(target)) + (opt.dump ? " dump\n" : "\n") + p.str()];
-  if (!k) k = generate_elementwise(p, target, opt.dump);
-  step.kernel = k;
+  std::string text = p.str();
+  step.kernel = kernels.get(p, text);
   step.operands = operands;
   step.num_outputs = p.num_outputs;
   for (int32_t v : out_vals) step.out_layouts.push_back(g.type(v).layout());
   step.group_nodes = grp.nodes;
-  step.program = p.str();
+  step.program = std::move(text);
   return true;
 }
 
@@ -392,7 +389,7 @@ void absorb_group(PlanStep f, PlanStep& rs) {
 
 }  // namespace
 
-ExecutionPlan::ExecutionPlan(std::shared_ptr<const Graph> graph, const KernelOptions& opt)
+ExecutionPlan::ExecutionPlan(std::shared_ptr<const Graph> graph, const KernelOptions& opt, const CodeImages* images)
     : graph_(std::move(graph)) {
   const Graph& g = *graph_;
   for (const Node& n : g.nodes())
@@ -601,7 +598,8 @@ ExecutionPlan::ExecutionPlan(std::shared_ptr<const Graph> graph, const KernelOpt
   std::vector<PlanStep> stashed(groups.size());  // an absorbed group's built step
   std::vector<char> emitted(g.num_nodes(), 0);
   const CpuTarget target = detect_cpu_target();
-  KernelCache kernels;
+  code_key_ = codegen_feature_key(target, opt.strict);
+  KernelSource kernels(target, opt, images);
   for (const Item& it : items) {
     if (it.group < 0 && it.node < 0) continue;
     if (it.group < 0) {
