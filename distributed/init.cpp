@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "../tensor/cpu_devices.h"
 #include "in_process.h"
 #include "mpi.h"
 
@@ -25,6 +26,7 @@ std::shared_ptr<Communicator> init() {
             "distributed::init: this process was started by an MPI launcher (PMI_RANK/PMI_SIZE are set) but kiln "
             "was built without MPI (configure with -DKILN_WITH_MPI=ON)");
       w = mpi::world();
+      kiln::detail::ensure_cpu_devices(w->size());  // mesh device k (Device::cpu(k)) is process k's
     } else {
       w = make_in_process_group(1)[0];
     }

@@ -8,25 +8,15 @@
 #include <optional>
 #include <thread>
 
+#include "../tensor/cpu_devices.h"
 #include "box.h"
 #include "in_process.h"
 #include "init.h"
+#include "redistribute_step.h"
 
 namespace kiln::distributed {
 
 namespace detail {
-
-// The shards of a mesh this process holds and one communicator per held
-// shard, whose rank is the shard's mesh device number.
-struct MeshGroup {
-  std::vector<int64_t> local;
-  std::vector<std::shared_ptr<Communicator>> comms;
-  // Per mesh axis of an n-d mesh: for each local shard, the communicator of
-  // the devices that differ from it only along that axis (rank = its
-  // coordinate there). Made on first use by split().
-  std::mutex mu;
-  std::map<int64_t, std::vector<std::shared_ptr<Communicator>>> axis_comms;
-};
 
 namespace {
 
@@ -44,7 +34,19 @@ GroupKey group_key(const DeviceMesh& mesh) {
   for (Device d : mesh.devices()) key.push_back({int(d.type), d.index});
   return key;
 }
-// Forgets the in-process group of `mesh` if it is still `g`.
+
+thread_local ShardTrace* t_trace = nullptr;
+
+}  // namespace
+
+ShardTrace* current_shard_trace() { return t_trace; }
+
+ShardTraceScope::ShardTraceScope(ShardTrace& t) {
+  if (t_trace) throw ValueError("distributed: a device program is already being traced on this thread");
+  t_trace = &t;
+}
+ShardTraceScope::~ShardTraceScope() { t_trace = nullptr; }
+
 void drop_group(const DeviceMesh& mesh, const std::shared_ptr<MeshGroup>& g) {
   std::lock_guard<std::mutex> lk(group_cache_mu());
   auto it = group_cache().find(group_key(mesh));
@@ -52,6 +54,14 @@ void drop_group(const DeviceMesh& mesh, const std::shared_ptr<MeshGroup>& g) {
 }
 
 std::shared_ptr<MeshGroup> group_for(const DeviceMesh& mesh) {
+  if (ShardTrace* tr = current_shard_trace()) {
+    // Tracing one device's part of a compiled program: that device alone is local.
+    auto g = std::make_shared<MeshGroup>();
+    g->local = {tr->device};
+    g->devices = {mesh.devices()[tr->device]};
+    g->comms = {nullptr};
+    return g;
+  }
   auto w = world();
   if (w->size() > 1) {
     if (mesh.size() != w->size())
@@ -64,6 +74,7 @@ std::shared_ptr<MeshGroup> group_for(const DeviceMesh& mesh) {
     std::call_once(once, [&] {
       g = std::make_shared<MeshGroup>();
       g->local = {w->rank()};
+      g->devices = {mesh.devices()[w->rank()]};
       g->comms = {w};
     });
     return g;
@@ -76,27 +87,32 @@ std::shared_ptr<MeshGroup> group_for(const DeviceMesh& mesh) {
     g = std::make_shared<MeshGroup>();
     g->comms = make_in_process_group(static_cast<int>(mesh.size()));
     for (int64_t i = 0; i < mesh.size(); ++i) g->local.push_back(i);
+    g->devices = mesh.devices();
   }
   return g;
 }
 
-// Runs fn(k) for each local shard k, on one thread per shard when there are
-// several (their collectives meet each other); rethrows the lowest rank's error.
 void for_each_local(const MeshGroup& g, const std::function<void(size_t)>& fn) {
   const size_t n = g.local.size();
   if (n == 1) return fn(0);
   std::vector<std::exception_ptr> errs(n);
-  std::vector<std::thread> th;
-  th.reserve(n);
-  for (size_t k = 0; k < n; ++k)
-    th.emplace_back([&, k] {
-      try {
-        fn(k);
-      } catch (...) {
-        errs[k] = std::current_exception();
-      }
-    });
-  for (auto& t : th) t.join();
+  auto one = [&](size_t k) {
+    try {
+      fn(k);
+    } catch (...) {
+      errs[k] = std::current_exception();
+    }
+  };
+  bool cpu = g.devices.size() == n;
+  for (const Device& d : g.devices) cpu = cpu && d.is_cpu();
+  if (cpu) {
+    run_on_cpu_devices(g.devices, one);
+  } else {
+    std::vector<std::thread> th;
+    th.reserve(n);
+    for (size_t k = 0; k < n; ++k) th.emplace_back(one, k);
+    for (auto& t : th) t.join();
+  }
   // A rank that failed first makes the others fail with "group broken"; prefer
   // an error that is not a CollectiveError (the cause).
   std::exception_ptr first;
@@ -112,6 +128,8 @@ void for_each_local(const MeshGroup& g, const std::function<void(size_t)>& fn) {
   }
   if (first) std::rethrow_exception(first);
 }
+
+namespace {
 
 Box box_of(const DistributedLayout& l, int64_t i) { return {l.shard_offset(i), l.shard_shape(i)}; }
 int64_t numel_of(const Shape& s) { return checked_numel(s); }
@@ -179,7 +197,8 @@ void gather_full(Communicator& c, const DistributedLayout& from, int64_t r, cons
   }
 }
 
-// Rank r's part of redistributing shard x (layout `from`) into y (`to`).
+}  // namespace
+
 void step(Communicator& c, int64_t r, const DistributedLayout& from, const void* x, const DistributedLayout& to,
           void* y) {
   const size_t isz = size_of(from.dtype);
@@ -233,6 +252,7 @@ void step(Communicator& c, int64_t r, const DistributedLayout& from, const void*
   from_full(to, r, full.data(), y);
 }
 
+namespace {
 
 // The layouts from `from` to `to` changing one mesh axis at a time: axes
 // whose target is Replicated or Partial first (they free tensor axes), then
@@ -364,6 +384,17 @@ DistributedTensor DistributedTensor::redistribute(const DeviceMapping& to_mappin
   const DistributedLayout to(dtype(), shape(), to_mapping);  // validates Sharded axes
   detail::partial_op(to, "redistribute");
   if (to.mapping == mapping()) return *this;
+  if (detail::ShardTrace* tr = detail::current_shard_trace()) {
+    // Tracing a device's part of a compiled program: the collective becomes
+    // a step of the plan (compiled.h); its result is a new graph input here.
+    const int64_t d = tr->device;
+    if (num_shards() == 1) return from_shards(to, {shard(d)});  // one device: every placement is the whole tensor
+    const GraphValue src = tr->ctx->value_of(shard(d));
+    const GraphValue dst =
+        tr->ctx->graph().add_input(TensorType(dtype(), to.shard_shape(d), mesh().devices()[d]));
+    tr->collectives.push_back({src.id, dst.id, layout_, to});
+    return from_shards(to, {tr->ctx->create_unrealized({dst})});
+  }
   const auto& local = group_->local;
   std::vector<Tensor> in(local.size()), out(local.size());
   std::vector<const void*> xs(local.size());

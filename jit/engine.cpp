@@ -152,7 +152,7 @@ std::shared_ptr<const CompiledModel> compile_graph(const std::shared_ptr<const G
     art = load_precompiled((std::filesystem::path(session.precompiled_mefs) / file_name).string(), staged, source_text,
                            sig, session.options());
   if (!art) {
-    std::shared_ptr<Graph> flat = codegen::inline_calls(*staged);
+    std::shared_ptr<Graph> flat = inline_calls(*staged);
     optimize(*flat);
     flat->verify();
     auto plan = std::make_shared<codegen::ExecutionPlan>(flat, session.options());

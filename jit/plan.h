@@ -1,6 +1,10 @@
-// kiln (internal): an executable plan for one optimised, flat graph (no call
-// nodes): a list of steps, each either a fused elementwise group running
-// generated machine code, or one op running its eager CPU kernel.
+// kiln (internal): an executable CPU plan for one optimised, flat graph (no
+// call nodes): a list of steps, each either a fused elementwise group running
+// generated machine code, a bound BLAS call or row kernel, or one op running
+// its eager CPU kernel. Built in three parts: fusion grouping (fusion.h,
+// device-neutral), the CPU lowering of its groups to these steps
+// (cpu_lowering.h), and the memory plan of the steps (memory_plan.h,
+// device-neutral).
 #pragma once
 #include <array>
 #include <memory>
@@ -149,7 +153,6 @@ class ExecutionPlan {
   mutable std::vector<Buffer> free_arenas_;
   struct ArenaLease;
 
-  void plan_memory(const std::vector<char>& is_output);
   // A call with every step bound up front (jit/plan_bind.cpp): no
   // allocation or dispatch between steps. false when a generated or BLAS
   // step's input is a strided view that bind() would have to copy (run()
@@ -216,9 +219,5 @@ BoundStep ExecutionPlan::bind(size_t k, std::vector<Tensor>& vals, Dest&& dest) 
   auto out = [&](int32_t v) { return static_cast<char*>(out_tensor(v).data_ptr()); };
   return bind_to(k, in, out, out_tensor);
 }
-
-/// Inlines every call node of `root` (recursively), resolving placeholder
-/// weights through each call's prefix; returns a new flat graph.
-std::unique_ptr<Graph> inline_calls(const Graph& root);
 
 }  // namespace kiln::codegen

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "allocator.h"
+#include "cpu_devices.h"
 #include "device_memory.h"
 #include "error.h"
 
@@ -35,6 +36,7 @@ Buffer Buffer::allocate(size_t nbytes, Device device) {
   // size is what Storage frees.
   const size_t padded = nbytes == 0 ? 64 : nbytes;
   if (device.is_cpu()) [[likely]] {
+    if (device.index != 0) check_cpu_device(device, "Buffer::allocate");
     s->data = detail::cpu_allocate(padded);
     if (!s->data)
       throw ValueError("Buffer::allocate: out of memory allocating " + std::to_string(nbytes) + " bytes");

@@ -11,6 +11,7 @@
 // arithmetic (x + 0.0 is not x for x = -0.0; a + b is not reassociated).
 #pragma once
 #include <cstdint>
+#include <memory>
 
 #include "../graph.h"
 
@@ -66,5 +67,14 @@ void canonicalize_shapes(Graph& g);
 /// until nothing changes (at most 4 rounds), on `g` and, when `g` is a root
 /// graph, on each of its subgraph definitions (whose signatures are kept).
 void optimize(Graph& g);
+
+/// Inlines every call node of `root` (recursively), resolving placeholder
+/// weights through each call's prefix; returns a new flat graph (no call
+/// nodes, no subgraphs) with root's inputs and outputs. Unlike the passes
+/// above it builds a new graph instead of rewriting one in place, and it is
+/// not part of optimize(): the JIT inlines a staged graph, then optimizes
+/// the flat result, then plans it (jit/engine.cpp). Throws ValueError when
+/// a call names an unknown subgraph.
+std::unique_ptr<Graph> inline_calls(const Graph& root);
 
 }  // namespace kiln

@@ -15,7 +15,7 @@
 //   rms_norm     mean of x^2; y = x * rstd [* w]
 //
 // The eager kernels (backends/cpu/rownorm_kernels.cpp) and the compiled plan
-// (jit/plan.cpp) both run these kernels, taken from one process-wide cache,
+// (jit/cpu_lowering.cpp) both run these kernels, taken from one process-wide cache,
 // so eager and compiled results are bitwise equal (also in strict mode).
 // Every row is computed whole by one thread with a fixed reduction order, so
 // results never depend on the thread count.

@@ -1,0 +1,74 @@
+#include "memory_plan.h"
+
+#include <algorithm>
+
+namespace kiln::codegen {
+
+// Liveness of every value a step writes, then arena offsets for the
+// intermediates: a value lives from the step that writes it to the last step
+// that reads it or any view of it (a view aliases its base's memory); graph
+// outputs live past the end. Offsets come from a greedy first fit over the
+// values live at the same time, so the arena is the peak of live
+// intermediates (rounded to 64 bytes each), not their sum.
+MemoryPlan plan_memory(const Graph& g, const std::vector<StepValues>& steps, const std::vector<char>& is_output) {
+  MemoryPlan m;
+  const int S = static_cast<int>(steps.size());
+  const size_t nv = g.num_values();
+  std::vector<int32_t> root(nv);
+  for (size_t v = 0; v < nv; ++v) root[v] = static_cast<int32_t>(v);
+  std::vector<int> def(nv, -1), last_read(nv, -1), live_until(nv, -1);
+  std::vector<char> planned(nv, 0);
+  for (int k = 0; k < S; ++k) {
+    const StepValues& s = steps[k];
+    for (int32_t v : s.reads) {
+      last_read[v] = k;
+      live_until[root[v]] = std::max(live_until[root[v]], k);
+    }
+    for (int32_t v : s.writes) {
+      def[v] = k;
+      live_until[v] = std::max(live_until[v], k);
+      if (s.view)
+        root[v] = root[s.reads[0]];
+      else
+        planned[v] = !is_output[v] && g.type(v).layout().numel() > 0;
+    }
+  }
+  for (int32_t v : g.output_ids()) live_until[root[v]] = S;
+  // Views keep their base alive: extend each base to its views' last reads.
+  for (size_t v = 0; v < nv; ++v)
+    if (root[v] != static_cast<int32_t>(v)) live_until[root[v]] = std::max(live_until[root[v]], std::max(last_read[v], def[v]));
+
+  m.release_after.assign(static_cast<size_t>(S), {});
+  for (size_t v = 0; v < nv; ++v)
+    if (def[v] >= 0 && !is_output[v]) m.release_after[std::max(def[v], last_read[v])].push_back(static_cast<int32_t>(v));
+
+  m.arena_offset.assign(nv, -1);
+  struct Live {
+    int64_t offset, size;
+    int until;
+  };
+  std::vector<Live> live;
+  int64_t top = 0;
+  for (int k = 0; k < S; ++k) {
+    // Blocks whose values died before this step are free again.
+    std::erase_if(live, [k](const Live& l) { return l.until < k; });
+    for (int32_t v : steps[k].writes) {
+      if (!planned[v]) continue;
+      const TensorType& t = g.type(v);
+      const int64_t size = (t.layout().numel() * static_cast<int64_t>(size_of(t.dtype)) + 63) / 64 * 64;
+      std::sort(live.begin(), live.end(), [](const Live& a, const Live& b) { return a.offset < b.offset; });
+      int64_t off = 0;
+      for (const Live& l : live) {
+        if (l.offset - off >= size) break;
+        off = std::max(off, l.offset + l.size);
+      }
+      m.arena_offset[v] = off;
+      live.push_back({off, size, live_until[v]});
+      top = std::max(top, off + size);
+    }
+  }
+  m.arena_bytes = static_cast<size_t>(top);
+  return m;
+}
+
+}  // namespace kiln::codegen
