@@ -9,6 +9,8 @@
 //                         between fused ones (replay writes it in place)
 //   BM_compile_1000       optimise + plan + generate code for the staged graph
 //   BM_read_1000          engine::read of its MEF file (from memory)  (budget <= 20 ms)
+//   BM_read_1000_code     the same file with its CODE section: no code generation
+//                         (issue 18: budget <= 0.2 ms)
 // The graph of the last two has about 1,000 nodes after optimisation (see
 // the `nodes` counter): 250 rounds of matmul -> add a constant -> tanh.
 #include <benchmark/benchmark.h>
@@ -113,19 +115,23 @@ void BM_compile_1000(benchmark::State& st) {
 }
 BENCHMARK(BM_compile_1000)->Unit(benchmark::kMillisecond);
 
-void BM_read_1000(benchmark::State& st) {
+void read_1000(benchmark::State& st, bool with_code) {
   CompiledCallable run(big_staged());
   const engine::CompiledModel& art = run.engine_model().artifact();
   mef::Contents c;
   c.graph_text = art.graph().to_text();
   c.signature = run.signature();
   c.weights = art.weight_slots();
+  if (with_code) c.code = mef::code_of(art.plan());
   const std::string bytes = mef::encode(c);
   for (auto _ : st) benchmark::DoNotOptimize(engine::read_bytes(bytes, "bench").get());
   st.counters["nodes"] = static_cast<double>(art.graph().num_nodes());
   st.counters["file_bytes"] = static_cast<double>(bytes.size());
 }
+void BM_read_1000(benchmark::State& st) { read_1000(st, false); }
 BENCHMARK(BM_read_1000)->Unit(benchmark::kMillisecond);
+void BM_read_1000_code(benchmark::State& st) { read_1000(st, true); }
+BENCHMARK(BM_read_1000_code)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

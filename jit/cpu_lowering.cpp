@@ -26,14 +26,12 @@ std::vector<int64_t> static_strides(const Shape& s, DType d, const Shape& shape)
   return r;
 }
 
-// Generated kernels of one plan by program text: groups that differ only in
-// their constants (read from a table) share one kernel.
-using KernelCache = std::unordered_map<std::string, std::shared_ptr<ElementwiseKernel>>;
-
 // A fused step running group `grp` as one generated kernel. Returns false
 // when the group cannot be generated (the caller falls back to op steps).
+// Groups that differ only in their constants (read from a table) share one
+// kernel of `kernels`.
 bool build_fused_step(const Graph& g, const FusionGroup& grp, const KernelOptions& opt, CpuTarget target,
-                      PlanStep& step, KernelCache& kernels) {
+                      PlanStep& step, KernelSource& kernels) {
   std::unordered_map<int32_t, int32_t> reg;  // value id -> register
   std::vector<int32_t> in_vals;
   const std::vector<int32_t>& out_vals = grp.outputs;
@@ -106,14 +104,13 @@ bool build_fused_step(const Graph& g, const FusionGroup& grp, const KernelOption
   for (size_t k = 0; k < nops; ++k) p.operand_broadcast.push_back(!one_element && step.loop.stride[k].back() == 0);
   if (!can_generate(p, target)) return false;
   step.kind = PlanStep::Kind::fused;
-  std::shared_ptr<ElementwiseKernel>& k = kernels[std::string(cpu_target_name(target)) + (opt.dump ? " dump\n" : "\n") + p.str()];
-  if (!k) k = generate_elementwise(p, target, opt.dump);
-  step.kernel = k;
+  std::string text = p.str();
+  step.kernel = kernels.get(p, text);
   step.operands = operands;
   step.num_outputs = p.num_outputs;
   for (int32_t v : out_vals) step.out_layouts.push_back(g.type(v).layout());
   step.group_nodes = grp.nodes;
-  step.program = p.str();
+  step.program = std::move(text);
   step.elementwise = std::make_shared<const ElementwiseProgram>(std::move(p));
   return true;
 }
@@ -238,7 +235,8 @@ FusionRules cpu_fusion_rules(const KernelOptions& opt) {
   return r;
 }
 
-std::vector<PlanStep> lower_cpu(const Graph& g, const FusionPlan& fusion, const KernelOptions& opt) {
+std::vector<PlanStep> lower_cpu(const Graph& g, const FusionPlan& fusion, const KernelOptions& opt,
+                                const CodeImages* images) {
   std::vector<PlanStep> steps;
   const std::vector<FusionGroup>& groups = fusion.groups;
   // absorb_into[group]: the row node running the group inside its step;
@@ -248,7 +246,7 @@ std::vector<PlanStep> lower_cpu(const Graph& g, const FusionPlan& fusion, const 
   std::vector<PlanStep> stashed(groups.size());  // an absorbed group's built step
   std::vector<char> emitted(g.num_nodes(), 0);
   const CpuTarget target = detect_cpu_target();
-  KernelCache kernels;
+  KernelSource kernels(target, opt, images);
   for (const FusionItem& it : fusion.items) {
     if (it.kind == FusionItem::Kind::gemm) {
       const Node& n = g.node(it.node);

@@ -26,7 +26,9 @@ FusionRules cpu_fusion_rules(const KernelOptions& opt);
 /// (too many operands, an op the generator refuses) falls back to one op
 /// step per node (and its reduction's); a row pair without a pair kernel to
 /// a row step each; an absorption without room for the row op's inputs to
-/// the two steps.
-std::vector<PlanStep> lower_cpu(const Graph& g, const FusionPlan& fusion, const KernelOptions& opt);
+/// the two steps. A group whose program `images` (may be null) holds runs
+/// that machine code instead of generating it (KernelSource).
+std::vector<PlanStep> lower_cpu(const Graph& g, const FusionPlan& fusion, const KernelOptions& opt,
+                                const CodeImages* images = nullptr);
 
 }  // namespace kiln::codegen

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "../tensor/op_table.h"
@@ -99,6 +100,30 @@ inline constexpr int64_t kStreamMinElements = 4096;
 /// program: the generated code does not read it), n = elements in the run.
 using InnerLoopFn = void (*)(char** ptrs, const int64_t* strides, int64_t n);
 
+/// Out-of-line kiln functions that generated code calls, by a stable id
+/// (the number a CodeImage's relocations name them by; never renumber).
+enum class Callee : uint32_t { scalar_lanes = 0, trig_lanes = 1 };
+inline constexpr uint32_t kNumCallees = 2;
+
+/// Generated machine code in relocatable form (MEF files' CODE section):
+/// the bytes as asmjit laid them out (the function, its constant pool and
+/// its call slots; all references inside are RIP-relative, so the bytes run
+/// at any address) and the relocations: 8-byte slots that hold the address
+/// of a Callee, zero in `bytes`, written when the image is placed.
+struct CodeImage {
+  struct Reloc {
+    uint32_t offset = 0;  ///< byte offset of the slot in `bytes`
+    uint32_t callee = 0;  ///< a Callee
+    friend bool operator==(const Reloc&, const Reloc&) = default;
+  };
+  std::string bytes;
+  std::vector<Reloc> relocs;
+  /// FNV-1a (64-bit) of `key` (what the code was generated for: feature key
+  /// and program), the bytes and the relocations: stored next to the image
+  /// so a corrupted one is refused, never run.
+  uint64_t hash(std::string_view key) const;
+};
+
 /// Generated machine code for one program. Frees its code when destroyed.
 class ElementwiseKernel {
  public:
@@ -108,7 +133,18 @@ class ElementwiseKernel {
   virtual size_t code_size() const = 0;
   /// asmjit's disassembly (filled when requested at compile time).
   virtual const std::string& disassembly() const = 0;
+  /// The code as a relocatable image; empty bytes when it has none (then a
+  /// MEF file does not carry it and a reader generates it again).
+  virtual const CodeImage& image() const = 0;
 };
+
+/// Process-wide counts of elementwise kernels made by the code generator
+/// and placed from images (a MEF read that skips code generation adds only
+/// to `loaded`).
+struct CodegenCounts {
+  int64_t generated = 0, loaded = 0;
+};
+CodegenCounts codegen_counts();
 
 /// The instruction set the generator targets.
 enum class CpuTarget : uint8_t { sse2, avx2, avx512 };
@@ -130,5 +166,15 @@ bool can_generate(const ElementwiseProgram& p, CpuTarget t);
 /// `want_disassembly` fills disassembly() (slower; for KILN_JIT_DUMP).
 std::unique_ptr<ElementwiseKernel> generate_elementwise(const ElementwiseProgram& p, CpuTarget t,
                                                         bool want_disassembly = false);
+/// A kernel from an image made by generate_elementwise under the same
+/// codegen_feature_key (the caller checks key and hash). Throws kiln::Error
+/// for a malformed image (place_image in backends/cpu/jit/assemble.h).
+std::unique_ptr<ElementwiseKernel> load_elementwise(const CodeImage& image);
+
+/// What generated code depends on besides the program text: the code
+/// generator's build (a hash of its sources, backends/cpu/jit/ and this
+/// header), the target instruction set and strict mode. Code made under one
+/// key runs only where the key is the same; any other key regenerates it.
+std::string codegen_feature_key(CpuTarget t, bool strict);
 
 }  // namespace kiln::codegen

@@ -165,6 +165,7 @@ std::shared_ptr<const CompiledModel> compile_graph(const std::shared_ptr<const G
       c.signature = sig;
       c.weights = plan->weight_slots();
       c.source_text = source_text;
+      c.code = mef::code_of(*plan);
       std::error_code ec;
       std::filesystem::create_directories(session.export_mefs, ec);
       mef::write_file_atomically((std::filesystem::path(session.export_mefs) / file_name).string(), mef::encode(c),

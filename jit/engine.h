@@ -80,7 +80,7 @@ class CompiledModel {
 /// Reads a MEF file written by CompiledCallable::export_mef (or by a session's
 /// export folder) without tracing anything: parses and verifies the graph,
 /// checks the signature and the weight list against it, and builds the
-/// execution plan for this machine's CPU (generated code is rebuilt on load).
+/// execution plan for this machine's CPU (code from a CODE section if its key matches, else generated).
 /// `session` (null = the process default) gives the kernel options.
 /// Every problem is a ValueError starting "engine::read: '<path>': " that says
 /// which: not a MEF file (bad magic), a newer format version, a truncated file

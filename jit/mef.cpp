@@ -13,6 +13,7 @@
 #include <istream>
 #include <iterator>
 #include <map>
+#include <set>
 
 #include "../trace/treedef_io.h"
 #include "plan.h"
@@ -36,6 +37,7 @@ const char* section_desc(std::string_view tag) {
   if (tag == "WGTS") return "the weight list";
   if (tag == "SRCG") return "the source graph";
   if (tag == "MUTW") return "the write-backs of in-place updates";
+  if (tag == "CODE") return "the generated machine code";
   return "unknown to this kiln";
 }
 
@@ -248,7 +250,84 @@ std::vector<std::pair<std::string, TensorType>> decode_weights(Cursor& c) {
   return w;
 }
 
+// CODE (see mef.h).
+Contents::Code decode_code(Cursor& c) {
+  Contents::Code code;
+  code.feature_key = c.str("the feature key");
+  if (code.feature_key.empty()) c.bad("an empty feature key");
+  // program str, hash, bytes str, relocation count: at least 20 bytes each
+  uint32_t n = c.count("the kernel count", 20);
+  for (uint32_t i = 0; i < n; ++i) {
+    Contents::Code::Kernel k;
+    k.program = c.str("a kernel's program");
+    k.hash = c.u64("a kernel's hash");
+    k.image.bytes = c.str("a kernel's code");
+    uint32_t r = c.count("a kernel's relocation count", 8);
+    for (uint32_t j = 0; j < r; ++j) {
+      codegen::CodeImage::Reloc rel;
+      rel.offset = c.u32("a relocation's offset");
+      rel.callee = c.u32("a relocation's callee");
+      k.image.relocs.push_back(rel);
+    }
+    code.kernels.push_back(std::move(k));
+  }
+  c.end();
+  return code;
+}
+
+std::string encode_code(const Contents::Code& code) {
+  std::string o;
+  put_str(o, code.feature_key);
+  put_u32(o, static_cast<uint32_t>(code.kernels.size()));
+  for (const auto& k : code.kernels) {
+    put_str(o, k.program);
+    put_u64(o, k.hash);
+    put_str(o, k.image.bytes);
+    put_u32(o, static_cast<uint32_t>(k.image.relocs.size()));
+    for (const auto& r : k.image.relocs) {
+      put_u32(o, r.offset);
+      put_u32(o, r.callee);
+    }
+  }
+  return o;
+}
+
 }  // namespace
+
+Contents::Code code_of(const codegen::ExecutionPlan& plan) {
+  Contents::Code code;
+  code.feature_key = plan.code_feature_key();
+  std::set<std::string> seen;
+  for (const codegen::PlanStep& s : plan.steps()) {
+    if (!s.kernel || s.kernel->image().bytes.empty() || !seen.insert(s.program).second) continue;
+    Contents::Code::Kernel k;
+    k.program = s.program;
+    k.image = s.kernel->image();
+    k.hash = k.image.hash(code.feature_key + '\n' + k.program);
+    code.kernels.push_back(std::move(k));
+  }
+  return code;
+}
+
+codegen::CodeImages usable_images(const Contents& c, const std::string& key, std::string* note) {
+  codegen::CodeImages images;
+  std::string why;
+  if (c.code.feature_key.empty()) {
+    why = c.code_note.empty() ? "the file has no generated code" : c.code_note;
+  } else if (c.code.feature_key != key) {
+    why = "the file's code was generated for '" + c.code.feature_key + "', this kiln generates for '" + key + "'";
+  } else {
+    for (const auto& k : c.code.kernels) {
+      if (k.image.hash(key + '\n' + k.program) != k.hash) {
+        why = "the code of a kernel does not match its hash (corrupted)";
+        continue;
+      }
+      images.emplace(k.program, k.image);
+    }
+  }
+  if (note) *note = why;
+  return images;
+}
 
 std::string writer_string() { return std::string("kiln ") + KILN_VERSION_STRING; }
 
@@ -317,6 +396,7 @@ std::string encode(const Contents& c) {
     }
     s.emplace_back("MUTW", std::move(w));
   }
+  if (!c.code.feature_key.empty()) s.emplace_back("CODE", encode_code(c.code));
   return encode_sections(kFormatVersion, s);
 }
 
@@ -415,6 +495,17 @@ Contents decode(std::string_view b, const std::string& what) {
     Cursor cur{found["MUTW"], 0, "MUTW", what};
     c.signature.writes = decode_writes(cur);
   }
+  if (found.count("CODE")) {
+    // Optional and only an acceleration: a malformed one is ignored (the
+    // code is generated from the graph), with the reason kept.
+    Cursor cur{found["CODE"], 0, "CODE", what};
+    try {
+      c.code = decode_code(cur);
+    } catch (const Error& e) {
+      c.code = Contents::Code{};
+      c.code_note = e.what();
+    }
+  }
   return c;
 }
 
@@ -501,8 +592,11 @@ std::shared_ptr<const engine::CompiledModel> build(const Contents& c, const Kern
     source = sg;
   }
   std::shared_ptr<const codegen::ExecutionPlan> plan;
+  codegen::CodeImages images;
+  if (!c.code.feature_key.empty() && !options.dump)
+    images = usable_images(c, codegen::codegen_feature_key(codegen::detect_cpu_target(), options.strict), nullptr);
   try {
-    plan = std::make_shared<codegen::ExecutionPlan>(g, options);
+    plan = std::make_shared<codegen::ExecutionPlan>(g, options, images.empty() ? nullptr : &images);
   } catch (const Error& e) {
     fail(what, std::string("cannot plan the graph: ") + e.what());
   }

@@ -18,6 +18,20 @@
 //         weight a str name, u8 dtype, u8 device type, i32 device index,
 //         u32 ndim, ndim x i64 extents (names and types only, never data).
 //   SRCG  the graph as staged (subgraphs and calls kept)              optional
+//   CODE  generated machine code of the plan's fused groups            optional
+//         (added within version 2: readers of version 2 that predate it
+//         skip it as an unknown section and generate the code, as they
+//         always did): str feature key (codegen_feature_key: ISA target,
+//         strict mode, the code generator's build); u32 n; n kernels, each
+//         str program (ElementwiseProgram::str() it was generated for),
+//         u64 hash (CodeImage::hash of feature key + '\n' + program),
+//         str code bytes, u32 r, r relocations of u32 byte offset, u32
+//         callee id (an 8-byte slot that receives a kiln function's address).
+//         A reader whose feature key differs, or that finds the section
+//         malformed, ignores it and generates the code from the graph; a
+//         kernel whose hash does not match is generated again, never run.
+//         Loading code runs it: a MEF file with a CODE section is trusted
+//         like a shared library.
 // A reader skips sections whose tag it does not know, so a later kiln may
 // add optional sections without a new format version; anything a reader of
 // an older version could misread gets a new version.
@@ -32,6 +46,7 @@
 #include <vector>
 
 #include "engine.h"
+#include "kernel_source.h"
 
 namespace kiln::mef {
 
@@ -49,7 +64,30 @@ struct Contents {
   engine::Signature signature;  ///< SIGN
   std::vector<std::pair<std::string, TensorType>> weights;  ///< WGTS
   std::string source_text;  ///< SRCG; empty when absent
+  /// CODE: the plan's generated kernels (empty feature_key when absent).
+  struct Code {
+    std::string feature_key;
+    struct Kernel {
+      std::string program;  ///< the printed program (its key in the plan)
+      uint64_t hash = 0;
+      codegen::CodeImage image;
+    };
+    std::vector<Kernel> kernels;
+  };
+  Code code;
+  /// Why decode() ignored a CODE section (malformed); empty otherwise.
+  std::string code_note;
 };
+
+/// The CODE section for `plan`: its kernels that have an image (each
+/// program once), under the plan's feature key.
+Contents::Code code_of(const codegen::ExecutionPlan& plan);
+
+/// The kernels of `c.code` a reader with feature key `key` may place:
+/// none when the keys differ; a kernel whose hash does not match is left
+/// out. `note` (may be null) receives why kernels were left out, or "" when
+/// none was.
+codegen::CodeImages usable_images(const Contents& c, const std::string& key, std::string* note);
 
 /// "kiln <version>", the writer this build puts in META.
 std::string writer_string();

@@ -12,7 +12,7 @@
 
 namespace kiln::codegen {
 
-ExecutionPlan::ExecutionPlan(std::shared_ptr<const Graph> graph, const KernelOptions& opt)
+ExecutionPlan::ExecutionPlan(std::shared_ptr<const Graph> graph, const KernelOptions& opt, const CodeImages* images)
     : graph_(std::move(graph)) {
   const Graph& g = *graph_;
   for (const Node& n : g.nodes())
@@ -22,7 +22,8 @@ ExecutionPlan::ExecutionPlan(std::shared_ptr<const Graph> graph, const KernelOpt
       weight_values_.push_back(n.outputs[0]);
     }
   const FusionPlan fusion = plan_fusion(g, opt, cpu_fusion_rules(opt));
-  steps_ = lower_cpu(g, fusion, opt);
+  steps_ = lower_cpu(g, fusion, opt, images);
+  code_key_ = codegen_feature_key(detect_cpu_target(), opt.strict);
   std::vector<StepValues> io(steps_.size());
   for (size_t k = 0; k < steps_.size(); ++k) {
     const PlanStep& s = steps_[k];

@@ -18,6 +18,7 @@
 #include "../trace/graph.h"
 #include "elementwise_program.h"
 #include "inference_session.h"
+#include "kernel_source.h"
 
 namespace kiln::codegen {
 
@@ -100,8 +101,11 @@ std::vector<int32_t> step_writes(const PlanStep& s);
 
 class ExecutionPlan {
  public:
-  /// Plans `graph` (must verify and contain no call nodes).
-  ExecutionPlan(std::shared_ptr<const Graph> graph, const KernelOptions& options);
+  /// Plans `graph` (must verify and contain no call nodes). `images` (may
+  /// be null): machine code of fused groups from a MEF file, used instead of
+  /// generating the programs it holds (KernelSource).
+  ExecutionPlan(std::shared_ptr<const Graph> graph, const KernelOptions& options,
+                const CodeImages* images = nullptr);
 
   /// Weight slots in the order run() expects them: (name, type).
   const std::vector<std::pair<std::string, TensorType>>& weight_slots() const { return weight_slots_; }
@@ -138,6 +142,8 @@ class ExecutionPlan {
   size_t arena_bytes() const { return arena_bytes_; }
   /// Total bytes of generated machine code.
   size_t code_bytes() const;
+  /// codegen_feature_key of the plan's generated code (target and options).
+  const std::string& code_feature_key() const { return code_key_; }
   /// The fusion groups and programs, one per line (KILN_JIT_DUMP).
   std::string describe(bool with_disassembly) const;
 
@@ -149,6 +155,7 @@ class ExecutionPlan {
   std::vector<std::vector<int32_t>> release_after_;  // per step: values dropped after it
   std::vector<int64_t> arena_offset_;                // per value: byte offset in the arena, or -1
   size_t arena_bytes_ = 0;
+  std::string code_key_;
   // Arenas of finished calls, for the next ones (many threads may call one
   // plan: each call takes its own).
   mutable std::mutex arena_mu_;

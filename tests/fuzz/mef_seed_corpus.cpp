@@ -1,12 +1,15 @@
 // Writes the fuzzer's seed corpus: real MEF files exported from a few
 // compiled callables (elementwise chains, weights, reductions, matmul,
-// static arguments, nested argument trees, constants), one file each, into
-// the folder given as the only argument.
+// static arguments, nested argument trees, constants, out-of-line calls),
+// one file each, with their generated code (CODE) except the last, into the
+// folder given as the only argument.
 #include <cstdio>
 #include <filesystem>
 #include <string>
 
 #include <kiln/kiln.h>
+
+#include "../../jit/mef.h"
 
 using namespace kiln;
 
@@ -40,6 +43,19 @@ int main(int argc, char** argv) {
   }
   save(compile([](Tensor x) { return layer_norm(x) + max(x, {1}, true); })(TensorLayout(DType::float32, {2, 8})),
        false);
+  // Out-of-line calls (float pow, sin's large-argument path): a CODE section
+  // with relocations. Every file export_mef writes carries CODE; one without
+  // it (the version 2 files written before it) keeps that path seeded too.
+  save(compile([](Tensor a, Tensor b) { return sin(a) + pow(b, a); })(f32({7}), f32({7})), false);
+  {
+    CompiledCallable c = compile([](Tensor a) { return exp(a) * 3.0f; })(f32({5}));
+    const engine::CompiledModel& art = c.engine_model().artifact();
+    mef::Contents m;
+    m.graph_text = art.graph().to_text();
+    m.signature = c.signature();
+    m.weights = art.weight_slots();
+    mef::write_file_atomically((dir / ("seed_" + std::to_string(n++) + ".mef")).string(), mef::encode(m), "seed");
+  }
   std::printf("mef_seed_corpus: wrote %d files to %s\n", n, dir.string().c_str());
   return 0;
 }

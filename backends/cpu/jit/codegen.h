@@ -79,4 +79,11 @@ x86::Vec emit_scalar_call(Ctx& c, OpId op, DType cd, const x86::Vec* x, int n);
 /// The dtype an op computes in (see emitter.cpp).
 DType compute_dtype(const Instr& ins, const std::vector<Instr>& code);
 
+/// Called from generated code (Callee::scalar_lanes): y[i] = op(a[i][, b[i]])
+/// for i < n, in float (is64 = 0) or double.
+void scalar_lanes(int32_t op, int32_t is64, const void* a, const void* b, void* y, int64_t n);
+/// Called from generated code (Callee::trig_lanes): sin/cos/tan (fn) of the
+/// lanes of x with |x| >= kTrigMaxArg into y; other lanes untouched.
+void trig_lanes(const float* x, float* y, int64_t n, int32_t fn);
+
 }  // namespace kiln::codegen::cg

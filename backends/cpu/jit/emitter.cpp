@@ -15,6 +15,8 @@
 // use is an add or subtract of the same float dtype becomes an FMA.
 #include <asmjit/x86.h>
 
+#include <atomic>
+
 #include <string>
 #include <vector>
 
@@ -163,17 +165,22 @@ bool is64(DType d) { return d == DType::float64 || d == DType::int64; }
 
 class JitKernel final : public ElementwiseKernel {
  public:
-  JitKernel(InnerLoopFn f, size_t n, std::string dis) : f_(f), size_(n), dis_(std::move(dis)) {}
-  ~JitKernel() override { jit_runtime().release(f_); }
+  JitKernel(InnerLoopFn f, size_t n, std::string dis, CodeImage image)
+      : f_(f), size_(n), dis_(std::move(dis)), image_(std::move(image)) {}
+  ~JitKernel() override { jit_runtime().release(reinterpret_cast<void*>(f_)); }
   InnerLoopFn fn() const override { return f_; }
   size_t code_size() const override { return size_; }
   const std::string& disassembly() const override { return dis_; }
+  const CodeImage& image() const override { return image_; }
 
  private:
   InnerLoopFn f_;
   size_t size_;
   std::string dis_;
+  CodeImage image_;
 };
+
+std::atomic<int64_t> g_generated{0}, g_loaded{0};
 
 /// Emits one program.
 class Gen {
@@ -527,7 +534,38 @@ std::unique_ptr<ElementwiseKernel> generate_elementwise(const ElementwiseProgram
   const std::string why = why_not(p, t);
   if (!why.empty()) throw Error("codegen: cannot generate this program: " + why);
   Assembled a = assemble(want_disassembly, [&](x86::Compiler& cc) { Gen(p, t, cc).run(); });
-  return std::make_unique<JitKernel>(reinterpret_cast<InnerLoopFn>(a.fn), a.code_size, std::move(a.disassembly));
+  g_generated.fetch_add(1, std::memory_order_relaxed);
+  return std::make_unique<JitKernel>(reinterpret_cast<InnerLoopFn>(a.fn), a.code_size, std::move(a.disassembly),
+                                     std::move(a.image));
+}
+
+std::unique_ptr<ElementwiseKernel> load_elementwise(const CodeImage& image) {
+  void* fn = place_image(image);
+  g_loaded.fetch_add(1, std::memory_order_relaxed);
+  return std::make_unique<JitKernel>(reinterpret_cast<InnerLoopFn>(fn), image.bytes.size(), std::string(), image);
+}
+
+CodegenCounts codegen_counts() {
+  return {g_generated.load(std::memory_order_relaxed), g_loaded.load(std::memory_order_relaxed)};
+}
+
+uint64_t CodeImage::hash(std::string_view key) const {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  auto add = [&](const void* p, size_t n) {
+    const unsigned char* b = static_cast<const unsigned char*>(p);
+    for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
+  };
+  const uint64_t nk = key.size(), nb = bytes.size(), nr = relocs.size();
+  add(&nk, 8);
+  add(key.data(), key.size());
+  add(&nb, 8);
+  add(bytes.data(), bytes.size());
+  add(&nr, 8);
+  for (const Reloc& r : relocs) {
+    add(&r.offset, 4);
+    add(&r.callee, 4);
+  }
+  return h;
 }
 
 }  // namespace kiln::codegen

@@ -1,8 +1,10 @@
 // kiln (internal): the printed form of an ElementwiseProgram (KILN_JIT_DUMP
 // and cache keys: every field that changes the generated code is printed;
 // constants in hexadecimal floating point, so the text is exact).
+#include <charconv>
+#include <cstdio>
 #include <cstring>
-#include <sstream>
+#include <string>
 
 #include "../../../tensor/dispatch.h"
 
@@ -11,37 +13,84 @@
 namespace kiln::codegen {
 
 std::string ElementwiseProgram::str() const {
-  std::ostringstream os;
-  os << "elementwise(" << num_outputs << " out";
-  if (strict) os << ", strict";
-  if (streaming_stores) os << ", streaming";
-  if (table_slots) os << ", " << table_slots << " table constants";
-  os << ") [";
-  for (size_t k = 0; k < operand_dtypes.size(); ++k) {
-    os << (k ? ", " : "") << (int(k) < num_outputs ? "out" : "in") << k << ":" << operand_dtypes[k];
-    if (k < operand_broadcast.size() && operand_broadcast[k]) os << " bcast";
+  // Plain appends (no stream): a plan prints every fused group's program to
+  // key its kernel, so this is on the path of compile and engine::read.
+  std::string os;
+  os.reserve(64 + 32 * code.size());
+  auto num = [&](long long v) {
+    char b[24];
+    const auto r = std::to_chars(b, b + sizeof b, v);
+    os.append(b, r.ptr);
+  };
+  auto reg = [&](long long i) {
+    os += '%';
+    num(i);
+  };
+  os += "elementwise(";
+  num(num_outputs);
+  os += " out";
+  if (strict) os += ", strict";
+  if (streaming_stores) os += ", streaming";
+  if (table_slots) {
+    os += ", ";
+    num(table_slots);
+    os += " table constants";
   }
-  os << "]\n";
+  os += ") [";
+  for (size_t k = 0; k < operand_dtypes.size(); ++k) {
+    os += k ? ", " : "";
+    os += int(k) < num_outputs ? "out" : "in";
+    num(static_cast<long long>(k));
+    os += ':';
+    os += name(operand_dtypes[k]);
+    if (k < operand_broadcast.size() && operand_broadcast[k]) os += " bcast";
+  }
+  os += "]\n";
   for (size_t i = 0; i < code.size(); ++i) {
     const Instr& in = code[i];
-    os << "  ";
+    os += "  ";
     switch (in.kind) {
-      case Instr::Kind::load: os << "%" << i << " = load " << in.arg; break;
-      case Instr::Kind::imm:
-        if (in.arg >= 0) os << "%" << i << " = const #" << in.arg;
-        else os << "%" << i << " = imm " << std::hexfloat << in.imm << std::defaultfloat;
+      case Instr::Kind::load:
+        reg(static_cast<long long>(i));
+        os += " = load ";
+        num(in.arg);
         break;
-      case Instr::Kind::store: os << "store " << in.arg << ", %" << in.a << "\n"; continue;
+      case Instr::Kind::imm:
+        reg(static_cast<long long>(i));
+        if (in.arg >= 0) {
+          os += " = const #";
+          num(in.arg);
+        } else {
+          char b[64];
+          std::snprintf(b, sizeof b, "%a", in.imm);  // what std::hexfloat prints
+          os += " = imm ";
+          os += b;
+        }
+        break;
+      case Instr::Kind::store:
+        os += "store ";
+        num(in.arg);
+        os += ", ";
+        reg(in.a);
+        os += '\n';
+        continue;
       case Instr::Kind::op: {
-        os << "%" << i << " = " << op_name(in.op);
+        reg(static_cast<long long>(i));
+        os += " = ";
+        os += op_name(in.op);
         for (int32_t r : {in.a, in.b, in.c})
-          if (r >= 0) os << " %" << r;
+          if (r >= 0) {
+            os += ' ';
+            reg(r);
+          }
         break;
       }
     }
-    os << " : " << in.dtype << "\n";
+    os += " : ";
+    os += name(in.dtype);
+    os += '\n';
   }
-  return os.str();
+  return os;
 }
 
 uint64_t table_bits(double v, DType d) {

@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "../elementwise_functors.h"
+#include "assemble.h"
 #include "codegen.h"
 
 namespace kiln::codegen::cg {
@@ -33,16 +34,14 @@ void lanes_of(OpId op, const T* a, const T* b, T* y, int64_t n) {
   });
 }
 
-/// Called from generated code: y[i] = op(a[i][, b[i]]) for i < n, in float
-/// (is64 = 0) or double.
+}  // namespace
+
 void scalar_lanes(int32_t op, int32_t is64, const void* a, const void* b, void* y, int64_t n) {
   if (is64)
     lanes_of(OpId(op), static_cast<const double*>(a), static_cast<const double*>(b), static_cast<double*>(y), n);
   else
     lanes_of(OpId(op), static_cast<const float*>(a), static_cast<const float*>(b), static_cast<float*>(y), n);
 }
-
-}  // namespace
 
 bool is_call_op(OpId op, DType cd, bool strict) {
   const VK k = kind_of(cd);
@@ -69,9 +68,8 @@ x86::Vec emit_scalar_call(Ctx& c, OpId op, DType cd, const x86::Vec* x, int n) {
     A.cc.lea(p[j], m);
     if (j < n) A.cc.emit(mov, x86::ptr(p[j], 0, uint32_t(bytes)), x[j]);
   }
-  asmjit::InvokeNode* call = nullptr;
-  A.cc.invoke(&call, uint64_t(reinterpret_cast<uintptr_t>(&scalar_lanes)),
-              asmjit::FuncSignatureT<void, int32_t, int32_t, const void*, const void*, void*, int64_t>());
+  asmjit::InvokeNode* call = invoke_callee(
+      A.cc, Callee::scalar_lanes, asmjit::FuncSignatureT<void, int32_t, int32_t, const void*, const void*, void*, int64_t>());
   call->setArg(0, asmjit::Imm(int32_t(op)));
   call->setArg(1, asmjit::Imm(is64 ? 1 : 0));
   call->setArg(2, p[0]);

@@ -8,21 +8,22 @@
 #include <string>
 #include <utility>
 
+#include "assemble.h"
 #include "codegen.h"
 #include "vmath_alg.h"
 
 namespace kiln::codegen::cg {
+
+void trig_lanes(const float* x, float* y, int64_t n, int32_t fn) {
+  for (int64_t i = 0; i < n; ++i)
+    if (std::fabs(x[i]) >= vm::kTrigMaxArg) y[i] = vm::trig_slow(x[i], fn);
+}
 
 namespace {
 
 using asmjit::Imm;
 namespace Inst = asmjit::x86::Inst;
 
-/// Out-of-line sin/cos/tan of the lanes with |x| >= kTrigMaxArg.
-void trig_lanes(const float* x, float* y, int64_t n, int32_t fn) {
-  for (int64_t i = 0; i < n; ++i)
-    if (std::fabs(x[i]) >= vm::kTrigMaxArg) y[i] = vm::trig_slow(x[i], fn);
-}
 
 /// Backend of vmath_alg.h that emits code. Values are registers or constant
 /// pool operands (Src); every value has the width of `w`.
@@ -114,9 +115,8 @@ struct AsmBackend {
     x86::Gp px = A.cc.newIntPtr(), py = A.cc.newIntPtr();
     A.cc.lea(px, bx);
     A.cc.lea(py, by);
-    asmjit::InvokeNode* call = nullptr;
-    A.cc.invoke(&call, uint64_t(reinterpret_cast<uintptr_t>(&trig_lanes)),
-                asmjit::FuncSignatureT<void, const float*, float*, int64_t, int32_t>());
+    asmjit::InvokeNode* call =
+        invoke_callee(A.cc, Callee::trig_lanes, asmjit::FuncSignatureT<void, const float*, float*, int64_t, int32_t>());
     call->setArg(0, px);
     call->setArg(1, py);
     call->setArg(2, Imm(int64_t(x.size() / 4)));
