@@ -1,11 +1,13 @@
 #include "compiled.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <cstring>
 #include <fstream>
 #include <set>
 #include <sstream>
 
+#include "plan_file.h"
 #include "redistribute_step.h"
 
 namespace kiln::distributed {
@@ -50,7 +52,8 @@ struct DistributedCallable::Segment {
 
 struct DistributedCallable::DeviceProgram {
   int64_t device = 0;
-  std::shared_ptr<Graph> graph;  // the traced program, collectives' results as inputs
+  int64_t num_values = 0;
+  std::shared_ptr<Graph> graph;  // the traced program (null when read from a plan file)
   std::vector<int32_t> args, results, coll_src, coll_dst;
   std::vector<Segment> segments;  // num_collectives + 1
 };
@@ -242,6 +245,7 @@ DistributedCallable::DistributedCallable(const Fn& fn, std::vector<DistributedLa
       }
       bound = *ctx.bound_weights;
     }
+    p->num_values = static_cast<int64_t>(p->graph->num_values());
     std::vector<Collective> cs;
     for (const auto& c : tr.collectives) {
       cs.push_back({c.from, c.to});
@@ -318,7 +322,7 @@ std::vector<Tensor> DistributedCallable::run_device(size_t k, Communicator& comm
   std::vector<Tensor> local_vals;
   std::vector<Tensor>& vals = m.cap ? m.cap->vals[k] : local_vals;
   if (m.kind != RunMode::replay) {
-    vals.assign(p.graph->num_values(), Tensor());
+    vals.assign(static_cast<size_t>(p.num_values), Tensor());
     for (size_t i = 0; i < p.args.size(); ++i) vals[p.args[i]] = shards[i].contiguous();
   }
   std::vector<Tensor> ins;
@@ -331,9 +335,12 @@ std::vector<Tensor> DistributedCallable::run_device(size_t k, Communicator& comm
         std::vector<Tensor> outs = seg.fn->execute_raw(ins);
         for (size_t j = 0; j < outs.size(); ++j) vals[seg.outputs[j]] = on_device(outs[j], dev);
       } else if (m.kind == RunMode::capture) {
-        std::vector<Tensor> outs = seg.fn->engine_model().capture(m.key, ins);
+        // A segment that reads no value (weights and constants only) has
+        // nothing to capture: it runs once here and replay keeps its results.
+        std::vector<Tensor> outs =
+            ins.empty() ? seg.fn->execute_raw(ins) : seg.fn->engine_model().capture(m.key, ins);
         for (size_t j = 0; j < outs.size(); ++j) vals[seg.outputs[j]] = on_device(outs[j], dev);
-      } else {
+      } else if (!ins.empty()) {
         seg.fn->engine_model().replay(m.key, ins);  // rewrites the captured outputs in place
       }
     }
@@ -469,34 +476,124 @@ std::vector<DistributedTensor> DistributedCallable::replay(uint64_t key,
 }
 
 std::vector<std::string> DistributedCallable::export_mef(const std::string& prefix) const {
-  std::vector<std::string> paths;
-  std::ostringstream man;
-  man << "kiln distributed plan 1\nname " << name_ << "\nmesh " << mesh().str() << "\n";
-  for (size_t i = 0; i < in_.size(); ++i) man << "argument " << i << " " << in_[i].str() << "\n";
-  for (size_t j = 0; j < out_.size(); ++j) man << "result " << j << " " << out_[j].str() << "\n";
-  for (size_t j = 0; j < collectives_.size(); ++j)
-    man << "collective " << j << " " << how(collectives_[j].from, collectives_[j].to) << " "
-        << collectives_[j].from.str() << " -> " << collectives_[j].to.str() << "\n";
-  for (const auto& p : programs_)
+  const std::string base = prefix.substr(prefix.find_last_of('/') + 1);
+  auto device_file = [&](int64_t d) { return base + ".d" + std::to_string(d) + ".plan"; };
+  detail::PlanFile plan;
+  plan.name = name_;
+  plan.mesh = mesh();
+  plan.in = in_;
+  plan.out = out_;
+  for (const auto& c : collectives_) plan.collectives.push_back({c.from, c.to, how(c.from, c.to)});
+  for (int64_t d = 0; d < mesh().size(); ++d) plan.device_files.push_back(device_file(d));
+  uint32_t crc = 0;
+  const std::string text = detail::plan_text(plan, &crc);
+  std::vector<std::string> paths{prefix + ".plan"};
+  for (const auto& p : programs_) {
+    detail::DevicePlanFile dp;
+    dp.plan_checksum = crc;
+    dp.device = p->device;
+    dp.num_values = p->num_values;
+    dp.args = p->args;
+    dp.results = p->results;
+    dp.coll_src = p->coll_src;
+    dp.coll_dst = p->coll_dst;
     for (size_t s = 0; s < p->segments.size(); ++s) {
       const Segment& seg = p->segments[s];
-      man << "device " << p->device << " segment " << s;
+      detail::PlanSegment ps{"", seg.inputs, seg.outputs};
       if (seg.fn) {
+        ps.file = base + ".d" + std::to_string(p->device) + ".s" + std::to_string(s) + ".mef";
         const std::string path = prefix + ".d" + std::to_string(p->device) + ".s" + std::to_string(s) + ".mef";
         seg.fn->export_mef(path);
         paths.push_back(path);
-        man << " " << path.substr(path.find_last_of('/') + 1);
-      } else {
-        man << " none";
       }
-      man << "\n";
+      dp.segments.push_back(std::move(ps));
     }
-  const std::string mpath = prefix + ".plan";
-  std::ofstream f(mpath);
-  if (!f || !(f << man.str()) || !f.flush())
-    throw ValueError("DistributedCallable::export_mef: cannot write '" + mpath + "'");
-  paths.insert(paths.begin(), mpath);
+    const std::string dpath = prefix + ".d" + std::to_string(p->device) + ".plan";
+    detail::write_text_file(dpath, detail::device_plan_text(dp));
+    paths.push_back(dpath);
+  }
+  detail::write_text_file(paths.front(), text);  // last: a complete .plan means complete device files
   return paths;
+}
+
+// ---- reading an exported program --------------------------------------------------------
+
+DistributedCallable DistributedCallable::from_mef(const std::string& prefix, std::map<std::string, Tensor> weights,
+                                                  std::shared_ptr<InferenceSession> session) {
+  return DistributedCallable(FromPlan{}, prefix, weights, session);
+}
+
+DistributedCallable::DistributedCallable(FromPlan, const std::string& prefix,
+                                         const std::map<std::string, Tensor>& weights,
+                                         const std::shared_ptr<InferenceSession>& session) {
+  const std::string ppath = prefix + ".plan";
+  const detail::PlanFile plan = detail::read_plan(ppath);
+  const std::filesystem::path dir = std::filesystem::path(ppath).parent_path();
+  auto in_dir = [&](const std::string& f) { return (dir / f).string(); };
+  name_ = plan.name;
+  in_ = plan.in;
+  out_ = plan.out;
+  for (const auto& c : plan.collectives) collectives_.push_back({c.from, c.to});
+  const DeviceMesh& m = plan.mesh;
+  local_ = detail::group_for(m)->local;
+  const size_t K = collectives_.size();
+  for (int64_t d : local_) {
+    const std::string dpath = in_dir(plan.device_files[static_cast<size_t>(d)]);
+    const detail::DevicePlanFile dp = detail::read_device_plan(dpath, plan, d);
+    auto bad = [&](const std::string& what) {
+      throw ValueError("distributed::read: '" + dpath + "': " + what);
+    };
+    auto p = std::make_shared<DeviceProgram>();
+    p->device = d;
+    p->num_values = dp.num_values;
+    p->args = dp.args;
+    p->results = dp.results;
+    p->coll_src = dp.coll_src;
+    p->coll_dst = dp.coll_dst;
+    // Each value's dtype and shard shape, as the program defines them in order.
+    std::vector<char> defined(static_cast<size_t>(dp.num_values), 0);
+    std::vector<std::pair<DType, Shape>> type(static_cast<size_t>(dp.num_values));
+    auto define = [&](int32_t v, DType dt, const Shape& sh, const std::string& what) {
+      if (defined[v]) bad(what + " writes value " + std::to_string(v) + ", which is already defined");
+      defined[v] = 1;
+      type[v] = {dt, sh};
+    };
+    auto use = [&](int32_t v, DType dt, const Shape& sh, const std::string& what) {
+      if (!defined[v]) bad(what + " reads value " + std::to_string(v) + " before anything defines it");
+      if (type[v].first != dt || type[v].second != sh)
+        bad(what + " reads value " + std::to_string(v) + " as " + std::string(kiln::name(dt)) + " " +
+            shape_str(sh) + ", but it is " + std::string(kiln::name(type[v].first)) + " " + shape_str(type[v].second));
+    };
+    for (size_t i = 0; i < in_.size(); ++i)
+      define(dp.args[i], in_[i].dtype, in_[i].shard_shape(d), "argument " + std::to_string(i));
+    for (size_t s = 0; s <= K; ++s) {
+      const detail::PlanSegment& ps = dp.segments[s];
+      Segment seg;
+      seg.inputs = ps.inputs;
+      seg.outputs = ps.outputs;
+      if (!ps.file.empty()) {
+        const std::string seg_what = "segment " + std::to_string(s) + " ('" + ps.file + "')";
+        seg.fn = std::make_shared<CompiledCallable>(CompiledCallable::from_mef(in_dir(ps.file), weights, session));
+        const auto& il = seg.fn->in_layouts();
+        const auto& ol = seg.fn->out_layouts();
+        if (il.size() != ps.inputs.size() || ol.size() != ps.outputs.size())
+          bad(seg_what + " takes " + std::to_string(il.size()) + " input(s) and gives " + std::to_string(ol.size()) +
+              " result(s); the plan wires " + std::to_string(ps.inputs.size()) + " and " +
+              std::to_string(ps.outputs.size()));
+        for (size_t i = 0; i < il.size(); ++i) use(ps.inputs[i], il[i].dtype, il[i].shape, seg_what + " input " + std::to_string(i));
+        for (size_t j = 0; j < ol.size(); ++j) define(ps.outputs[j], ol[j].dtype, ol[j].shape, seg_what);
+      }
+      p->segments.push_back(std::move(seg));
+      if (s == K) break;
+      const Collective& c = collectives_[s];
+      use(dp.coll_src[s], c.from.dtype, c.from.shard_shape(d), "collective " + std::to_string(s));
+      define(dp.coll_dst[s], c.to.dtype, c.to.shard_shape(d), "collective " + std::to_string(s));
+    }
+    for (size_t j = 0; j < out_.size(); ++j)
+      use(dp.results[j], out_[j].dtype, out_[j].shard_shape(d), "result " + std::to_string(j));
+    programs_.push_back(std::move(p));
+  }
+  signal_ = shared_signal_buffers(m, local_);
 }
 
 }  // namespace kiln::distributed

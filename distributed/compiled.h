@@ -113,15 +113,35 @@ class DistributedCallable {
   /// device's segments captured (engine::Model::capture) and the
   /// collectives' results in buffers kept with the capture; replay(key,
   /// args) reruns it on the same argument buffers (ValueError otherwise)
-  /// and rewrites the captured results, which capture returns.
+  /// and rewrites the captured results, which capture returns. A segment
+  /// that reads only weights and constants runs once at capture; replay keeps
+  /// its results (rewrite such weights in place and they are stale).
   std::vector<DistributedTensor> capture(uint64_t key, const std::vector<DistributedTensor>& args) const;
   std::vector<DistributedTensor> replay(uint64_t key, const std::vector<DistributedTensor>& args) const;
 
   /// Writes `prefix`.plan (a text manifest: the mesh, every argument's and
   /// result's mapping, the collectives with their source and target layouts,
-  /// and per device its segments) and one MEF file per local device and
-  /// segment, `prefix`.d<device>.s<segment>.mef (jit/mef.h). Returns the paths written.
+  /// the device plan file of every mesh device; format in plan_file.h), and
+  /// per local device `prefix`.d<device>.plan (how its segments and
+  /// collectives pass values) and one MEF file per segment that computes,
+  /// `prefix`.d<device>.s<segment>.mef (jit/mef.h). Under mpiexec every
+  /// process writes the same .plan and its own device's files. Returns the
+  /// paths written, the .plan first. Read back with distributed::read.
   std::vector<std::string> export_mef(const std::string& prefix) const;
+
+  /// Reads a program written by export_mef(prefix) (distributed::read is the
+  /// same): `prefix`.plan, then for each mesh device this process holds its
+  /// device plan and segment MEF files (under mpiexec each process reads its
+  /// own device's), binding `weights` (one entry per shard, shard_weights();
+  /// another registry than the exported one rebinds them). The callable has
+  /// the exported mesh, mappings and collectives and computes the same bits.
+  /// Every problem is a kiln::Error naming the file: ValueError
+  /// "distributed::read: '<file>': line <n>: ..." for a missing, truncated,
+  /// corrupted (checksum) or inconsistent plan (value ids, counts, a segment
+  /// whose MEF signature does not match the values it reads and writes), and
+  /// engine::read's errors for a bad MEF file; a missing weight as from_mef.
+  static DistributedCallable from_mef(const std::string& prefix, std::map<std::string, Tensor> weights = {},
+                                      std::shared_ptr<InferenceSession> session = nullptr);
 
   const std::vector<DistributedLayout>& in_layouts() const { return in_; }
   const std::vector<DistributedLayout>& out_layouts() const { return out_; }
@@ -137,6 +157,9 @@ class DistributedCallable {
  private:
   struct Segment;
   struct DeviceProgram;
+  struct FromPlan {};
+  DistributedCallable(FromPlan, const std::string& prefix, const std::map<std::string, Tensor>& weights,
+                      const std::shared_ptr<InferenceSession>& session);
   struct Collective {
     DistributedLayout from, to;
   };
@@ -202,6 +225,13 @@ class DistributedCompiler {
 template <class F>
 DistributedCompiler<F> compile(F fn, DistributedCompileOptions options = {}) {
   return DistributedCompiler<F>(std::move(fn), std::move(options));
+}
+
+/// Reads a program exported by DistributedCallable::export_mef(prefix):
+/// DistributedCallable::from_mef (errors there).
+inline DistributedCallable read(const std::string& prefix, std::map<std::string, Tensor> weights = {},
+                                std::shared_ptr<InferenceSession> session = nullptr) {
+  return DistributedCallable::from_mef(prefix, std::move(weights), std::move(session));
 }
 
 /// The key of distributed::jit's cache: every argument's dtype, global shape

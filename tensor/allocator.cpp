@@ -1,5 +1,6 @@
-// kiln: CPU allocator with a size-class cache of large blocks (see allocator.h).
-#include "allocator.h"
+// kiln: CPU allocator: one pool per CPU device, each with a size-class cache
+// of large blocks and its own counters (see allocator.h, cpu_memory_pools.h).
+#include "cpu_memory_pools.h"
 
 #include <sys/mman.h>
 
@@ -8,6 +9,9 @@
 #include <map>
 #include <mutex>
 #include <string>
+
+#include "cpu_devices.h"
+#include "error.h"
 
 namespace kiln {
 namespace {
@@ -48,14 +52,7 @@ struct Cache {
   std::atomic<size_t> in_use{0}, peak{0};
   std::atomic<uint64_t> allocations{0}, hits{0};
 
-  Cache() {
-    limit = kSanitized ? 0 : size_t{1} << 30;
-    if (const char* e = std::getenv("KILN_BUFFER_CACHE_BYTES")) {
-      char* end = nullptr;
-      unsigned long long v = std::strtoull(e, &end, 10);
-      if (end != e && *end == '\0') limit = static_cast<size_t>(v);
-    }
-  }
+  explicit Cache(size_t limit_bytes) : limit(limit_bytes) {}
   void trim_to(size_t target) {  // mu held; frees the largest blocks first
     while (cached > target && !free_blocks.empty()) {
       auto it = std::prev(free_blocks.end());
@@ -66,10 +63,56 @@ struct Cache {
   }
 };
 
-// Never destroyed: buffers may be freed during static destruction.
+size_t initial_limit() {
+  size_t limit = kSanitized ? 0 : size_t{1} << 30;
+  if (const char* e = std::getenv("KILN_BUFFER_CACHE_BYTES")) {
+    char* end = nullptr;
+    unsigned long long v = std::strtoull(e, &end, 10);
+    if (end != e && *end == '\0') limit = static_cast<size_t>(v);
+  }
+  return limit;
+}
+
+// CPU device 0's pool. Never destroyed: buffers may be freed during static
+// destruction.
 Cache& cache() {
-  static Cache* c = new Cache();
+  static Cache* c = new Cache(initial_limit());
   return *c;
+}
+
+// The pools of CPU devices 1 ...: made at first use, never destroyed.
+constexpr int kMaxPools = 1024;  // set_num_cpu_devices' bound
+std::atomic<Cache*> g_pools[kMaxPools];
+
+Cache& pool(int device) {
+  if (device == 0) return cache();
+  Cache* p = g_pools[device].load(std::memory_order_acquire);
+  if (p) [[likely]] return *p;
+  size_t limit = 0;
+  {
+    Cache& c0 = cache();
+    std::lock_guard<std::mutex> lk(c0.mu);
+    limit = c0.limit;  // set_buffer_cache_limit's bound holds for every pool
+  }
+  Cache* made = new Cache(limit);
+  if (g_pools[device].compare_exchange_strong(p, made, std::memory_order_acq_rel)) return *made;
+  delete made;  // another thread made it first
+  return *p;
+}
+
+// Device 0's pool, then every other pool made so far.
+template <class F>
+void for_each_pool(F f) {
+  f(cache());
+  for (int i = 1; i < kMaxPools; ++i)
+    if (Cache* p = g_pools[i].load(std::memory_order_acquire)) f(*p);
+}
+
+Cache& checked_pool(Device d, const char* who) {
+  if (!d.is_cpu())
+    throw DeviceError(std::string(who) + ": " + d.str() + " is not a CPU device; its memory statistics are its backend's");
+  if (d.index != 0) check_cpu_device(d, who);
+  return pool(d.index);
 }
 
 void note_alloc(Cache& c, size_t n) {
@@ -88,11 +131,8 @@ void* system_allocate(size_t cap) {
 #endif
   return p;
 }
-}  // namespace
 
-namespace detail {
-void* cpu_allocate(size_t nbytes) {
-  Cache& c = cache();
+void* allocate_in(Cache& c, size_t nbytes) {
   note_alloc(c, nbytes);
   void* p = nullptr;
   if (nbytes < kLargeBlock) {
@@ -119,9 +159,8 @@ void* cpu_allocate(size_t nbytes) {
   return p;
 }
 
-void cpu_free(void* p, size_t nbytes) noexcept {
+void free_in(Cache& c, void* p, size_t nbytes) noexcept {
   if (!p) return;
-  Cache& c = cache();
   c.in_use.fetch_sub(nbytes, std::memory_order_relaxed);
   if (nbytes >= kLargeBlock) {
     const size_t cap = size_class(nbytes);
@@ -135,36 +174,55 @@ void cpu_free(void* p, size_t nbytes) noexcept {
   }
   std::free(p);
 }
+}  // namespace
+
+namespace detail {
+void* cpu_allocate(size_t nbytes) { return allocate_in(cache(), nbytes); }
+void cpu_free(void* p, size_t nbytes) noexcept { free_in(cache(), p, nbytes); }
+void* cpu_allocate_on(int device, size_t nbytes) { return allocate_in(pool(device), nbytes); }
+void cpu_free_on(int device, void* p, size_t nbytes) noexcept { free_in(pool(device), p, nbytes); }
 }  // namespace detail
 
-MemoryStats memory_stats() {
-  Cache& c = cache();
-  MemoryStats s;
-  s.bytes_in_use = c.in_use.load();
-  s.peak_bytes_in_use = c.peak.load();
-  s.allocations = c.allocations.load();
-  s.cache_hits = c.hits.load();
+namespace {
+void add_stats(MemoryStats& s, Cache& c) {
+  s.bytes_in_use += c.in_use.load();
+  s.peak_bytes_in_use += c.peak.load();
+  s.allocations += c.allocations.load();
+  s.cache_hits += c.hits.load();
   std::lock_guard<std::mutex> lk(c.mu);
-  s.bytes_cached = c.cached;
-  return s;
+  s.bytes_cached += c.cached;
 }
-
-void reset_peak_memory() {
-  Cache& c = cache();
-  c.peak.store(c.in_use.load());
-}
-
-void empty_cache() {
-  Cache& c = cache();
+void reset_peak(Cache& c) { c.peak.store(c.in_use.load()); }
+void empty(Cache& c) {
   std::lock_guard<std::mutex> lk(c.mu);
   c.trim_to(0);
 }
+}  // namespace
+
+MemoryStats memory_stats() {
+  MemoryStats s;
+  for_each_pool([&](Cache& c) { add_stats(s, c); });
+  return s;
+}
+
+MemoryStats memory_stats(Device d) {
+  MemoryStats s;
+  add_stats(s, checked_pool(d, "memory_stats"));
+  return s;
+}
+
+void reset_peak_memory() { for_each_pool(reset_peak); }
+void reset_peak_memory(Device d) { reset_peak(checked_pool(d, "reset_peak_memory")); }
+
+void empty_cache() { for_each_pool(empty); }
+void empty_cache(Device d) { empty(checked_pool(d, "empty_cache")); }
 
 void set_buffer_cache_limit(size_t bytes) {
-  Cache& c = cache();
-  std::lock_guard<std::mutex> lk(c.mu);
-  c.limit = bytes;
-  c.trim_to(bytes);
+  for_each_pool([&](Cache& c) {
+    std::lock_guard<std::mutex> lk(c.mu);
+    c.limit = bytes;
+    c.trim_to(bytes);
+  });
 }
 
 size_t buffer_cache_limit() {

@@ -6,7 +6,7 @@
 #include <ostream>
 #include <sstream>
 
-#include "allocator.h"
+#include "cpu_memory_pools.h"
 #include "cpu_devices.h"
 #include "device_memory.h"
 #include "error.h"
@@ -25,7 +25,8 @@ struct Storage {
   ~Storage() {
     if (keep_alive) return;
     if (device_free) device_free(device.index, data, capacity);
-    else detail::cpu_free(data, capacity);
+    else if (device.index == 0) [[likely]] detail::cpu_free(data, capacity);
+    else detail::cpu_free_on(device.index, data, capacity);  // back to its device's pool
   }
 };
 }  // namespace detail
@@ -36,8 +37,12 @@ Buffer Buffer::allocate(size_t nbytes, Device device) {
   // size is what Storage frees.
   const size_t padded = nbytes == 0 ? 64 : nbytes;
   if (device.is_cpu()) [[likely]] {
-    if (device.index != 0) check_cpu_device(device, "Buffer::allocate");
-    s->data = detail::cpu_allocate(padded);
+    if (device.index == 0) [[likely]] {
+      s->data = detail::cpu_allocate(padded);
+    } else {
+      check_cpu_device(device, "Buffer::allocate");
+      s->data = detail::cpu_allocate_on(device.index, padded);  // the device's own pool
+    }
     if (!s->data)
       throw ValueError("Buffer::allocate: out of memory allocating " + std::to_string(nbytes) + " bytes");
   } else {

@@ -1,4 +1,6 @@
-// The CPU allocator: statistics, the cache of large blocks, its bound.
+// The CPU allocator: statistics, the cache of large blocks, its bound, one pool per CPU device.
+#include "../tensor/cpu_devices.h"
+#include "../tensor/cpu_memory_pools.h"
 #include "test_util.h"
 
 namespace {
@@ -53,6 +55,53 @@ TEST_SUITE("core") {
     CHECK(memory_stats().bytes_cached == 0);
     { Buffer b = Buffer::allocate(n); }
     CHECK(memory_stats().bytes_cached == 0);
+    set_buffer_cache_limit(saved);
+  }
+
+  TEST_CASE("allocator: each CPU device allocates from its own pool with its own statistics") {
+    REQUIRE(num_cpu_devices() >= 7);  // tests/main.cpp sets 8
+    const Device d1{DeviceType::cpu, 5}, d2{DeviceType::cpu, 6};
+    const size_t saved = buffer_cache_limit();
+    set_buffer_cache_limit(size_t{64} << 20);
+    empty_cache(d1);
+    empty_cache(d2);
+    const MemoryStats a1 = memory_stats(d1), a2 = memory_stats(d2), a0 = memory_stats(Device::cpu()),
+                      at = memory_stats();
+    CHECK(a1.bytes_cached == 0);
+    const size_t n = size_t{1} << 20;
+    void* first = nullptr;
+    {
+      Buffer b = Buffer::allocate(n, d1);
+      first = b.data();
+      CHECK(memory_stats(d1).bytes_in_use == a1.bytes_in_use + n);
+      CHECK(memory_stats(d1).allocations == a1.allocations + 1);
+      CHECK(memory_stats(d1).peak_bytes_in_use >= a1.bytes_in_use + n);
+      CHECK(memory_stats(d2).bytes_in_use == a2.bytes_in_use);
+      CHECK(memory_stats(Device::cpu()).allocations == a0.allocations);
+      CHECK(memory_stats().bytes_in_use == at.bytes_in_use + n);  // the sum over devices
+    }
+    CHECK(memory_stats(d1).bytes_cached >= n);  // kept in d1's pool only
+    CHECK(memory_stats(d2).bytes_cached == 0);
+    {
+      Buffer c = Buffer::allocate(n, d2);  // d2 does not take d1's block
+      CHECK(c.data() != first);
+      CHECK(memory_stats(d2).cache_hits == a2.cache_hits);
+      Buffer e = Buffer::allocate(n, d1);  // d1 gets its block back
+      CHECK(e.data() == first);
+      CHECK(memory_stats(d1).cache_hits == a1.cache_hits + 1);
+    }
+    CHECK(memory_stats().allocations == at.allocations + 3);
+    empty_cache(d1);
+    CHECK(memory_stats(d1).bytes_cached == 0);
+    CHECK(memory_stats(d2).bytes_cached >= n);  // untouched
+    // Tensors on a device allocate there.
+    const uint64_t before = memory_stats(d2).allocations;
+    { const Tensor t = Tensor::empty({4, 4}, DType::float32, d2); }
+    CHECK(memory_stats(d2).allocations == before + 1);
+    reset_peak_memory(d2);
+    CHECK(memory_stats(d2).peak_bytes_in_use == memory_stats(d2).bytes_in_use);
+    CHECK_THROWS_AS(memory_stats(Device{DeviceType::cpu, num_cpu_devices()}), DeviceError);
+    CHECK_THROWS_AS(memory_stats(Device::cuda(0)), DeviceError);
     set_buffer_cache_limit(saved);
   }
 

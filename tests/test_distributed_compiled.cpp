@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "../distributed/compiled.h"
+#include "../distributed/plan_file.h"
 #include "../distributed/sharding_rules.h"
 #include "distributed_test_util.h"
 #include "test_util.h"
@@ -71,6 +72,33 @@ bool same_bits(const Tensor& a, const Tensor& b) {
   const Tensor ca = a.contiguous(), cb = b.contiguous();
   return ca.shape() == cb.shape() && ca.dtype() == cb.dtype() &&
          std::memcmp(ca.data_ptr(), cb.data_ptr(), static_cast<size_t>(ca.numel()) * ca.itemsize()) == 0;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+void spit(const std::string& path, const std::string& bytes) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f << bytes;
+}
+
+std::string temp_prefix(const std::string& tag) {
+  return (std::filesystem::temp_directory_path() / ("kiln_dist_" + tag + "_" + std::to_string(::getpid()))).string();
+}
+
+// Reading `prefix` must fail with a kiln::Error whose message names `file`.
+void check_read_fails(const std::string& prefix, const std::string& file, const std::map<std::string, Tensor>& w) {
+  bool threw = false;
+  try {
+    (void)kdist::read(prefix, w);
+  } catch (const kiln::Error& e) {
+    threw = true;
+    const std::string msg = e.what();
+    CHECK_MESSAGE(msg.find(file) != std::string::npos, msg);
+  }
+  CHECK(threw);
 }
 
 }  // namespace
@@ -254,10 +282,11 @@ TEST_SUITE("distributed_compiled") {
     const std::string prefix =
         (std::filesystem::temp_directory_path() / ("kiln_dist_export_" + std::to_string(::getpid()))).string();
     const auto paths = run.export_mef(prefix);
-    REQUIRE(paths.size() >= 3);  // manifest + segment 0 of each device
-    std::ifstream f(paths[0]);
-    const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    CHECK(text.find("argument 0 " + lx.str()) != std::string::npos);
+    REQUIRE(paths.size() >= 5);  // manifest + per device its plan and segment 0
+    CHECK(paths[0] == prefix + ".plan");
+    const std::string text = slurp(paths[0]);
+    CHECK(text.find("argument 0 float32 2 4 8 Replicated  # " + lx.str()) != std::string::npos);
+    CHECK(text.find("device 1 " + std::filesystem::path(prefix).filename().string() + ".d1.plan") != std::string::npos);
     CHECK(text.find("all-reduce") != std::string::npos);
     CHECK(text.find("Partial(sum)") != std::string::npos);
     for (const auto& path : paths) std::remove(path.c_str());
@@ -278,5 +307,159 @@ TEST_SUITE("distributed_compiled") {
     CHECK_THROWS_WITH_AS(run(distribute(t, DeviceMapping(m2, {Sharded(1)}))), doctest::Contains("argument 0"),
                          ValueError);
     CHECK(same_bits(run(distribute(t, a.mapping))[0].full_tensor(), kiln::relu(t)));
+  }
+
+  TEST_CASE("read: an exported program reads back with the same mesh, mappings, collectives and bits") {
+    const Mlp p(8, 16, 36, 12);
+    const auto ref = p.ref();
+    for (int P : {1, 2, 4}) {
+      CAPTURE(P);
+      const DeviceMesh mesh(cpu_devices(P), "tp");
+      const DistributedLayout lx(DType::float32, p.x.shape(), DeviceMapping(mesh, {Sharded(0)}));
+      kdist::DistributedCompileOptions o;
+      o.weights = mlp_weights(mesh, p);
+      auto run = kdist::compile(mlp_fn(mesh, p), o)(lx);
+      const std::string prefix = temp_prefix("read" + std::to_string(P));
+      const auto paths = run.export_mef(prefix);
+      auto back = kdist::read(prefix, o.weights);
+      CHECK(back.mesh() == mesh);
+      CHECK(back.in_layouts() == run.in_layouts());
+      CHECK(back.out_layouts() == run.out_layouts());
+      CHECK(back.num_collectives() == run.num_collectives());
+      CHECK(back.describe() == run.describe());
+      CHECK(back.local_devices() == run.local_devices());
+      for (int64_t k = 0; k < P; ++k) CHECK(back.num_segments(k) == run.num_segments(k));
+      const DistributedTensor X = distribute(p.x, lx.mapping);
+      const auto a = run(X), b = back(X);
+      REQUIRE(b.size() == 1);
+      CHECK(b[0].layout() == a[0].layout());
+      for (int64_t d = 0; d < P; ++d) CHECK(same_bits(a[0].shard(d), b[0].shard(d)));
+      CHECK(worst_diff(b[0].full_tensor().to_vector<double>(), ref) < 1e-5);
+      // execute_raw and capture/replay on the read program.
+      std::vector<Buffer> raw;
+      for (int64_t d = 0; d < P; ++d) raw.push_back(X.shard(d).contiguous().buffer());
+      for (const Buffer& s : back.signal_buffers()) raw.push_back(s);
+      const auto rb = back.execute_raw(raw);
+      REQUIRE(rb.size() == size_t(P));
+      for (int64_t d = 0; d < P; ++d)
+        CHECK(std::memcmp(rb[d].data(), a[0].shard(d).contiguous().data_ptr(), rb[d].nbytes()) == 0);
+      const DistributedTensor Xc = DistributedTensor::from_shards(lx, [&] {
+        std::vector<Tensor> s;
+        for (int64_t d = 0; d < P; ++d) s.push_back(X.shard(d).contiguous());
+        return s;
+      }());
+      // (x Sharded(0) is gathered first: segment 0 reads weights only, run
+      // once at capture.)
+      back.capture(7, {Xc});
+      const auto rep = back.replay(7, {Xc});
+      for (int64_t d = 0; d < P; ++d) CHECK(same_bits(rep[0].shard(d), a[0].shard(d)));
+      // Exporting the read program again gives the same plan.
+      const std::string prefix2 = temp_prefix("reread" + std::to_string(P));
+      const auto paths2 = back.export_mef(prefix2);
+      std::string t1 = slurp(paths[0]), t2 = slurp(paths2[0]);
+      CHECK(t1.substr(0, t1.find("\ndevice ")) == t2.substr(0, t2.find("\ndevice ")));
+      for (const auto& f : paths) std::remove(f.c_str());
+      for (const auto& f : paths2) std::remove(f.c_str());
+    }
+  }
+
+  TEST_CASE("read: per-shard weights rebind; a missing shard is an error") {
+    const Mlp p(4, 8, 10, 6);
+    const Mlp other = [&] {
+      Mlp m = p;
+      m.w1 = kt::random_tensor(p.w1.shape(), DType::float32, 21, false, 0.3);
+      m.w2 = kt::random_tensor(p.w2.shape(), DType::float32, 22, false, 0.3);
+      return m;
+    }();
+    const DeviceMesh mesh(cpu_devices(2), "tp");
+    const DistributedLayout lx(DType::float32, p.x.shape(), DeviceMapping(mesh, {Replicated()}));
+    kdist::DistributedCompileOptions o;
+    o.weights = mlp_weights(mesh, p);
+    auto run = kdist::compile(mlp_fn(mesh, p), o)(lx);
+    const std::string prefix = temp_prefix("rebind");
+    const auto paths = run.export_mef(prefix);
+    auto back = kdist::read(prefix, mlp_weights(mesh, other));
+    const auto y = back(distribute(p.x, lx.mapping))[0].full_tensor();
+    CHECK(worst_diff(y.to_vector<double>(), other.ref()) < 1e-5);
+    CHECK(worst_diff(y.to_vector<double>(), p.ref()) > 1e-3);  // not the exported weights
+    auto w = mlp_weights(mesh, p);
+    w.erase(kdist::shard_weight_name("w2", 1));
+    CHECK_THROWS_WITH_AS(kdist::read(prefix, w), doctest::Contains("w2.shard.1"), kiln::Error);
+    for (const auto& f : paths) std::remove(f.c_str());
+  }
+
+  TEST_CASE("read: truncated, corrupted and inconsistent plan files are clear errors") {
+    const Mlp p(4, 8, 8, 4);
+    const DeviceMesh mesh(cpu_devices(2), "tp");
+    const DistributedLayout lx(DType::float32, p.x.shape(), DeviceMapping(mesh, {Replicated()}));
+    kdist::DistributedCompileOptions o;
+    o.weights = mlp_weights(mesh, p);
+    auto run = kdist::compile(mlp_fn(mesh, p), o)(lx);
+    const std::string prefix = temp_prefix("fuzz");
+    const auto paths = run.export_mef(prefix);
+    const std::string plan = prefix + ".plan", dev1 = prefix + ".d1.plan";
+    CHECK_NOTHROW((void)kdist::read(prefix, o.weights));
+    for (const std::string& file : {plan, dev1}) {
+      CAPTURE(file);
+      const std::string good = slurp(file);
+      // Every truncation.
+      for (size_t n = 0; n < good.size(); ++n) {
+        spit(file, good.substr(0, n));
+        check_read_fails(prefix, file, o.weights);
+      }
+      // Every byte flipped (one bit, then a digit turned into another digit).
+      for (size_t i = 0; i < good.size(); ++i) {
+        std::string bad = good;
+        bad[i] = static_cast<char>(bad[i] ^ 0x01);
+        spit(file, bad);
+        check_read_fails(prefix, file, o.weights);
+      }
+      spit(file, good);
+    }
+    // Consistent checksums, inconsistent contents (as a hand edit would make).
+    const kdist::detail::PlanFile pf = kdist::detail::read_plan(plan);
+    const kdist::detail::DevicePlanFile d1 = kdist::detail::read_device_plan(dev1, pf, 1);
+    const std::string good1 = slurp(dev1);
+    {
+      auto d = d1;
+      REQUIRE(!d.segments[0].inputs.empty());
+      d.segments[0].inputs[0] = d.coll_dst[0];  // the collective's result, read before the collective
+      spit(dev1, kdist::detail::device_plan_text(d));
+      CHECK_THROWS_WITH_AS(kdist::read(prefix, o.weights), doctest::Contains("before anything defines it"), ValueError);
+    }
+    {
+      auto d = d1;
+      d.coll_src[0] = d.args[0];  // a value of another shape than the collective's source
+      spit(dev1, kdist::detail::device_plan_text(d));
+      CHECK_THROWS_WITH_AS(kdist::read(prefix, o.weights), doctest::Contains("collective 0 reads value"), ValueError);
+    }
+    {
+      auto d = d1;
+      d.segments[0].outputs.push_back(d.args[0]);  // more outputs than the segment's MEF gives
+      spit(dev1, kdist::detail::device_plan_text(d));
+      check_read_fails(prefix, dev1, o.weights);
+    }
+    {
+      auto d = d1;
+      d.plan_checksum ^= 1;  // another export's device file
+      spit(dev1, kdist::detail::device_plan_text(d));
+      CHECK_THROWS_WITH_AS(kdist::read(prefix, o.weights), doctest::Contains("another export"), ValueError);
+    }
+    spit(dev1, good1);
+    {
+      auto q = pf;
+      q.out[0] = DistributedLayout(DType::float32, {4, 4}, DeviceMapping(mesh, {Sharded(0)}));
+      uint32_t crc = 0;
+      spit(plan, kdist::detail::plan_text(q, &crc));
+      (void)crc;
+      // Device 0's file no longer belongs to this plan.
+      CHECK_THROWS_WITH_AS(kdist::read(prefix, o.weights), doctest::Contains(doctest::String((prefix + ".d0.plan").c_str())), ValueError);
+    }
+    run.export_mef(prefix);
+    std::remove((prefix + ".d1.s0.mef").c_str());
+    check_read_fails(prefix, "d1.s0.mef", o.weights);
+    std::remove((prefix + ".plan").c_str());
+    check_read_fails(prefix, plan, o.weights);
+    for (const auto& f : paths) std::remove(f.c_str());
   }
 }

@@ -7,7 +7,10 @@
 //   mpi_compiled            the checks
 //   mpi_compiled timeout    rank 1 never calls: rank 0's call must end in
 //                           CollectiveError (KILN_COLLECTIVE_TIMEOUT_S)
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -105,6 +108,21 @@ int main(int argc, char** argv) {
   const auto raw = run.execute_raw({X.shard(r).contiguous().buffer(), run.signal_buffers()[0]});
   if (raw.size() != 1 || std::memcmp(raw[0].data(), y.shard(r).data_ptr(), size_t(m * o) * 4) != 0)
     ++bad, std::printf("rank %d: execute_raw differs\n", r);
+  // Export on every process (each writes the same .plan and its own device's
+  // files), read back (each reads its own device's), equal results.
+  const std::string prefix = (std::filesystem::temp_directory_path() /
+                              ("kiln_mpi_compiled_" + std::to_string(n) + "_" + std::to_string(::getppid())))
+                                 .string();
+  const auto paths = run.export_mef(prefix);
+  auto back = kdist::read(prefix, opts.weights);
+  if (back.local_devices() != run.local_devices() || back.out_layouts() != run.out_layouts() ||
+      back.describe() != run.describe())
+    ++bad, std::printf("rank %d: the read program differs in its devices, layouts or collectives\n", r);
+  const Tensor yb = back(X)[0].shard(r);  // collective: every rank has read its files past this call
+  if (std::memcmp(yb.data_ptr(), y.shard(r).data_ptr(), size_t(m * o) * 4) != 0)
+    ++bad, std::printf("rank %d: the read program's result differs\n", r);
+  for (size_t i = 1; i < paths.size(); ++i) std::remove(paths[i].c_str());  // own device's files
+  if (r == 0) std::remove(paths[0].c_str());
   std::printf("mpi_compiled: rank %d of %d: max |compiled - one device| %.3g: %s\n", r, n, worst,
               bad ? "FAILED" : "ok");
   return bad ? 1 : 0;
