@@ -22,6 +22,7 @@
 #include <sstream>
 #include <vector>
 
+#include "../parallel_ranges.h"
 #include "assemble.h"
 #include "codegen.h"
 
@@ -340,11 +341,17 @@ class Generated final : public SmallGemm {
         for (int64_t i = 0; i < k; ++i) p[i * n + j] = b[j * ldb + i];
       b = p;
     }
-    // One thread: measured on this project's 2-core machine under the load
-    // of other builds, an OpenMP split of the row blocks cost 3-15x the
-    // single-thread time from 128^3 to 256^3 (a fork-join waits for a
-    // descheduled thread), and one thread beat OpenBLAS on 2 threads there.
-    fn_(a, b, ptrs, 0, bl_.row_blocks());
+    // Row blocks split among the OpenMP threads from kSmallGemmParallelMacs
+    // on: every C element is still one chain over k computed by one call,
+    // so the bits do not depend on the split. Below it the fork-join costs
+    // more than it saves.
+    const double macs = double(key_.m) * double(key_.n) * double(key_.k);
+    if (macs < kSmallGemmParallelMacs) {
+      fn_(a, b, ptrs, 0, bl_.row_blocks());
+      return;
+    }
+    cpu::parallel_ranges(bl_.row_blocks(), cpu::kParallelGrain,
+                         [&](int64_t r0, int64_t r1) { fn_(a, b, ptrs, r0, r1); });
   }
   const SmallGemmKey& key() const override { return key_; }
   int tile_rows() const override { return bl_.mr; }

@@ -74,9 +74,10 @@ class SmallGemm {
   virtual ~SmallGemm() = default;
   /// Runs it: A at a, B at b, the epilogue's operands at ptrs[i] (the
   /// product operand's entry is ignored), then the constant table when the
-  /// program has one. Runs on the calling thread (a split between threads
-  /// did not pay at these sizes: see small_gemm.cpp), so the bits do not
-  /// depend on the thread count.
+  /// program has one. From kSmallGemmParallelMacs multiply-adds on, the row
+  /// blocks are split among the OpenMP threads (each C element is still
+  /// one chain over k computed by one call: the bits do not depend on the
+  /// thread count); smaller problems run on the calling thread.
   virtual void run(const float* a, const float* b, char* const* ptrs) const = 0;
   virtual const SmallGemmKey& key() const = 0;
   /// Register block (rows x columns) chosen.
@@ -92,11 +93,15 @@ std::unique_ptr<SmallGemm> generate_small_gemm(const SmallGemmKey& key, bool wan
 
 /// Problems up to this many multiply-adds (m n k; 256^3) run the generated
 /// GEMM (eager and compiled); larger ones stay with the BLAS. Measured
-/// (benchmarks/bench_small_gemm.cpp, this project's 2-core AVX-512 machine):
-/// the generated GEMM took 0.2-0.3x OpenBLAS's CPU time from 32^3 to 256^3
-/// on AVX-512 and AVX2, 1 and 2 threads, and 120 GFLOP/s at 256^3 (what an
-/// AVX-512 OpenBLAS kernel reaches there), so 256^3 is kept.
+/// (benchmarks/bench_small_gemm.cpp, the project's 2-core AVX-512 VM, against
+/// OpenBLAS 0.3.21 with OPENBLAS_CORETYPE=SkylakeX: on this VM's generic CPU
+/// model OpenBLAS otherwise picks its Prescott kernels, 4x slower): 1 thread
+/// 0.79x OpenBLAS's time at 128^3 and 0.92x at 256^3, 1.09x at 64^3 (call
+/// overhead included); 120-145 GFLOP/s at 256^3 on AVX-512.
 inline constexpr double kSmallGemmMaxMacs = double(1 << 24);
+/// From this many multiply-adds (128^3) run() splits the row blocks among
+/// the OpenMP threads.
+inline constexpr double kSmallGemmParallelMacs = double(1 << 21);
 
 /// The plain float32 GEMM that eager matmul runs for C (m x n, leading
 /// dimension ldc) = op(A) op(B) (strides as in SmallGemmKey), from one
