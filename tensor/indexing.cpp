@@ -9,6 +9,7 @@
 #include "creation.h"
 #include "kernel_registry.h"
 #include "mutation.h"
+#include "op_table.h"
 #include "ops.h"
 #include "sorting.h"
 
@@ -218,7 +219,15 @@ const Tensor& index_put_(const Tensor& x, const std::vector<TensorIndex>& indice
   const Tensor v = values.dtype() == x.dtype() ? values : cast(values, x.dtype());
   const Tensor written = scatter(reshape(dst, {dst.numel()}), 0, reshape(pos, {m}),
                                  reshape(broadcast_to(v, pos.shape()), {m}));
-  dst.copy_(reshape(written, dst.shape()));
+  Tensor nv = reshape(written, dst.shape());
+  // Traced, a reshape is a view: x would then stand for a view value and the
+  // next write into it would be refused. A same-dtype Cast is a copy.
+  if (whole) {
+    Attrs a;
+    a.dtype = dst.dtype();
+    nv = apply(OpId::Cast, nv, a);
+  }
+  dst.copy_(nv);
   return x;
 }
 

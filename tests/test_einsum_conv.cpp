@@ -5,6 +5,7 @@
 #include <map>
 #include <random>
 
+#include "op_table_checks.h"
 #include "test_util.h"
 
 using namespace kiln;
@@ -127,8 +128,8 @@ namespace kt {
 // weight of the same layout, two geometries (padding with a full group;
 // stride, dilation and depthwise groups), every dtype, NaN and +-inf among
 // float values, against the float64 loops. Integer dtypes accumulate
-// exactly (matmul's wrapping int64, values here stay small), bool is the OR
-// of ANDs; float results are within a few units of their dtype's rounding
+// exactly (matmul's wrapping int64, then wrapped to the dtype), bool is
+// refused (DTypeError); float results are within a few units of their dtype's rounding
 // of the sum of |x w|.
 int check_conv2d_row(DType d, const Shape& s, ViewKind k, uint64_t seed) {
   Shape xs = s;
@@ -149,6 +150,11 @@ int check_conv2d_row(DType d, const Shape& s, ViewKind k, uint64_t seed) {
     a.axis = q.g;
     const std::string what = "conv2d " + std::string(name(d)) + " x " + shape_str(xs) + " " + view_name(k) +
                              " groups " + std::to_string(q.g);
+    ++cases;
+    if (d == DType::bool_) {  // the Promote rule refuses bool, as the arithmetic rows do
+      CHECK_THROWS_AS(apply(OpId::Conv2d, x, w, a), DTypeError);
+      continue;
+    }
     const Tensor got = apply(OpId::Conv2d, x, w, a);
     CHECK_MESSAGE(got.dtype() == d, what);
     REQUIRE_MESSAGE(got.shape() == want_shape, what << ": shape " << shape_str(got.shape()));
@@ -171,7 +177,6 @@ int check_conv2d_row(DType d, const Shape& s, ViewKind k, uint64_t seed) {
         FAIL_CHECK(what << ": element " << i << " got " << g[i] << " want " << expect);
       }
     }
-    ++cases;
   }
   return cases;
 }
@@ -276,6 +281,11 @@ TEST_SUITE("einsum and conv") {
     }
   }
 
+  TEST_CASE("the Conv2d row: every dtype, layout and walk shape against the loops (the table walk's check)") {
+    // 13 dtypes x 5 shapes x 4 layouts x 2 geometries
+    CHECK(kt::check_data_op(OpId::Conv2d) == 13 * 5 * 4 * 2);
+  }
+
   TEST_CASE("conv2d: empty extents, strided and negative-stride views, mixed dtypes, NaN, compiled") {
     // empty batch, no output channels, no input channels (a sum of nothing: 0)
     CHECK(conv2d(zeros({0, 3, 5, 5}), ones({2, 3, 3, 3})).shape() == Shape{0, 2, 3, 3});
@@ -294,10 +304,10 @@ TEST_SUITE("einsum and conv") {
       REQUIRE(got.shape() == s);
       kt::check_all_close(got, want, 1e-12, 1e-12, std::string("conv2d ") + kt::view_name(k));
     }
-    // int32 x and float32 w promote to float32 (matmul's rule); integers stay exact
+    // int32 x and float32 w promote as numpy does (to float64, numpy.promote_types); integers stay exact
     Tensor xi = random_tensor({1, 2, 4, 4}, DType::int32, 7), wf = random_tensor({3, 2, 2, 2}, DType::float32, 8);
     Tensor mixed = conv2d(xi, wf, {}, {1, 1}, {1, 1});
-    CHECK(mixed.dtype() == DType::float32);
+    CHECK(mixed.dtype() == DType::float64);
     Shape s;
     kt::check_all_close(mixed, ref_conv2d(xi, wf, Tensor(), 1, 1, 1, 1, 1, 1, 1, s), 1e-5, 1e-4, "int32 * float32");
     Tensor ii = conv2d(xi, random_tensor({3, 2, 2, 2}, DType::int32, 9));
