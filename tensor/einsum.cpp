@@ -9,6 +9,7 @@
 
 #include "creation.h"
 #include "error.h"
+#include "op_table.h"
 #include "ops.h"
 
 namespace kiln {
@@ -341,26 +342,26 @@ Scalar lowest_of(DType d) {
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, std::vector<int64_t> stride,
               std::vector<int64_t> padding, std::vector<int64_t> dilation, int64_t groups) {
   if (!x.defined() || !weight.defined()) throw ValueError("conv2d: x and weight must be defined tensors");
-  if (weight.ndim() != 4)
-    throw ShapeError("conv2d: weight must be 4-d [C_out, C_in / groups, KH, KW], got shape " + shape_str(weight.shape()));
-  if (groups <= 0) throw ValueError("conv2d: groups must be positive, got " + str(groups));
-  const Window w = window(x, {weight.shape()[2], weight.shape()[3]}, std::move(stride), std::move(padding),
-                          std::move(dilation), "conv2d");
-  const int64_t n = x.shape()[0], c = x.shape()[1], oc = weight.shape()[0];
-  if (c % groups != 0 || oc % groups != 0)
-    throw ShapeError("conv2d: groups " + str(groups) + " must divide the input channels " + str(c) +
-                     " and the output channels " + str(oc));
-  if (weight.shape()[1] != c / groups)
-    throw ShapeError("conv2d: weight shape " + shape_str(weight.shape()) + " expects " + str(weight.shape()[1] * groups) +
-                     " input channels (groups " + str(groups) + "), x has " + str(c) + " (shape " + shape_str(x.shape()) +
-                     ")");
+  const auto s = pair_of(std::move(stride), "conv2d", "stride"), p = pair_of(std::move(padding), "conv2d", "padding"),
+             d = pair_of(std::move(dilation), "conv2d", "dilation");
+  Attrs a;
+  a.ints = {s[0], s[1], p[0], p[1], d[0], d[1]};
+  a.axis = groups;
+  const TensorLayout in[2] = {x.layout(), weight.layout()};
+  const Shape out = infer_layout(OpId::Conv2d, in, a).shape;  // checks shapes, groups and attributes
+  const int64_t oc = out[1];
   if (bias.defined() && bias.shape() != Shape{oc})
     throw ShapeError("conv2d: bias must have shape [" + str(oc) + "], got " + shape_str(bias.shape()));
-  const int64_t kk = w.kh * w.kw, l = w.oh * w.ow, cg = c / groups;
-  // Channel-major rows (c, kh, kw), as the weight is laid out.
-  Tensor cols = reshape(patches(x, w, 0), {n, groups, cg * kk, l});
-  Tensor wm = reshape(weight, {1, groups, oc / groups, cg * kk});
-  Tensor y = reshape(matmul(wm, cols), {n, oc, w.oh, w.ow});
+  Tensor y;
+  if (x.device().type == DeviceType::cpu) {
+    y = apply(OpId::Conv2d, x, weight, a);  // the Conv2d row: im2col in one pass + GEMM
+  } else {  // devices without a Conv2d kernel: im2col from strided slices, one batched matmul
+    const Window w{weight.shape()[2], weight.shape()[3], s[0], s[1], p[0], p[1], d[0], d[1], out[2], out[3]};
+    const int64_t n = x.shape()[0], kk = w.kh * w.kw, cg = x.shape()[1] / groups;
+    Tensor cols = reshape(patches(x, w, 0), {n, groups, cg * kk, w.oh * w.ow});
+    Tensor wm = reshape(weight, {1, groups, oc / groups, cg * kk});
+    y = reshape(matmul(wm, cols), out);
+  }
   return bias.defined() ? y + reshape(bias, {oc, 1, 1}) : y;
 }
 

@@ -27,8 +27,10 @@ Tensor einsum(std::string_view subscripts, const std::vector<Tensor>& operands);
 Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, int64_t stride = 1,
               int64_t padding = 0, int64_t dilation = 1, int64_t groups = 1);
 /// 2-d convolution: x [N, C_in, H, W], weight [C_out, C_in / groups, KH, KW],
-/// bias [C_out] or undefined; stride, padding and dilation as {h, w}. Runs as
-/// im2col (KH*KW strided slices) and one batched matmul per group. Throws
+/// bias [C_out] or undefined; stride, padding and dilation as {h, w} (or one
+/// value for both). On the CPU this is the op table's Conv2d row (per sample
+/// and group: the column matrix written in one pass, padding in place, then
+/// one GEMM); other devices compose strided slices and a batched matmul. Throws
 /// ShapeError for mismatched channels, groups that do not divide them, or a
 /// kernel larger than the padded input; ValueError for non-positive stride,
 /// dilation or groups and negative padding.

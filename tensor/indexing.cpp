@@ -9,6 +9,7 @@
 #include "creation.h"
 #include "kernel_registry.h"
 #include "mutation.h"
+#include "op_table.h"
 #include "ops.h"
 #include "sorting.h"
 
@@ -112,6 +113,25 @@ Plan basic(const Tensor& x, const std::vector<TensorIndex>& indices) {
   return p;
 }
 
+// a's index normalised to [0, n) as int64. A realized index is checked here;
+// a traced one (its values known only when the compiled function runs) is
+// looked up in arange(n) laid along axis a.axis of a dummy, so that the
+// index_select that checks it names the axis of x that it indexes.
+Tensor normalised(const Advanced& a, int64_t n) {
+  if (!a.index.is_realized()) {
+    Shape s(static_cast<size_t>(a.axis), 1);
+    s.push_back(n);
+    const Tensor lut = reshape(arange(n, DType::int64), s);
+    const Tensor r = index_select(lut, a.axis, reshape(a.index, {a.index.numel()}));
+    return reshape(r, a.index.shape());
+  }
+  if (auto bad = detail::device_utilities(a.index.device(), "index").first_index_outside(a.index, -n, n))
+    throw IndexError("index: index " + str(*bad) + " is out of bounds for axis " + str(a.axis) + " with size " +
+                     str(n));
+  const Tensor t = a.index.dtype() == DType::int64 ? a.index : cast(a.index, DType::int64);
+  return where(t < 0, t + n, t);
+}
+
 // view[adv...]: the advanced indices applied to the basic view (a copy).
 Tensor advanced(const Tensor& view, const std::vector<Advanced>& adv) {
   const int64_t nd = view.ndim(), k = static_cast<int64_t>(adv.size());
@@ -124,8 +144,6 @@ Tensor advanced(const Tensor& view, const std::vector<Advanced>& adv) {
     is_adv[a.dim] = true;
     adjacent = adjacent && a.dim == adv[0].dim + j;
   }
-  // Indices normalised to [0, n) (checked where they are realized; a traced
-  // index is checked by index_select when the graph runs).
   Tensor flat;  // row-major position among the indexed axes, shape b
   Shape rest;
   std::vector<int64_t> perm;
@@ -133,13 +151,7 @@ Tensor advanced(const Tensor& view, const std::vector<Advanced>& adv) {
     const Advanced& a = adv[j];
     const int64_t n = view.shape()[a.dim];
     perm.push_back(a.dim);
-    if (a.index.is_realized())
-      if (auto bad = detail::device_utilities(a.index.device(), "index").first_index_outside(a.index, -n, n))
-        throw IndexError("index: index " + str(*bad) + " is out of bounds for axis " + str(a.axis) + " with size " +
-                         str(n));
-    Tensor t = a.index.dtype() == DType::int64 ? a.index : cast(a.index, DType::int64);
-    t = where(t < 0, t + n, t);
-    flat = j == 0 ? t : flat * n + t;
+    flat = j == 0 ? normalised(a, n) : flat * n + normalised(a, n);
   }
   int64_t extent = 1;  // of the indexed axes together
   for (int64_t j = 0; j < k; ++j) extent *= view.shape()[adv[j].dim];
@@ -178,13 +190,19 @@ Tensor index(const Tensor& x, const std::vector<TensorIndex>& indices) {
 const Tensor& index_put_(const Tensor& x, const std::vector<TensorIndex>& indices, const Tensor& values) {
   if (!values.defined()) throw ValueError("index_put_: the value is an undefined tensor");
   Plan p = basic(x, indices);
-  if (p.adv.empty()) {
+  // Eagerly, basic indices write through the view. A traced x is written as
+  // a whole (one scatter, recorded), since a write through a view of a traced
+  // tensor cannot be (tensor/mutation.h).
+  const bool whole = !x.is_realized();
+  if (p.adv.empty() && !whole) {
     p.view.copy_(values);
     return x;
   }
-  // The position (row-major, in the view) of every element of the indexed
-  // result: the same indices applied to 0, 1, 2, ...; then one scatter.
-  const Tensor pos = advanced(reshape(arange(p.view.numel(), DType::int64), p.view.shape()), p.adv);
+  const Tensor& dst = whole ? x : p.view;
+  // The position (row-major, in dst) of every element of the indexed result:
+  // the same indices applied to 0, 1, 2, ...; then one scatter.
+  const Tensor iota = reshape(arange(dst.numel(), DType::int64), dst.shape());
+  const Tensor pos = whole ? index(iota, indices) : advanced(iota, p.adv);
   if (kind_rank(values.dtype()) > kind_rank(x.dtype()))
     throw DTypeError("index_put_: cannot write " + std::string(name(values.dtype())) + " values into a " +
                      std::string(name(x.dtype())) + " tensor with same_kind casting");
@@ -199,15 +217,23 @@ const Tensor& index_put_(const Tensor& x, const std::vector<TensorIndex>& indice
                      " cannot be broadcast to the indexed shape " + shape_str(pos.shape()));
   const int64_t m = pos.numel();
   const Tensor v = values.dtype() == x.dtype() ? values : cast(values, x.dtype());
-  const Tensor written = scatter(reshape(p.view, {p.view.numel()}), 0, reshape(pos, {m}),
+  const Tensor written = scatter(reshape(dst, {dst.numel()}), 0, reshape(pos, {m}),
                                  reshape(broadcast_to(v, pos.shape()), {m}));
-  p.view.copy_(reshape(written, p.view.shape()));
+  Tensor nv = reshape(written, dst.shape());
+  // Traced, a reshape is a view: x would then stand for a view value and the
+  // next write into it would be refused. A same-dtype Cast is a copy.
+  if (whole) {
+    Attrs a;
+    a.dtype = dst.dtype();
+    nv = apply(OpId::Cast, nv, a);
+  }
+  dst.copy_(nv);
   return x;
 }
 
-Tensor Tensor::operator[](int64_t i) const {
+IndexedTensor Tensor::operator[](int64_t i) const {
   if (ndim() == 0) throw IndexError("index: a 0-d tensor cannot be indexed (it has no axis 0)");
-  return kiln::select(*this, 0, checked_int(i, shape()[0], 0));
+  return IndexedTensor(kiln::select(*this, 0, checked_int(i, shape()[0], 0)), *this, {TensorIndex(i)});
 }
 
 IndexedTensor Tensor::index(std::initializer_list<TensorIndex> indices) const {
@@ -225,5 +251,16 @@ const Tensor& Tensor::index_put_(std::initializer_list<TensorIndex> indices, Sca
 
 const Tensor& IndexedTensor::assign(const Tensor& v) const { return kiln::index_put_(base_, indices_, v); }
 const Tensor& IndexedTensor::assign(Scalar v) const { return assign(scalar_tensor(v, base_.dtype())); }
+
+// x[...] op= v: the value computed from this (x[...] as it is) written back
+// through the indices.
+const Tensor& operator+=(IndexedTensor&& a, const Tensor& b) { return a.assign(add(a, b)); }
+const Tensor& operator-=(IndexedTensor&& a, const Tensor& b) { return a.assign(sub(a, b)); }
+const Tensor& operator*=(IndexedTensor&& a, const Tensor& b) { return a.assign(mul(a, b)); }
+const Tensor& operator/=(IndexedTensor&& a, const Tensor& b) { return a.assign(div(a, b)); }
+const Tensor& operator+=(IndexedTensor&& a, Scalar b) { return a.assign(add(a, b)); }
+const Tensor& operator-=(IndexedTensor&& a, Scalar b) { return a.assign(sub(a, b)); }
+const Tensor& operator*=(IndexedTensor&& a, Scalar b) { return a.assign(mul(a, b)); }
+const Tensor& operator/=(IndexedTensor&& a, Scalar b) { return a.assign(div(a, b)); }
 
 }  // namespace kiln

@@ -26,9 +26,14 @@
 //   cast to x's dtype with same_kind casting (DTypeError otherwise); the
 //   write lands in x's memory (a view of x writes through to its base).
 //   With advanced indices a repeated position keeps the value written last
-//   in row-major order of the index result (numpy). Traced, a write follows
-//   tensor/mutation.h: into the traced tensor itself it is recorded (a
-//   scatter), through a view of it a RealizationError.
+//   in row-major order of the index result (numpy). Traced (jit, compile,
+//   lazy), a write into a traced tensor is recorded as one scatter into the
+//   whole tensor, for basic and advanced indices alike (`y[0] = v` compiles);
+//   a write through a view of a traced tensor (`y.index({Slice(1, None)})`
+//   indexed again) is a RealizationError (tensor/mutation.h).
+// - Errors of a compiled function: an index tensor's entry out of range
+//   names the axis of x it indexes, as eagerly (the check runs when the
+//   compiled function is called).
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -80,26 +85,62 @@ class TensorIndex {
   Tensor tensor_;
 };
 
-/// The result of `x.index({...})`: a Tensor (a view of x for basic indices,
-/// a copy with advanced ones) that remembers x and the indices, so that
-/// assigning to it writes into x in both cases.
+/// The result of `x[i]` and `x.index({...})`: a Tensor (a view of x for
+/// basic indices, a copy with advanced ones) that remembers x and the
+/// indices, so that assignment to it writes into x in both cases, as
+/// numpy's and PyTorch's `x[...] = v` and `x[...] += v` do:
+///
+///   x[0] = v;  x.index({Slice(), idx}) = 0.0;  x.index({mask}) += 1.0;
+///
+/// In-place *methods* (`add_`, `copy_`, `fill_`, `exp_`, ...) act on this
+/// tensor, as they do on the result of `x[...]` in numpy, PyTorch and
+/// LibTorch: through basic indices (a view) they write into x, after
+/// advanced indices they change only the copy (`x.index({mask}).add_(1)`
+/// leaves x as it was). A named IndexedTensor keeps rebinding on
+/// assignment (`auto r = x[0]; r = y;` changes r, not x).
 class IndexedTensor : public Tensor {
  public:
   IndexedTensor(Tensor result, Tensor base, std::vector<TensorIndex> indices)
       : Tensor(std::move(result)), base_(std::move(base)), indices_(std::move(indices)) {}
+  /// t as an IndexedTensor of itself (no indices): writes land in t.
+  static IndexedTensor whole(const Tensor& t) { return IndexedTensor(t, t, {}); }
+  IndexedTensor(const IndexedTensor&) = default;
+  IndexedTensor(IndexedTensor&&) noexcept = default;
+  IndexedTensor& operator=(const IndexedTensor&) & = default;
+  IndexedTensor& operator=(IndexedTensor&&) & noexcept = default;
+  /// A named IndexedTensor rebinds: it becomes whole(v) (nothing is written).
+  IndexedTensor& operator=(const Tensor& v) & { return *this = whole(v); }
+  /// `x[...] = v`: assign(v).
+  const Tensor& operator=(const Tensor& v) && { return assign(v); }
+  const Tensor& operator=(const IndexedTensor& v) && { return assign(v); }
+  const Tensor& operator=(Scalar v) && { return assign(v); }
+
   /// x[indices] = v (the rules above); returns x. This handle keeps the
   /// value it had (with advanced indices it is a copy taken before the write).
   const Tensor& assign(const Tensor& v) const;
   const Tensor& assign(Scalar v) const;
-  /// Same as assign (these hide Tensor's own, which would write only into
-  /// the copy when the indices are advanced).
-  const Tensor& copy_(const Tensor& v) const { return assign(v); }
-  const Tensor& fill_(Scalar v) const { return assign(v); }
+  /// The tensor indexed (x) and the indices.
+  const Tensor& base() const { return base_; }
+  const std::vector<TensorIndex>& indices() const { return indices_; }
 
  private:
   Tensor base_;
   std::vector<TensorIndex> indices_;
 };
+
+/// `x[...] op= v` on the temporary x[...]: x[...] = x[...] op v, written
+/// into x (numpy's and PyTorch's `x[mask] += 1`; a position indexed twice is
+/// updated once, by the last write). Returns x. On a named IndexedTensor
+/// (`auto t = x.index({mask}); t += 1;`) op= is the tensor's own in-place
+/// op, as `t += 1` on numpy's `t = x[mask]` (a copy) is.
+const Tensor& operator+=(IndexedTensor&& a, const Tensor& b);
+const Tensor& operator-=(IndexedTensor&& a, const Tensor& b);
+const Tensor& operator*=(IndexedTensor&& a, const Tensor& b);
+const Tensor& operator/=(IndexedTensor&& a, const Tensor& b);
+const Tensor& operator+=(IndexedTensor&& a, Scalar b);
+const Tensor& operator-=(IndexedTensor&& a, Scalar b);
+const Tensor& operator*=(IndexedTensor&& a, Scalar b);
+const Tensor& operator/=(IndexedTensor&& a, Scalar b);
 
 /// x[indices] as a free function (same as x.index(indices)).
 Tensor index(const Tensor& x, const std::vector<TensorIndex>& indices);

@@ -178,6 +178,20 @@ const Tensor& Tensor::copy_(const Tensor& src, Casting casting) const {
   return inplace(*this, "copy_", casting, [&] { return src; });
 }
 
+// Assignment to a temporary (`x.slice(0, 1, 3) = v`) writes, as LibTorch's.
+Tensor& Tensor::operator=(const Tensor& v) && {
+  copy_(v);
+  return *this;
+}
+Tensor& Tensor::operator=(Tensor&& v) && {
+  copy_(v);
+  return *this;
+}
+Tensor& Tensor::operator=(Scalar v) && {
+  fill_(v);
+  return *this;
+}
+
 const Tensor& Tensor::fill_(Scalar v) const {
   return inplace(*this, "fill_", Casting::same_kind, [&] { return scalar_tensor(v, dtype()); });
 }

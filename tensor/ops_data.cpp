@@ -1,5 +1,5 @@
 // kiln: the Data category (concat, pad, tile, gather, index_select, one_hot,
-// scatter, scatter_add, index_add):
+// scatter, scatter_add, index_add, conv2d):
 // shape/dtype rules and the eager entry point. The rules here check every
 // attribute and input; the CPU kernels (backends/cpu/data_kernels.cpp) only
 // move data.
@@ -162,6 +162,44 @@ Shape index_add_shape(const InDesc& x, const InDesc& idx, const InDesc& src, con
   return xs;
 }
 
+// conv2d (x [N, C, H, W], weight [O, C / groups, KH, KW]); attrs.ints =
+// {stride h, w, padding h, w, dilation h, w}, attrs.axis = groups.
+Shape conv2d_shape(const InDesc& x, const InDesc& w, const Attrs& a) {
+  const Shape &xs = *x.shape, &ws = *w.shape;
+  if (xs.size() != 4) throw ShapeError("conv2d: x must be 4-d [N, C, H, W], got shape " + shape_str(xs));
+  if (ws.size() != 4)
+    throw ShapeError("conv2d: weight must be 4-d [C_out, C_in / groups, KH, KW], got shape " + shape_str(ws));
+  if (a.ints.size() != 6)
+    throw ValueError("conv2d: attrs.ints must be {stride h, w, padding h, w, dilation h, w}, got " +
+                     std::to_string(a.ints.size()) + " entries");
+  const int64_t groups = a.axis, c = xs[1], oc = ws[0];
+  if (groups <= 0) throw ValueError("conv2d: groups must be positive, got " + str(groups));
+  const std::vector<int64_t> k{ws[2], ws[3]}, st{a.ints[0], a.ints[1]}, p{a.ints[2], a.ints[3]},
+      d{a.ints[4], a.ints[5]};
+  for (int i = 0; i < 2; ++i) {
+    if (st[i] <= 0 || d[i] <= 0)
+      throw ValueError("conv2d: stride and dilation must be positive, got stride " + shape_str(st) + ", dilation " +
+                       shape_str(d));
+    if (p[i] < 0) throw ValueError("conv2d: padding must not be negative, got " + shape_str(p));
+  }
+  if (c % groups != 0 || oc % groups != 0)
+    throw ShapeError("conv2d: groups " + str(groups) + " must divide the input channels " + str(c) +
+                     " and the output channels " + str(oc));
+  if (ws[1] != c / groups)
+    throw ShapeError("conv2d: weight shape " + shape_str(ws) + " expects " + str(ws[1] * groups) +
+                     " input channels (groups " + str(groups) + "), x has " + str(c) + " (shape " + shape_str(xs) + ")");
+  Shape r{xs[0], oc, 0, 0};
+  for (int i = 0; i < 2; ++i) {
+    const int64_t padded = xs[2 + i] + 2 * p[i], span = d[i] * (k[i] - 1) + 1;
+    if (k[i] <= 0 || span > padded)
+      throw ShapeError("conv2d: the kernel spans " + str(d[0] * (k[0] - 1) + 1) + "x" + str(d[1] * (k[1] - 1) + 1) +
+                       " but the padded input is " + str(xs[2] + 2 * p[0]) + "x" + str(xs[3] + 2 * p[1]) +
+                       " (x shape " + shape_str(xs) + ", weight shape " + shape_str(ws) + ")");
+    r[2 + i] = (padded - span) / st[i] + 1;
+  }
+  return r;
+}
+
 DataOut data_out(OpId op, std::span<const InDesc> in, const Attrs& a) {
   if (in.empty()) throw ValueError(op_prefix(op) + "expected at least one tensor input, got none");
   std::vector<DType> dts(in.size());
@@ -177,6 +215,7 @@ DataOut data_out(OpId op, std::span<const InDesc> in, const Attrs& a) {
     case OpId::Scatter:
     case OpId::ScatterAdd: o.shape = scatter_shape(op, in[0], in[1], in[2], a); break;
     case OpId::IndexAdd: o.shape = index_add_shape(in[0], in[1], in[2], a); break;
+    case OpId::Conv2d: o.shape = conv2d_shape(in[0], in[1], a); break;
     default: throw ValueError(op_prefix(op) + "is not a data op");
   }
   checked_numel(o.shape, op_name(op));

@@ -81,6 +81,20 @@ class Tensor {
  public:
   /// An undefined tensor (no data, `defined()` is false).
   Tensor() = default;
+  Tensor(const Tensor&) = default;
+  Tensor(Tensor&&) noexcept = default;
+  /// Assignment to a named tensor rebinds the handle (`Tensor a = b; a = c;`
+  /// makes a share c's data; nothing is written).
+  Tensor& operator=(const Tensor&) & = default;
+  Tensor& operator=(Tensor&&) & noexcept = default;
+  /// Assignment to a temporary writes into its memory, as LibTorch's does:
+  /// `x.slice(0, 1, 3) = v`, `x.transpose() = v` are `copy_(v)` (v broadcast
+  /// and cast with same_kind casting, tensor/mutation.h), `... = 2.0` is
+  /// fill_. `x[i] = v` and `x.index({...}) = v` are IndexedTensor's (they
+  /// write into x also with advanced indices and when traced).
+  Tensor& operator=(const Tensor& v) &&;
+  Tensor& operator=(Tensor&& v) &&;
+  Tensor& operator=(Scalar v) &&;
   /// A realized view over `storage`. Throws IndexError when the view reaches
   /// outside the storage.
   Tensor(Buffer storage, DType dtype, Shape shape, Strides strides, int64_t offset = 0);
@@ -238,10 +252,10 @@ class Tensor {
 #include "method_rows_undef.h"
 
   // ---- indexing (numpy's rules; tensor/indexing.h) ----------------------------
-  /// x[i]: a view of entry i along axis 0 (negative counts from the end).
-  /// Throws IndexError naming the axis and its size when i is out of range,
-  /// and for a 0-d tensor.
-  Tensor operator[](int64_t i) const;
+  /// x[i]: a view of entry i along axis 0 (negative counts from the end), as
+  /// an IndexedTensor so that `x[i] = v` writes into x. Throws IndexError
+  /// naming the axis and its size when i is out of range, and for a 0-d tensor.
+  IndexedTensor operator[](int64_t i) const;
   /// x.index({Slice(1, None, 2), 0, None, Ellipsis, mask, idx}): numpy
   /// indexing, a view for basic indices, a copy once an integer or boolean
   /// tensor is among them. The result can be written through:
@@ -301,3 +315,7 @@ extern template std::vector<float16_t> Tensor::to_vector<float16_t>() const;
 extern template std::vector<bfloat16_t> Tensor::to_vector<bfloat16_t>() const;
 
 }  // namespace kiln
+
+// IndexedTensor (the result of x[i] and x.index({...})) is complete wherever
+// Tensor is, so that `x[0] = v` and `auto r = x[0];` need no other include.
+#include "indexing.h"  // IWYU pragma: export

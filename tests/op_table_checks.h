@@ -7,6 +7,8 @@
 #pragma once
 #include <kiln/kiln.h>
 
+#include "test_util.h"
+
 namespace kt {
 int check_unary_op(kiln::OpId op);
 int check_binary_op(kiln::OpId op);
@@ -19,6 +21,8 @@ int check_rownorm_op(kiln::OpId op);
 int check_matmul_op(kiln::OpId op);
 int check_view_op(kiln::OpId op);
 int check_data_op(kiln::OpId op);
+/// The Conv2d row on x of shape s (made 4-d) laid out as k (tests/test_einsum_conv.cpp).
+int check_conv2d_row(kiln::DType d, const kiln::Shape& s, ViewKind k, uint64_t seed);
 /// The Linalg rows by reconstruction (tests/test_linalg_decomp.cpp).
 int check_linalg_op(kiln::OpId op);
 }  // namespace kt

@@ -5,6 +5,7 @@
 #include <map>
 #include <random>
 
+#include "op_table_checks.h"
 #include "test_util.h"
 
 using namespace kiln;
@@ -77,36 +78,109 @@ void check_einsum(const std::vector<std::string>& ins, const std::string& out, c
                       spec.c_str());
 }
 
-// conv2d by the definition, in float64.
+// conv2d by the definition, in float64. With `zeros_times_w` a window
+// position in the padding contributes 0 * w (NaN for an infinite or NaN
+// weight, as an implementation that pads the input gives: PyTorch's and
+// kiln's); without, it is skipped.
 std::vector<double> ref_conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int64_t sh, int64_t sw, int64_t ph,
-                               int64_t pw, int64_t dh, int64_t dw, int64_t g, Shape& out_shape) {
+                               int64_t pw, int64_t dh, int64_t dw, int64_t g, Shape& out_shape,
+                               bool zeros_times_w = false, std::vector<double>* abs_sum = nullptr) {
   const int64_t n = x.shape()[0], c = x.shape()[1], h = x.shape()[2], wd = x.shape()[3];
   const int64_t oc = w.shape()[0], cg = w.shape()[1], kh = w.shape()[2], kw = w.shape()[3];
   const int64_t oh = (h + 2 * ph - dh * (kh - 1) - 1) / sh + 1, ow = (wd + 2 * pw - dw * (kw - 1) - 1) / sw + 1;
   out_shape = {n, oc, oh, ow};
   const std::vector<double> xv = values(x), wv = values(w), bv = b.defined() ? values(b) : std::vector<double>(oc, 0.0);
   std::vector<double> r(static_cast<size_t>(n * oc * oh * ow));
+  if (abs_sum) abs_sum->assign(r.size(), 0.0);
   const int64_t ocg = oc / g;
   for (int64_t in = 0; in < n; ++in)
     for (int64_t o = 0; o < oc; ++o)
       for (int64_t y = 0; y < oh; ++y)
         for (int64_t z = 0; z < ow; ++z) {
-          double acc = bv[o];
+          double acc = bv[o], mag = std::fabs(bv[o]);
           const int64_t grp = o / ocg;
           for (int64_t ci = 0; ci < cg; ++ci)
             for (int64_t i = 0; i < kh; ++i)
               for (int64_t j = 0; j < kw; ++j) {
                 const int64_t yy = y * sh - ph + i * dh, zz = z * sw - pw + j * dw;
-                if (yy < 0 || yy >= h || zz < 0 || zz >= wd) continue;
+                const double wij = wv[((o * cg + ci) * kh + i) * kw + j];
+                if (yy < 0 || yy >= h || zz < 0 || zz >= wd) {
+                  if (zeros_times_w) acc += 0.0 * wij;
+                  continue;
+                }
                 const int64_t cin = grp * cg + ci;
-                acc += xv[((in * c + cin) * h + yy) * wd + zz] * wv[((o * cg + ci) * kh + i) * kw + j];
+                const double xij = xv[((in * c + cin) * h + yy) * wd + zz];
+                acc += xij * wij;
+                mag += std::fabs(xij * wij);
               }
-          r[((in * oc + o) * oh + y) * ow + z] = acc;
+          const size_t at = static_cast<size_t>(((in * oc + o) * oh + y) * ow + z);
+          r[at] = acc;
+          if (abs_sum) (*abs_sum)[at] = mag;
         }
   return r;
 }
 
 }  // namespace
+
+namespace kt {
+// The Conv2d row in the table walk (tests/test_shape.cpp): x of shape s
+// (made 4-d with leading 1s; an empty s is [1, 1, 1, 1]) laid out as k, a
+// weight of the same layout, two geometries (padding with a full group;
+// stride, dilation and depthwise groups), every dtype, NaN and +-inf among
+// float values, against the float64 loops. Integer dtypes accumulate
+// exactly (matmul's wrapping int64, then wrapped to the dtype), bool is
+// refused (DTypeError); float results are within a few units of their dtype's rounding
+// of the sum of |x w|.
+int check_conv2d_row(DType d, const Shape& s, ViewKind k, uint64_t seed) {
+  Shape xs = s;
+  while (xs.size() < 4) xs.insert(xs.begin(), 1);
+  const int64_t c = xs[1];
+  struct Geo { int64_t o, g, kh, kw, sh, sw, ph, pw, dh, dw; };
+  const Geo geos[] = {{2, 1, 2, 2, 1, 1, 1, 1, 1, 1}, {2 * c, c, 1, 2, 2, 1, 1, 1, 1, 2}};
+  int cases = 0;
+  for (const Geo& q : geos) {
+    const Tensor x = relayout(random_tensor(xs, d, seed, true), k);
+    const Tensor w = relayout(random_tensor({q.o, c / q.g, q.kh, q.kw}, d, seed + 1, true), k);
+    Shape want_shape;
+    std::vector<double> mag;
+    const std::vector<double> want =
+        ref_conv2d(x, w, Tensor(), q.sh, q.sw, q.ph, q.pw, q.dh, q.dw, q.g, want_shape, true, &mag);
+    Attrs a;
+    a.ints = {q.sh, q.sw, q.ph, q.pw, q.dh, q.dw};
+    a.axis = q.g;
+    const std::string what = "conv2d " + std::string(name(d)) + " x " + shape_str(xs) + " " + view_name(k) +
+                             " groups " + std::to_string(q.g);
+    ++cases;
+    if (d == DType::bool_) {  // the Promote rule refuses bool, as the arithmetic rows do
+      CHECK_THROWS_AS(apply(OpId::Conv2d, x, w, a), DTypeError);
+      continue;
+    }
+    const Tensor got = apply(OpId::Conv2d, x, w, a);
+    CHECK_MESSAGE(got.dtype() == d, what);
+    REQUIRE_MESSAGE(got.shape() == want_shape, what << ": shape " << shape_str(got.shape()));
+    const std::vector<double> g = values(got);
+    int bad = 0;
+    for (size_t i = 0; i < g.size() && bad < 3; ++i) {
+      double expect = want[i];
+      if (d == DType::bool_) expect = expect != 0 ? 1.0 : 0.0;
+      if (!is_floating(d) && d != DType::bool_) {  // the exact sum wrapped to the dtype's width
+        const int bits = static_cast<int>(8 * size_of(d));
+        uint64_t u = static_cast<uint64_t>(static_cast<int64_t>(expect));
+        if (bits < 64) u &= (uint64_t{1} << bits) - 1;
+        const bool neg = !is_unsigned(d) && bits < 64 && (u >> (bits - 1)) != 0;
+        expect = neg ? static_cast<double>(static_cast<int64_t>(u) - (int64_t{1} << bits))
+                     : is_unsigned(d) ? static_cast<double>(u) : static_cast<double>(static_cast<int64_t>(u));
+      }
+      const double tol = is_floating(d) ? 4 * rtol_for(d) * mag[i] : 0.0;
+      if (!close(g[i], expect, 0.0, tol)) {
+        ++bad;
+        FAIL_CHECK(what << ": element " << i << " got " << g[i] << " want " << expect);
+      }
+    }
+  }
+  return cases;
+}
+}  // namespace kt
 
 TEST_SUITE("einsum and conv") {
   TEST_CASE("einsum: hand-picked subscripts against loops") {
@@ -186,6 +260,11 @@ TEST_SUITE("einsum and conv") {
         {{2, 2, 5, 8}, {2, 1, 1, 3}, 1, 3, 0, 1, 1, 1, 2, true},
         {{1, 1, 4, 4}, {1, 1, 4, 4}, 1, 1, 0, 0, 1, 1, 1, false},  // kernel = input
         {{3, 4, 6, 5}, {8, 4, 2, 2}, 2, 2, 1, 1, 2, 1, 1, true},
+        {{2, 5, 6, 7}, {3, 5, 1, 1}, 1, 1, 0, 0, 1, 1, 1, true},   // 1x1
+        {{2, 6, 8, 8}, {6, 1, 3, 3}, 1, 1, 1, 1, 1, 1, 6, false},  // depthwise
+        {{1, 2, 3, 3}, {2, 2, 2, 2}, 1, 1, 3, 2, 1, 1, 1, true},   // padding wider than the kernel
+        {{2, 3, 11, 9}, {4, 3, 3, 3}, 3, 2, 2, 0, 2, 3, 1, false}, // stride and dilation on both axes
+        {{1, 8, 14, 14}, {16, 4, 3, 3}, 2, 2, 1, 1, 1, 1, 2, true},
     };
     uint64_t seed = 40;
     for (const Case& c : cases) {
@@ -200,6 +279,57 @@ TEST_SUITE("einsum and conv") {
         kt::check_all_close(got, want, dt == DType::float32 ? 1e-5 : 1e-12, dt == DType::float32 ? 1e-4 : 1e-12, "conv2d");
       }
     }
+  }
+
+  TEST_CASE("the Conv2d row: every dtype, layout and walk shape against the loops (the table walk's check)") {
+    // 13 dtypes x 5 shapes x 4 layouts x 2 geometries
+    CHECK(kt::check_data_op(OpId::Conv2d) == 13 * 5 * 4 * 2);
+  }
+
+  TEST_CASE("conv2d: empty extents, strided and negative-stride views, mixed dtypes, NaN, compiled") {
+    // empty batch, no output channels, no input channels (a sum of nothing: 0)
+    CHECK(conv2d(zeros({0, 3, 5, 5}), ones({2, 3, 3, 3})).shape() == Shape{0, 2, 3, 3});
+    CHECK(conv2d(ones({2, 3, 5, 5}), ones({0, 3, 3, 3})).shape() == Shape{2, 0, 3, 3});
+    Tensor none = conv2d(ones({1, 0, 4, 4}), ones({2, 0, 3, 3}), ones({2}), {1, 1}, {1, 1});
+    CHECK(none.shape() == Shape{1, 2, 4, 4});
+    CHECK(values(none) == std::vector<double>(32, 1.0));  // the bias alone
+    // every layout of x and w, against the loops on the same values
+    uint64_t seed = 300;
+    for (kt::ViewKind k : {kt::ViewKind::transposed, kt::ViewKind::strided, kt::ViewKind::negative}) {
+      Tensor x = kt::relayout(random_tensor({2, 4, 7, 6}, DType::float64, ++seed), k);
+      Tensor w = kt::relayout(random_tensor({6, 2, 3, 2}, DType::float64, ++seed), k);
+      Shape s;
+      const std::vector<double> want = ref_conv2d(x, w, Tensor(), 2, 1, 1, 0, 1, 2, 2, s);
+      Tensor got = conv2d(x, w, {}, {2, 1}, {1, 0}, {1, 2}, 2);
+      REQUIRE(got.shape() == s);
+      kt::check_all_close(got, want, 1e-12, 1e-12, std::string("conv2d ") + kt::view_name(k));
+    }
+    // int32 x and float32 w promote as numpy does (to float64, numpy.promote_types); integers stay exact
+    Tensor xi = random_tensor({1, 2, 4, 4}, DType::int32, 7), wf = random_tensor({3, 2, 2, 2}, DType::float32, 8);
+    Tensor mixed = conv2d(xi, wf, {}, {1, 1}, {1, 1});
+    CHECK(mixed.dtype() == DType::float64);
+    Shape s;
+    kt::check_all_close(mixed, ref_conv2d(xi, wf, Tensor(), 1, 1, 1, 1, 1, 1, 1, s), 1e-5, 1e-4, "int32 * float32");
+    Tensor ii = conv2d(xi, random_tensor({3, 2, 2, 2}, DType::int32, 9));
+    CHECK(ii.dtype() == DType::int32);
+    // NaN in x reaches exactly the outputs whose window covers it
+    Tensor xn = zeros({1, 1, 5, 5}, DType::float32);
+    xn[0][0][1][1] = std::numeric_limits<double>::quiet_NaN();
+    const std::vector<double> yn = values(conv2d(xn, ones({1, 1, 3, 3}), {}, {2, 2}));  // 2x2 windows
+    CHECK(std::isnan(yn[0]));
+    CHECK(yn[1] == 0.0);
+    CHECK(yn[2] == 0.0);
+    CHECK(yn[3] == 0.0);
+    // compiled: stride, dilation, groups and bias give eager's values
+    auto f = [](Tensor x, Tensor w, Tensor b) { return conv2d(x, w, b, {2, 1}, {1, 2}, {2, 1}, 2); };
+    Tensor x = random_tensor({3, 4, 9, 8}, DType::float32, 11), w = random_tensor({6, 2, 3, 3}, DType::float32, 12),
+           b = random_tensor({6}, DType::float32, 13);
+    CompiledCallable run = compile(f)(x.layout(), w.layout(), b.layout());
+    Tensor got = run(x, w, b).tensor();
+    const std::vector<double> want = ref_conv2d(x, w, b, 2, 1, 1, 2, 2, 1, 2, s);
+    REQUIRE(got.shape() == s);
+    kt::check_all_close(got, want, 1e-5, 1e-4, "compiled conv2d");
+    CHECK(values(got) == values(f(x, w, b)));
   }
 
   TEST_CASE("conv1d is conv2d over one row; bad arguments are errors") {

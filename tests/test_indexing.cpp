@@ -277,6 +277,153 @@ TEST_SUITE("indexing") {
     CHECK_THROWS_AS(compile(h)(TensorLayout(DType::float64, {4, 3})), RealizationError);
   }
 
+  TEST_CASE("x[i] = v and x.index({...}) = v write into x; named tensors rebind (brute force over x)") {
+    const Shape xs{4, 3, 5};
+    // want(o, old): the value element o of x should hold after the writes
+    auto expect = [&](const Tensor& x, const std::function<double(const Index&, double)>& want, const std::string& what) {
+      const std::vector<double> g = x.to_vector<double>();
+      int bad = 0;
+      for (int64_t j = 0; j < checked_numel(xs) && bad < 5; ++j) {
+        const Index o = unravel(j, xs);
+        const double w = want(o, static_cast<double>(j));
+        if (g[j] != w) {
+          ++bad;
+          FAIL_CHECK(what << ": element " << shape_str(o) << " got " << g[j] << " want " << w);
+        }
+      }
+    };
+    {
+      Tensor x = iota(xs);
+      x[1] = 7.0;                                                              // scalar
+      x[-1] = Tensor::from_vector(std::vector<double>{-1, -2, -3, -4, -5});     // broadcast row
+      x[2][1] = Tensor::from_vector(std::vector<double>{9, 9, 9, 9, 9});        // chained
+      x[0][2][4] = x[3][0][0];                                                 // an element from another
+      expect(x, [](const Index& o, double old) {
+        if (o[0] == 1) return 7.0;
+        if (o[0] == 3) return -1.0 - static_cast<double>(o[2]);
+        if (o[0] == 2 && o[1] == 1) return 9.0;
+        if (o[0] == 0 && o[1] == 2 && o[2] == 4) return -1.0;
+        return old;
+      }, "x[i] = v");
+    }
+    {
+      Tensor x = iota(xs);
+      x.index({Slice(), 1, Slice(None, None, 2)}) = 0.5;                       // basic: a view
+      x.index({i64({3, 0}), Slice(), 0}) = Tensor::from_vector(std::vector<double>{10, 11, 12});  // advanced
+      x.index({x > 50.0}) = -1.0;                                              // mask
+      expect(x, [](const Index& o, double old) {
+        double v = o[1] == 1 && o[2] % 2 == 0 ? 0.5 : old;
+        if ((o[0] == 3 || o[0] == 0) && o[2] == 0) v = 10.0 + static_cast<double>(o[1]);
+        return v > 50.0 ? -1.0 : v;
+      }, "x.index({...}) = v");
+    }
+    {  // x[...] op= v writes into x (numpy's and PyTorch's x[mask] += 1); a repeated position is updated once
+      Tensor x = iota(xs);
+      x.index({x < 10.0}) += 100.0;
+      x.index({i64({1, 1, 2})}) *= 2.0;
+      x[3] -= 1.0;
+      expect(x, [](const Index& o, double old) {
+        double v = old < 10.0 ? old + 100.0 : old;
+        if (o[0] == 1 || o[0] == 2) v *= 2.0;
+        if (o[0] == 3) v -= 1.0;
+        return v;
+      }, "x[...] op= v");
+    }
+    {  // in-place methods act on the result, as in numpy, PyTorch and LibTorch:
+       // through basic indices (a view) into x, after advanced ones on the copy only
+      Tensor x = iota(xs);
+      x.index({Slice(0, 1)}).add_(1000.0);
+      IndexedTensor sel = x.index({x > 40.0});
+      sel.add_(1.0);
+      sel.fill_(0.0);
+      x.index({i64({2})}).copy_(zeros({1, 3, 5}, DType::float64));
+      CHECK((sel == 0.0).all().item<bool>());
+      IndexedTensor named = x.index({i64({3})});  // numpy: t = x[[3]]; t += 1 changes t only
+      named += 1.0;
+      CHECK(named.to_vector<double>()[0] == 46.0);
+      expect(x, [](const Index& o, double old) { return o[0] == 0 ? old + 1000.0 : old; }, "methods on x[...]");
+    }
+    {  // named tensors rebind: nothing is written
+      Tensor x = iota(xs), y = zeros(xs, DType::float64);
+      Tensor a = x;
+      a = y;
+      CHECK(a.is_same(y));
+      IndexedTensor r = x[0];
+      r = y;  // r now stands for y
+      CHECK(r.is_same(y));
+      expect(x, [](const Index&, double old) { return old; }, "rebinding");
+      // a temporary that is not an index result: assignment copies into it (LibTorch's rule)
+      x.transpose(0, 2) = zeros({5, 3, 4}, DType::float64);
+      slice(x, 0, 1, 2) = 3.0;
+      expect(x, [](const Index& o, double) { return o[0] == 1 ? 3.0 : 0.0; }, "x.transpose() = v");
+    }
+    // errors: the write rules (shape, same_kind casting, range)
+    Tensor x = iota(xs);
+    CHECK_THROWS_AS(x[0] = Tensor::from_vector(std::vector<double>{1, 2}), ShapeError);
+    Tensor ints = zeros({3}, DType::int32);
+    CHECK_THROWS_AS(ints[1] = 1.5, DTypeError);
+    CHECK_THROWS_AS(x.index({i64({7})}) = 1.0, IndexError);
+    CHECK_THROWS_AS(x.index({x > 1.0}) += Tensor::from_vector(std::vector<double>{1, 2}), ShapeError);
+  }
+
+  TEST_CASE("writes through indices compile: basic and advanced, same values as eager") {
+    auto f = [](Tensor a, Tensor i) {
+      Tensor y = a * 1.0;
+      y[0] = 5.0;
+      y.index({Slice(), 1}) = y.index({Slice(), 2}) * 2.0;
+      y.index({i}) += 1.0;
+      y.index({Slice(1, None), i}) = -3.0;
+      return y;
+    };
+    Tensor x = iota({4, 3}), idx = i64({2, -1});
+    CompiledCallable run = compile(f)(TensorLayout(DType::float64, {4, 3}), TensorLayout(DType::int64, {2}));
+    const std::vector<double> got = run(x, idx).tensor().to_vector<double>();
+    CHECK(got == f(x, idx).to_vector<double>());
+    // by hand: row 0 = 5; column 1 = 2 * column 2; rows 2, 3 += 1; rows 1..3, columns 2, 2 = -3
+    std::vector<double> want(12);
+    for (int64_t r = 0; r < 4; ++r)
+      for (int64_t c = 0; c < 3; ++c) {
+        double v = r == 0 ? 5.0 : static_cast<double>(3 * r + c);
+        if (c == 1) v = 2.0 * (r == 0 ? 5.0 : static_cast<double>(3 * r + 2));
+        if (r >= 2) v += 1.0;
+        if (r >= 1 && c == 2) v = -3.0;
+        want[3 * r + c] = v;
+      }
+    CHECK(got == want);
+    // an index out of range in the compiled function names the axis it indexes (here axis 1)
+    auto g = [](Tensor a, Tensor i) { return a.index({Slice(), i}); };
+    CompiledCallable run_g = compile(g)(TensorLayout(DType::float64, {4, 3}), TensorLayout(DType::int64, {2}));
+    CHECK_THROWS_WITH_AS(run_g(x, i64({0, 3})), doctest::Contains("index 3 is out of range for axis 1 with extent 3"),
+                         IndexError);
+    CHECK_THROWS_WITH_AS(x.index({Slice(), i64({0, 3})}), "index: index 3 is out of bounds for axis 1 with size 3",
+                         IndexError);
+    // two index tensors: each checked against its own axis (a flat position in range is no excuse)
+    auto h = [](Tensor a, Tensor i, Tensor j) { return a.index({i, j}); };
+    CompiledCallable run_h = compile(h)(TensorLayout(DType::float64, {4, 3}), TensorLayout(DType::int64, {1}),
+                                        TensorLayout(DType::int64, {1}));
+    CHECK(run_h(x, i64({1}), i64({-1})).tensor().to_vector<double>() == std::vector<double>{5});
+    CHECK_THROWS_WITH_AS(run_h(x, i64({0}), i64({3})), doctest::Contains("axis 1 with extent 3"), IndexError);
+    CHECK_THROWS_WITH_AS(run_h(x, i64({-5}), i64({0})), doctest::Contains("axis 0 with extent 4"), IndexError);
+  }
+
+  TEST_CASE("jit takes and returns IndexedTensor (x[i], x.index({...})) as tensors") {
+    Tensor x = iota({4, 3});
+    auto rows = jit([](Tensor a) { return a[1]; });                         // returns an IndexedTensor
+    CHECK(rows(x).tensor().to_vector<double>() == std::vector<double>{3, 4, 5});
+    CHECK(rows(x.index({Slice(2, None)})).tensor().to_vector<double>() == std::vector<double>{9, 10, 11});  // takes one
+    auto both = jit([](Tensor a) { return std::make_tuple(a.index({Slice(None, None, -1), 0}), a * 2.0); });
+    CHECK(both(x).leaves[0].to_vector<double>() == std::vector<double>{9, 6, 3, 0});
+    CHECK(both(x.index({Slice(0, 2)})).leaves[0].to_vector<double>() == std::vector<double>{3, 0});
+    // a parameter declared IndexedTensor is its own base: writes land in it
+    auto own = jit([](IndexedTensor a) {
+      Tensor y = a * 1.0;
+      y[0] = -1.0;
+      return y;
+    });
+    CHECK(own(x.index({Slice(1, 3)})).tensor().to_vector<double>() == std::vector<double>{-1, -1, -1, 6, 7, 8});
+    CHECK(x.to_vector<double>()[3] == 3.0);  // the argument itself is not written
+  }
+
   TEST_CASE("the README's indexing example runs and gives numpy's shapes") {
     Tensor x = arange(120).reshape({2, 3, 4, 5}).to(DType::float32);
     CHECK(x[1].shape() == Shape{3, 4, 5});
@@ -285,10 +432,16 @@ TEST_SUITE("indexing") {
     CHECK(x.index({Slice(), tensor({int64_t(2), int64_t(0)})}).shape() == Shape{2, 2, 4, 5});
     // row r of the 24 last-axis rows sums to 25 r + 10, > 200 for r >= 8: 16 rows
     CHECK(x.index({x.sum({3}) > 200.0f}).shape() == Shape{16, 5});
-    x.index({Slice(), 1}).assign(zeros({5}));
+    x[0] = 1.0;
+    CHECK((x[0] == 1.0f).all().item<bool>());
+    x.index({Slice(), 1}) = zeros({5});
     CHECK(x.index({Slice(), 1}).sum().item<double>() == 0.0);
-    x.index_put_({x < 3.0f}, -1.0);
-    CHECK((x == -1.0f).sum().item<int64_t>() == 3 + 40);  // 0, 1, 2 and the zeroed rows
+    x.index({x < 3.0f}) = -1.0;
+    CHECK((x == -1.0f).sum().item<int64_t>() == 60 + 20);  // all of x[0] (ones and zeros) and x[1, 1]
+    x.index({Slice(), tensor({int64_t(2), int64_t(0)})}) += 10.0f;
+    CHECK((x == -1.0f).sum().item<int64_t>() == 40);  // x[:, 1] is left
+    CHECK((x.index({0, Slice(None, None, 2)}) == 9.0f).all().item<bool>());
+    CHECK(x[1][2][0][0].item<double>() == 60.0 + 40.0 + 10.0);
   }
 }
 

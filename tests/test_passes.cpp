@@ -216,6 +216,7 @@ OpCase op_case(OpId id) {
         case OpId::Scatter:
         case OpId::ScatterAdd: return {{x23, TensorType(DType::int64, {2, 1}), f32({2, 2})}, axis_attr(1)};
         case OpId::IndexAdd: return {{x23, i64_2, f32({2, 2})}, axis_attr(1)};
+        case OpId::Conv2d: return {{f32({1, 2, 5, 4}), f32({4, 1, 3, 2})}, ints({2, 1, 1, 0, 1, 2}, 2)};
         default: {  // one_hot
           Attrs a = axis_attr(5);
           a.dtype = DType::int32;

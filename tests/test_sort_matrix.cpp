@@ -2,6 +2,7 @@
 // tensor/matrix_ops.h, against float64 loops written here (std::stable_sort
 // with numpy's NaN order), eagerly and compiled.
 #include <algorithm>
+#include <array>
 #include <cfloat>
 #include <cstring>
 #include <limits>
@@ -399,6 +400,106 @@ TEST_SUITE("sort and matrix ops") {
 }
 
 TEST_SUITE("sort and matrix ops") {
+  TEST_CASE("matrix compositions on empty and size-1 extents, NaN and +-inf, every layout, against loops") {
+    // (rows, cols) matrices with a batch axis in front; float64 values with NaN/inf sprinkled in
+    const std::vector<Shape> shapes = {{2, 3, 4}, {1, 1, 1}, {2, 0, 3}, {3, 4, 0}, {0, 2, 2}, {1, 5, 1}};
+    uint64_t seed = 900;
+    for (const Shape& s : shapes)
+      for (ViewKind k : {ViewKind::contiguous, ViewKind::transposed, ViewKind::strided, ViewKind::negative}) {
+        const Tensor x = relayout(random_tensor(s, DType::float64, ++seed, true), k);
+        const std::vector<double> v = values(x);
+        const int64_t b = s[0], r = s[1], c = s[2];
+        const std::string what = shape_str(s) + " " + kt::view_name(k);
+        CAPTURE(what);
+        auto at = [&](int64_t i, int64_t j, int64_t l) { return (i * r + j) * c + l; };
+        auto same = [](double g, double w) { return (std::isnan(g) && std::isnan(w)) || g == w; };
+        for (int64_t kd : {-1, 0, 2}) {  // tril / triu
+          const std::vector<double> lo = values(tril(x, kd)), up = values(triu(x, kd));
+          for (int64_t i = 0; i < b; ++i)
+            for (int64_t j = 0; j < r; ++j)
+              for (int64_t l = 0; l < c; ++l) {
+                CHECK(same(lo[at(i, j, l)], l - j <= kd ? v[at(i, j, l)] : 0.0));
+                CHECK(same(up[at(i, j, l)], l - j >= kd ? v[at(i, j, l)] : 0.0));
+              }
+        }
+        if (c > 0) {  // diff along the last axis: x[..., l + 1] - x[..., l]
+          const Tensor d = diff(x);
+          REQUIRE(d.shape() == Shape{b, r, c - 1});
+          const std::vector<double> dv = values(d);
+          for (int64_t i = 0; i < b; ++i)
+            for (int64_t j = 0; j < r; ++j)
+              for (int64_t l = 0; l + 1 < c; ++l)
+                CHECK(same(dv[(i * r + j) * (c - 1) + l], v[at(i, j, l + 1)] - v[at(i, j, l)]));
+        }
+        {  // nan_to_num and clip, elementwise
+          const std::vector<double> nn = values(nan_to_num(x)), cl = values(clip(x, -1.0, 1.0));
+          for (size_t e = 0; e < v.size(); ++e) {
+            const double want = std::isnan(v[e])             ? 0.0
+                                : v[e] == INFINITY           ? DBL_MAX
+                                : v[e] == -INFINITY          ? -DBL_MAX
+                                                             : v[e];
+            CHECK(nn[e] == want);
+            CHECK(same(cl[e], std::isnan(v[e]) ? v[e] : std::min(1.0, std::max(-1.0, v[e]))));
+          }
+        }
+        if (b > 0) {  // diagonal and trace of the first matrix (a 2-d view of x)
+          const Tensor m = x[0];
+          for (int64_t kd : {-1, 0, 1}) {
+            std::vector<double> want;
+            double tr = 0.0;
+            for (int64_t j = 0; j < r; ++j)
+              if (j + kd >= 0 && j + kd < c) {
+                want.push_back(v[at(0, j, j + kd)]);
+                tr += v[at(0, j, j + kd)];
+              }
+            const std::vector<double> got = values(diagonal(m, kd));
+            REQUIRE(got.size() == want.size());
+            for (size_t e = 0; e < got.size(); ++e) CHECK(same(got[e], want[e]));
+            CHECK(same(trace(m, kd).item<double>(), tr));
+          }
+        }
+        {  // outer of the flattened x with a strided 3-vector
+          const Tensor w = relayout(tensor({2.0, -0.5, 0.0}), k);
+          const std::vector<double> o = values(outer(x, w));
+          REQUIRE(o.size() == 3 * v.size());
+          for (size_t e = 0; e < v.size(); ++e)
+            for (size_t q = 0; q < 3; ++q) CHECK(same(o[e * 3 + q], v[e] * std::array<double, 3>{2.0, -0.5, 0.0}[q]));
+        }
+      }
+    // cross over views with empty and size-1 batches: a x b by the formula
+    for (const Shape& s : std::vector<Shape>{{0, 3}, {1, 3}, {4, 3}})
+      for (ViewKind k : {ViewKind::contiguous, ViewKind::transposed, ViewKind::negative}) {
+        const Tensor a = relayout(random_tensor(s, DType::float64, ++seed, true), k);
+        const Tensor bb = relayout(random_tensor(s, DType::float64, ++seed), k);
+        const std::vector<double> av = values(a), bv = values(bb), got = values(cross(a, bb));
+        REQUIRE(got.size() == av.size());
+        for (int64_t i = 0; i < s[0]; ++i) {
+          const double* p = &av[3 * i];
+          const double* q = &bv[3 * i];
+          const double want[3] = {p[1] * q[2] - p[2] * q[1], p[2] * q[0] - p[0] * q[2], p[0] * q[1] - p[1] * q[0]};
+          for (int e = 0; e < 3; ++e) {
+            const double g = got[3 * i + e];
+            CHECK(((std::isnan(g) && std::isnan(want[e])) || g == want[e]));
+          }
+        }
+      }
+    // searchsorted: empty and size-1 sequences, strided values with NaN (NaN sorts last)
+    for (const std::vector<double>& seq : std::vector<std::vector<double>>{{}, {0.5}, {-2, -1, 0, 0, 3}}) {
+      const Tensor sq = Tensor::from_vector(seq, {static_cast<int64_t>(seq.size())});
+      const Tensor vals = relayout(tensor({-3.0, 0.0, 0.5, 3.0, std::numeric_limits<double>::quiet_NaN(), 9.0}),
+                                   ViewKind::negative);
+      const std::vector<double> vv = values(vals);
+      for (bool right : {false, true}) {
+        const std::vector<int64_t> got = searchsorted(sq, vals, right).to_vector<int64_t>();
+        for (size_t e = 0; e < vv.size(); ++e) {
+          int64_t want = 0;
+          for (double q : seq) want += std::isnan(vv[e]) ? 1 : (right ? q <= vv[e] : q < vv[e]);
+          CHECK(got[e] == want);
+        }
+      }
+    }
+  }
+
   TEST_CASE("searchsorted left and right against a linear scan, NaN last") {
     const float nan = std::numeric_limits<float>::quiet_NaN();
     Tensor seq = tensor({1.0f, 2.0f, 2.0f, 5.0f, nan});

@@ -142,11 +142,26 @@ struct PyTree<Tensor> {
   static void flatten(const Tensor& v, TreeDef& def, LeafSink& sink);
   template <class In>
   static Tensor rebuild(const In&, LeafSource& src) {
-    static_assert(std::is_same_v<In, Tensor> || std::is_same_v<In, TensorLayout>,
+    static_assert(std::is_base_of_v<Tensor, In> || std::is_same_v<In, TensorLayout>,
                   "kiln pytree: a Tensor argument needs a TensorLayout (or example Tensor) spec");
     return src.take();
   }
   static Tensor unflatten(const TreeDef& def, LeafSource& src, const std::string& path);
+};
+
+/// An IndexedTensor (`x[i]`, `x.index({...})`) is a tensor leaf: its value
+/// goes in or out; rebuilt as an argument it is its own base (an assignment
+/// to it writes into it).
+template <>
+struct PyTree<IndexedTensor> {
+  static void flatten(const IndexedTensor& v, TreeDef& def, LeafSink& sink) { PyTree<Tensor>::flatten(v, def, sink); }
+  template <class In>
+  static IndexedTensor rebuild(const In& in, LeafSource& src) {
+    return IndexedTensor::whole(PyTree<Tensor>::rebuild<In>(in, src));
+  }
+  static IndexedTensor unflatten(const TreeDef& def, LeafSource& src, const std::string& path) {
+    return IndexedTensor::whole(PyTree<Tensor>::unflatten(def, src, path));
+  }
 };
 
 template <>

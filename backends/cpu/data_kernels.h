@@ -48,4 +48,12 @@ void one_hot_into(const Tensor& out, const Tensor& index, int64_t classes);
 /// in [-n, n) (checked before); negative ones count from the end.
 void scatter_into(const Tensor& out, const Tensor& x, int64_t axis, const Tensor& index, const Tensor& src, bool add);
 
+/// out [N, O, OH, OW] = conv2d(x [N, C, H, W], w [O, C / groups, KH, KW])
+/// (cross-correlation; p = {stride h, w, padding h, w, dilation h, w},
+/// checked before): per sample and group one pass writes the column matrix
+/// (padding as zeros, no padded copy), then one GEMM (conv_kernels.cpp).
+/// Operands of another dtype than out's are converted first; float32 and
+/// float64 go to the BLAS, other dtypes to matmul()'s kernels.
+void conv2d_into(const Tensor& out, const Tensor& x, const Tensor& w, const std::vector<int64_t>& p, int64_t groups);
+
 }  // namespace kiln::cpu

@@ -85,6 +85,7 @@ void data(const KernelArgs& k) {
       scatter_into(k.out, x, normalize_axis(k.attrs.axis, x.ndim(), "scatter"), k.in[1], k.in[2],
                    k.op != OpId::Scatter);
       break;
+    case OpId::Conv2d: conv2d_into(k.out, x, k.in[1], k.attrs.ints, k.attrs.axis); break;
     default: break;
   }
 }
