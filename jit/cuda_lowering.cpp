@@ -183,7 +183,10 @@ bool group_kernel(const Graph& g, const FusionGroup& grp, bool fuse_reduce, Cuda
          "    for (unsigned w = blockDim.x / 2; w >= 1; w /= 2) {\n"
          "      if (threadIdx.x < w) { const " + std::string(acc) + " a = smem[threadIdx.x], x = smem[threadIdx.x + w]; "
          "smem[threadIdx.x] = " + comb + "; }\n      __syncthreads();\n    }\n";
-    s += "    if (threadIdx.x == 0) " + red_out + "[o] = smem[0];\n    __syncthreads();\n  }\n}\n";
+    // Eager's second pass starts from init and combines the one partial
+    // (0 + p for a sum: -0 becomes +0 there too).
+    const std::string fin = rn.op == OpId::Sum ? std::string(acc) + "(0) + smem[0]" : "smem[0]";
+    s += "    if (threadIdx.x == 0) " + red_out + "[o] = " + fin + ";\n    __syncthreads();\n  }\n}\n";
     const uint32_t t = reduce_threads(grp.reduce_nred);
     step.kernel.launch = {grid_for(grp.reduce_nout, 1), t, static_cast<uint32_t>(t * size_of(g.type(rn.outputs[0]).dtype))};
   }
