@@ -168,8 +168,8 @@ bool group_kernel(const Graph& g, const FusionGroup& grp, bool fuse_reduce, Cuda
     const Node& rn = g.node(grp.reduce_node);
     const char* acc = ctype(rn.outputs[0]);
     const std::string init = rn.op == OpId::Sum ? std::string(acc) + "(0)"
-                             : rn.op == OpId::Max ? "-kiln::hd::inf<" + std::string(acc) + ">()"
-                                                  : "kiln::hd::inf<" + std::string(acc) + ">()";
+                             : rn.op == OpId::Max ? "-kiln::hd::m::inf<" + std::string(acc) + ">()"
+                                                  : "kiln::hd::m::inf<" + std::string(acc) + ">()";
     const std::string win = rn.op == OpId::Max ? "(x > a || x != x)" : "(x < a || x != x)";
     const std::string comb = rn.op == OpId::Sum ? "a + x" : win + " ? x : a";
     const std::string red_out = "p" + std::to_string(outs.size() - 1);
