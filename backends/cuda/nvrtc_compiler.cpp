@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 #include <nvrtc.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -174,23 +175,24 @@ void clear_module_memory_cache() {
 
 std::shared_ptr<const CompiledModule> compile_module(const std::string& source, const std::string& arch, bool dump) {
   if (dump) std::cerr << "[kiln jit] CUDA source (" << arch << "):\n" << source;
-  static const std::regex arch_re(R"(sm_(\d+)[a-z]?)");
-  if (!std::regex_match(arch, arch_re))
+  const bool arch_ok = arch.size() >= 5 && arch.compare(0, 3, "sm_") == 0 &&
+                      std::all_of(arch.begin() + 3, arch.end() - 1, [](char c) { return c >= '0' && c <= '9'; }) &&
+                      ((arch.back() >= '0' && arch.back() <= '9') || (arch.back() >= 'a' && arch.back() <= 'z'));
+  if (!arch_ok)
     throw ValueError("cuda compile_module: arch: expected \"sm_<major><minor>\" (\"sm_90\"), got \"" + arch + "\"");
   const std::vector<std::string> common = {"-std=c++17", "-default-device"};
-  uint64_t h = 1469598103934665603ull;
-  h = fnv1a(h, source);
-  h = fnv1a(h, kKernelTemplates);
-  h = fnv1a(h, arch + " nvrtc " + nvrtc_version());
-  for (const auto& o : common) h = fnv1a(h, o);
+  // The key's fixed part (kernel templates, NVRTC version, options) once.
+  static const uint64_t fixed = [&] {
+    uint64_t f = fnv1a(1469598103934665603ull, kKernelTemplates);
+    f = fnv1a(f, " nvrtc " + nvrtc_version());
+    for (const auto& o : common) f = fnv1a(f, o);
+    return f;
+  }();
+  const uint64_t h = fnv1a(fnv1a(fixed, arch + "\n"), source);
   {
     std::lock_guard<std::mutex> lock(g_mu);
     auto it = g_modules.find(h);
-    if (it != g_modules.end()) {
-      auto m = std::make_shared<CompiledModule>(*it->second);
-      m->from = CompiledModule::From::memory;
-      return m;
-    }
+    if (it != g_modules.end()) return it->second;
   }
   std::shared_ptr<CompiledModule> m = read_cached(h);
   if (!m) {
@@ -220,8 +222,11 @@ std::shared_ptr<const CompiledModule> compile_module(const std::string& source, 
     }
     write_cached(*m);
   }
+  // Later callers get the cached copy, marked as a memory hit.
+  auto hit = std::make_shared<CompiledModule>(*m);
+  hit->from = CompiledModule::From::memory;
   std::lock_guard<std::mutex> lock(g_mu);
-  g_modules[h] = m;
+  g_modules[h] = std::move(hit);
   return m;
 }
 
