@@ -12,6 +12,7 @@
 #include "../trace/passes/passes.h"
 #include "../trace/treedef_io.h"
 #include "capture.h"
+#include "cuda_executable.h"
 #include "mef.h"
 #include "plan.h"
 
@@ -125,6 +126,29 @@ MefCacheStats mef_cache_stats() {
   return g_mef_stats;
 }
 
+namespace {
+// The CUDA device a graph's inputs and weights name (-1: the CPU). Mixed
+// devices are refused.
+int cuda_device_of(const Graph& g) {
+  int dev = -1;
+  bool cpu = false;
+  for (const Node& n : g.nodes()) {
+    if (n.kind != NodeKind::input && n.kind != NodeKind::weight) continue;
+    const Device d = g.type(n.outputs[0]).device;
+    if (d.type == DeviceType::cuda) {
+      if (dev >= 0 && dev != d.index)
+        throw DeviceError("compile: graph '" + g.name() + "' mixes cuda:" + std::to_string(dev) + " and " + d.str());
+      dev = d.index;
+    } else {
+      cpu = true;
+    }
+  }
+  if (dev >= 0 && cpu)
+    throw DeviceError("compile: graph '" + g.name() + "' mixes cpu and cuda:" + std::to_string(dev) + " inputs");
+  return dev;
+}
+}  // namespace
+
 std::shared_ptr<const CompiledModel> compile_graph(const std::shared_ptr<const Graph>& staged, InferenceSession& session) {
   return compile_graph(staged, session, nullptr);
 }
@@ -158,7 +182,10 @@ std::shared_ptr<const CompiledModel> compile_graph(const std::shared_ptr<const G
     auto plan = std::make_shared<codegen::ExecutionPlan>(flat, session.options());
     if (session.options().dump)
       std::cerr << "[kiln jit] optimised graph:\n" << flat->to_text() << "[kiln jit] plan:\n" << plan->describe(true);
-    art = std::make_shared<const CompiledModel>(staged, flat, plan);
+    auto model = std::make_shared<CompiledModel>(staged, flat, plan);
+    if (const int dev = cuda_device_of(*flat); dev >= 0)
+      model->set_cuda_plan(std::make_shared<const codegen::CudaExecutable>(flat, session.options(), dev));
+    art = model;
     if (!session.export_mefs.empty()) {
       mef::Contents c;
       c.graph_text = flat->to_text();
@@ -239,6 +266,10 @@ void Model::execute_into(std::span<const Tensor> inputs, std::vector<Tensor>& ou
     if (t.dtype() != c.dtype) bad_input(i, "dtype", std::string(name(c.dtype)), std::string(name(t.dtype())), 0);
     if (!(t.device() == c.device)) bad_input(i, "device", c.device.str(), t.device().str(), 1);
     if (t.shape() != c.shape) bad_input(i, "shape", shape_str(c.shape), shape_str(t.shape()), 2);
+  }
+  if (const codegen::CudaExecutable* c = artifact_->cuda_plan()) {
+    out = c->run(std::vector<Tensor>(inputs.begin(), inputs.end()), bound_);
+    return;
   }
   artifact_->plan().run(inputs, bound_, out);
 }

@@ -16,6 +16,7 @@
 
 namespace kiln::codegen {
 class ExecutionPlan;
+class CudaExecutable;
 }
 
 namespace kiln::engine {
@@ -58,6 +59,11 @@ class CompiledModel {
   /// The optimised graph the plan runs.
   const Graph& graph() const { return *optimized_; }
   const codegen::ExecutionPlan& plan() const { return *plan_; }
+  /// The CUDA plan (NVRTC-compiled kernels) when the graph's inputs and
+  /// weights live on a CUDA device, else null; calls then run it (and the
+  /// CPU plan above serves only its weight slots and in-place analysis).
+  const codegen::CudaExecutable* cuda_plan() const { return cuda_.get(); }
+  void set_cuda_plan(std::shared_ptr<const codegen::CudaExecutable> c) { cuda_ = std::move(c); }
   /// Weights the graph expects: (name, type), in binding order.
   const std::vector<std::pair<std::string, TensorType>>& weight_slots() const;
   /// The signature stored with the artifact: set when it was read from a MEF
@@ -72,6 +78,7 @@ class CompiledModel {
  private:
   std::shared_ptr<const Graph> source_, optimized_;
   std::shared_ptr<const codegen::ExecutionPlan> plan_;
+  std::shared_ptr<const codegen::CudaExecutable> cuda_;
   std::shared_ptr<const Signature> signature_;
   MefOrigin origin_;
   bool loaded_from_mef_ = false;

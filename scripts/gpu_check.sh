@@ -6,7 +6,12 @@
 #   2. ctest -L gpu (every GPU test; they skip when no device answers, so
 #      this script first checks that one does);
 #   3. the differential run CPU vs CUDA eager (KILN_DIFF_SEQUENCES, 1000);
-#   4. the CUDA benchmarks, printing each figure beside its peer.
+#   4. the compiled CUDA plans (issue 13): the fuzzer's graphs compiled for
+#      CUDA = eager CUDA = float64 reference (KILN_CUDA_FUZZ_GRAPHS, 1000;
+#      part of ctest -L gpu above, rerun here with its summary), and the
+#      no-GPU NVRTC checks (every row, the fuzzer's groups as sm_<arch> cubins);
+#   5. the CUDA benchmarks, printing each figure beside its peer, and the
+#      NVRTC compile / module-cache figures (bench_cuda_compile).
 # Exits non-zero at the first failing step and says which one.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -30,7 +35,7 @@ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DKILN_WITH_CUDA=ON -DCMAKE_CU
 
 say "build"
 t0=$SECONDS
-cmake --build "$build" -j"$jobs" --target kiln kiln_tests kiln_gpu_tests bench_cuda
+cmake --build "$build" -j"$jobs" --target kiln kiln_tests kiln_gpu_tests bench_cuda bench_cuda_compile
 echo "build: $((SECONDS - t0)) s"
 
 say "a device answers"
@@ -47,7 +52,14 @@ say "ctest -L gpu (includes the differential run, ${KILN_DIFF_SEQUENCES:=1000} s
 export KILN_DIFF_SEQUENCES
 ctest --test-dir "$build" -L gpu --output-on-failure --timeout 300
 
+say "compiled CUDA plans: fuzzer graphs compiled = eager CUDA = float64 (${KILN_CUDA_FUZZ_GRAPHS:=1000} graphs)"
+export KILN_CUDA_FUZZ_GRAPHS
+"$build/tests/kiln_gpu_tests" -tc="compiled CUDA*" -s 2>&1 | grep -E "outputs compared|test cases|FAILED|ERROR" || true
+"$build/tests/kiln_gpu_tests" -tc="compiled CUDA*"
+"$build/tests/kiln_tests" -ts="cuda_compiled" -s 2>&1 | grep -E "fuzzer graphs|rows, sm_90|disk-cache hit" || true
+
 say "benchmarks (each beside its peer)"
+"$build/benchmarks/bench_cuda_compile" --benchmark_format=console
 "$build/benchmarks/bench_cuda" --benchmark_min_time=0.2 --benchmark_format=console \
   --benchmark_out=/tmp/kiln_bench_cuda.json --benchmark_out_format=json
 python3 - /tmp/kiln_bench_cuda.json <<'PY'

@@ -61,10 +61,21 @@ TensorLayout infer_layout(OpId op, std::span<const TensorLayout> in, const Attrs
     throw ValueError(detail::op_prefix(op) + "expected " + std::to_string(r.arity) + " tensor inputs, got " +
                      std::to_string(in.size()));
   if (in.empty()) throw ValueError(detail::op_prefix(op) + "expected at least one tensor input, got none");
-  for (size_t i = 1; i < in.size(); ++i)
-    if (!(in[i].device == in[0].device))
+  // As eager (kernel_registry.cpp): a 0-d CPU input (a scalar) may join
+  // operands on another device, and counts as on that device.
+  auto cpu_scalar = [](const TensorLayout& l) { return l.device.is_cpu() && l.shape.empty(); };
+  size_t ref = 0;
+  while (ref + 1 < in.size() && cpu_scalar(in[ref])) ++ref;
+  std::vector<TensorLayout> moved;
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i].device == in[ref].device) continue;
+    if (!cpu_scalar(in[i]))
       throw DeviceError(detail::op_prefix(op) + "input " + std::to_string(i) + " is on " + in[i].device.str() +
-                        " but input 0 is on " + in[0].device.str());
+                        " but input " + std::to_string(ref) + " is on " + in[ref].device.str());
+    if (moved.empty()) moved.assign(in.begin(), in.end());
+    moved[i].device = in[ref].device;
+  }
+  if (!moved.empty()) return infer_layout(op, moved, attrs);
   switch (r.category) {
     case OpCategory::Unary: return detail::infer_unary(op, in, attrs);
     case OpCategory::Binary: return detail::infer_binary(op, in, attrs);

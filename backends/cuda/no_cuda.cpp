@@ -1,5 +1,6 @@
 // Built when the CUDA backend is off: the CUDA entry points throw NotBuiltError.
 #include "cuda_backend.h"
+#include "nvrtc_compiler.h"
 
 #include "../../tensor/error.h"
 #include "../../tensor/tensor.h"
@@ -23,4 +24,15 @@ void synchronize(int) { not_built("synchronize"); }
 void set_allow_tf32(bool) { not_built("set_allow_tf32"); }
 bool allow_tf32() { not_built("allow_tf32"); }
 Tensor matmul_epilogue(const Tensor&, const Tensor&, const Tensor&, Epilogue) { not_built("matmul_epilogue"); }
+const KernelResources* CompiledModule::resources(const std::string&) const { return nullptr; }
+std::string default_arch(int) { return "sm_90"; }
+std::string kernel_cache_dir() { not_built("kernel_cache_dir"); }
+std::shared_ptr<const CompiledModule> compile_module(const std::string&, const std::string&, bool) {
+  not_built("compile_module (NVRTC)");
+}
+void clear_module_memory_cache() {}
+void launch_kernel(const std::shared_ptr<const CompiledModule>&, const std::string&, int, uint32_t, uint32_t, uint32_t,
+                   void**) {
+  not_built("launch_kernel");
+}
 }  // namespace kiln::cuda
