@@ -11,7 +11,7 @@
 namespace kiln::distributed {
 
 /// `devices` laid out row-major over `shape`, one name per axis. CPU devices
-/// of one process are `Device{DeviceType::cpu, i}` (cpu_devices(n) lists n);
+/// of one process are `Device::cpu(i)` (cpu_devices(n) lists n);
 /// under mpiexec, mesh device k belongs to process k (see sharded_tensor.h).
 class DeviceMesh {
  public:
@@ -44,7 +44,7 @@ class DeviceMesh {
   std::vector<std::string> names_;
 };
 
-/// `n` distinct CPU devices: Device{DeviceType::cpu, 0 ... n - 1}.
+/// `n` distinct CPU devices: Device::cpu(0) ... Device::cpu(n - 1).
 std::vector<Device> cpu_devices(int n);
 /// "cpu:0", "cpu:1", "cuda:0": the index always shown (Device::str() prints CPU device 0 as "cpu").
 std::string device_name(Device d);

@@ -17,9 +17,9 @@ int num_cpu_devices();
 /// it before the first use of a CPU device other than 0; afterwards a
 /// different count throws ValueError (the same count is accepted).
 void set_num_cpu_devices(int n);
-/// CPU device `i` of this process, Device{DeviceType::cpu, i}; DeviceError
-/// when i is outside [0, num_cpu_devices()). (Device::cpu(i) itself awaits
-/// a default argument in tensor/device.h, which every file includes.)
+/// CPU device `i` of this process, Device::cpu(i), checked now: DeviceError
+/// when i is outside [0, num_cpu_devices()) (Device::cpu(i) checks when
+/// memory is allocated on it).
 Device cpu_device(int i);
 /// Throws DeviceError naming `who` when `d` is a CPU device past
 /// num_cpu_devices() (memory on cpu:i is allocated for i < the count only).

@@ -8,12 +8,16 @@ namespace kiln {
 
 enum class DeviceType : uint8_t { cpu, cuda };
 
-/// A device: `Device::cpu()` or `Device::cuda(n)` (the CUDA backend, when built).
+/// A device: `Device::cpu()` (CPU device 0), `Device::cpu(i)` (CPU device i
+/// of this process: see tensor/cpu_devices.h, KILN_CPU_DEVICES) or
+/// `Device::cuda(n)` (the CUDA backend, when built). Constructing one checks
+/// nothing; memory on a CPU device past num_cpu_devices() or on a CUDA device
+/// that does not answer raises DeviceError when it is allocated.
 struct Device {
   DeviceType type = DeviceType::cpu;
   int index = 0;
 
-  static constexpr Device cpu() { return {DeviceType::cpu, 0}; }
+  static constexpr Device cpu(int i = 0) { return {DeviceType::cpu, i}; }
   static constexpr Device cuda(int n = 0) { return {DeviceType::cuda, n}; }
   bool is_cpu() const { return type == DeviceType::cpu; }
   /// "cpu" (CPU device 0), "cpu:N" (CPU device N > 0, see distributed/) or "cuda:N".

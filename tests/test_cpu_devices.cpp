@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "../tensor/cpu_devices.h"
+#include "../tensor/creation.h"
 #include "../tensor/tensor.h"
 
 using namespace kiln;
@@ -28,6 +29,14 @@ TEST_SUITE("cpu_devices") {
     CHECK_THROWS_WITH_AS(Tensor::empty({2}, DType::float32, Device{DeviceType::cpu, 8}),
                          doctest::Contains("CPU device 8 does not exist: this process has 8"), DeviceError);
     CHECK_THROWS_AS(check_cpu_device(Device{DeviceType::cpu, -1}, "test"), DeviceError);
+    // Device::cpu(i) names the same devices; it checks at allocation.
+    CHECK(Device::cpu() == Device{DeviceType::cpu, 0});
+    CHECK(Device::cpu(5) == cpu_device(5));
+    CHECK(Device::cpu(5).str() == "cpu:5");
+    CHECK(ones({3}, DType::float32, Device::cpu(6)).device() == Device::cpu(6));
+    CHECK_THROWS_WITH_AS(Tensor::empty({2}, DType::float32, Device::cpu(9)),
+                         doctest::Contains("CPU device 9 does not exist"), DeviceError);
+    CHECK_THROWS_AS(Tensor::empty({2}, DType::float32, Device::cpu(-2)), DeviceError);
   }
 
   TEST_CASE("run_on_cpu_devices: one persistent worker per device, all at once") {
