@@ -26,6 +26,19 @@ cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DKILN_BUILD_BENCHMARKS=ON
 cmake --build "$build_dir" -j"$jobs" --target "${programs[@]}"
 
 cpu_flag() { grep -m1 '^flags' /proc/cpuinfo | grep -qw "$1" && echo "$1"; }
+# OpenBLAS picks its kernels from the CPUID model; on a VM whose model it does
+# not know (as this project's machines) it falls back to its SSE3 "Prescott"
+# kernels, ~4x slower, and every BLAS peer and GEMM floor would be too slow
+# to compare with. Then name the core its vector units allow (unless the
+# caller set OPENBLAS_CORETYPE already); RESULTS.md records the core used.
+if [[ -z "${OPENBLAS_CORETYPE:-}" ]]; then
+  blas_core="$(OPENBLAS_VERBOSE=2 "$build_dir/benchmarks/bench_ops" --benchmark_list_tests 2>&1 | sed -n 's/^Core: //p' | head -1)"
+  if [[ "$blas_core" == "Prescott" ]]; then
+    if [[ -n "$(cpu_flag avx512f)" ]]; then export OPENBLAS_CORETYPE=SkylakeX
+    elif [[ -n "$(cpu_flag avx2)" ]]; then export OPENBLAS_CORETYPE=Haswell; fi
+  fi
+fi
+blas_core_used="$(OPENBLAS_VERBOSE=2 "$build_dir/benchmarks/bench_ops" --benchmark_list_tests 2>&1 | sed -n 's/^Core: //p' | head -1)"
 torch=no
 [[ "$("$build_dir/benchmarks/bench_digits" --benchmark_list_tests | grep -c BM_torch)" != 0 ]] && torch=yes
 commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
@@ -42,6 +55,7 @@ Written by \`bash scripts/run_benchmarks.sh\` (do not edit by hand).
 - date: $(date -u '+%Y-%m-%d %H:%M UTC')
 - CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores available
 - flags: $(for f in avx2 fma avx512f avx512bw avx512vl; do cpu_flag $f; done | xargs)
+- OpenBLAS kernels: ${blas_core_used:-unknown}${OPENBLAS_CORETYPE:+ (OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE set: OpenBLAS picked Prescott kernels for this CPU model)}
 - load average at start: $(cut -d' ' -f1-3 /proc/loadavg) (other work on the machine makes figures noisy)
 - kiln commit: $commit
 - LibTorch peers: $torch; each benchmark ran for at least ${KILN_BENCH_MIN_TIME:-0.2} s
