@@ -55,7 +55,7 @@ Written by \`bash scripts/run_benchmarks.sh\` (do not edit by hand).
 - date: $(date -u '+%Y-%m-%d %H:%M UTC')
 - CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores available
 - flags: $(for f in avx2 fma avx512f avx512bw avx512vl; do cpu_flag $f; done | xargs)
-- OpenBLAS kernels: ${blas_core_used:-unknown}${OPENBLAS_CORETYPE:+ (OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE set: OpenBLAS picked Prescott kernels for this CPU model)}
+- OpenBLAS kernels: ${blas_core_used:-unknown}${OPENBLAS_CORETYPE:+ (OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE)}
 - load average at start: $(cut -d' ' -f1-3 /proc/loadavg) (other work on the machine makes figures noisy)
 - kiln commit: $commit
 - LibTorch peers: $torch; each benchmark ran for at least ${KILN_BENCH_MIN_TIME:-0.2} s
