@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "../tensor/cpu_devices.h"  // set_num_cpu_devices, cpu_device: a mesh of CPU devices needs them
 #include "../tensor/device.h"
 #include "../tensor/shape.h"
 

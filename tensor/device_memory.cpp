@@ -2,8 +2,10 @@
 // between devices (see device_memory.h).
 #include "device_memory.h"
 
+#include <cstring>
 #include <string>
 
+#include "cpu_devices.h"
 #include "error.h"
 #include "tensor.h"
 
@@ -40,6 +42,16 @@ const DeviceMemoryHooks& device_memory(Device dev, const char* who) {
 
 Tensor Tensor::to(Device dev) const {
   if (dev == device()) return *this;
+  if (dev.is_cpu() && device().is_cpu()) {
+    // Between CPU devices of this process (Device::cpu(i)): one address
+    // space, so a plain copy into memory of the target device's pool.
+    check_cpu_device(dev, "Tensor::to");
+    const Tensor src = contiguous();
+    Tensor out = Tensor::empty(shape(), dtype(), dev);
+    const size_t nbytes = static_cast<size_t>(numel()) * itemsize();
+    if (nbytes > 0) std::memcpy(out.data_ptr(), src.data_ptr(), nbytes);
+    return out;
+  }
   // The hooks of the non-CPU side move the bytes (both sides' for a copy
   // between two devices of one type: the backend handles peers).
   const Device backend = dev.is_cpu() ? device() : dev;

@@ -39,6 +39,23 @@ TEST_SUITE("cpu_devices") {
     CHECK_THROWS_AS(Tensor::empty({2}, DType::float32, Device::cpu(-2)), DeviceError);
   }
 
+  TEST_CASE("Tensor::to copies between CPU devices; a device past the count is a DeviceError") {
+    Tensor a = arange(0, 6).reshape({2, 3}).to(DType::float32);
+    Tensor b = a.to(Device::cpu(3));
+    CHECK(b.device() == Device::cpu(3));
+    Tensor t = b.transpose(0, 1);  // a strided view copies as its values
+    Tensor c = t.to(Device::cpu(1));
+    CHECK(c.device() == Device::cpu(1));
+    Tensor back = c.cpu();
+    CHECK(back.device() == Device::cpu());
+    CHECK(back.shape() == Shape{3, 2});
+    const std::vector<float> want{0, 3, 1, 4, 2, 5};
+    CHECK(back.to_vector<float>() == want);
+    CHECK(b.data_ptr() != a.data_ptr());
+    CHECK(Tensor::empty({0}, DType::float32).to(Device::cpu(2)).numel() == 0);
+    CHECK_THROWS_WITH_AS(a.to(Device::cpu(8)), doctest::Contains("CPU device 8 does not exist"), DeviceError);
+  }
+
   TEST_CASE("run_on_cpu_devices: one persistent worker per device, all at once") {
     const std::vector<Device> devs{Device{DeviceType::cpu, 0}, Device{DeviceType::cpu, 1}, Device{DeviceType::cpu, 2}, Device{DeviceType::cpu, 3}};
     std::vector<std::thread::id> first(4), second(4);

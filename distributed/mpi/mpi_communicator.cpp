@@ -2,6 +2,11 @@
 // libkiln_mpi.so that libkiln loads when a program runs under mpiexec. Collectives are the
 // non-blocking MPI calls polled with MPI_Test so that a peer that never joins
 // ends in CollectiveError after collective_timeout() instead of a hang.
+// Every collective first agrees on what it is (agree(): one small
+// all-reduce of its kind, count, dtype and op/root): MPI matches collectives
+// by order alone, so a rank calling all_to_all while another calls
+// all_reduce would otherwise exchange bytes that mean different things and
+// return wrong numbers without an error.
 #include <mpi.h>
 
 #include <chrono>
@@ -123,6 +128,7 @@ class MpiCommunicator final : public Communicator {
 
   void all_reduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op) override {
     const int n = checked_count(count, "all_reduce");
+    agree(Kind::all_reduce, count, dtype, static_cast<int>(op));
     MPI_Request r;
     check_mpi(MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, n, mpi_type(dtype), mpi_op(dtype, op),
                              comm_, &r),
@@ -131,12 +137,14 @@ class MpiCommunicator final : public Communicator {
   }
   void all_gather(const void* send, void* recv, size_t count, DType dtype) override {
     const int n = checked_count(count, "all_gather");
+    agree(Kind::all_gather, count, dtype, 0);
     MPI_Request r;
     check_mpi(MPI_Iallgather(send, n, mpi_type(dtype), recv, n, mpi_type(dtype), comm_, &r), "all_gather");
     wait(r, "all_gather");
   }
   void reduce_scatter(const void* send, void* recv, size_t count, DType dtype, ReduceOp op) override {
     const int n = checked_count(count, "reduce_scatter");
+    agree(Kind::reduce_scatter, count, dtype, static_cast<int>(op));
     checked_count(count * size_, "reduce_scatter");
     MPI_Request r;
     check_mpi(MPI_Ireduce_scatter_block(send, recv, n, mpi_type(dtype), mpi_op(dtype, op), comm_, &r),
@@ -145,6 +153,7 @@ class MpiCommunicator final : public Communicator {
   }
   void broadcast(void* data, size_t count, DType dtype, int root) override {
     check_rank(root, "broadcast", "root");
+    agree(Kind::broadcast, count, dtype, root);
     MPI_Request r;
     check_mpi(MPI_Ibcast(data, checked_count(count, "broadcast"), mpi_type(dtype), root, comm_, &r),
               "broadcast");
@@ -153,6 +162,7 @@ class MpiCommunicator final : public Communicator {
   void all_to_all(const void* send, void* recv, size_t count, DType dtype) override {
     if (send == recv && count > 0) throw ValueError("all_to_all: send and recv must be different buffers");
     const int n = checked_count(count, "all_to_all");
+    agree(Kind::all_to_all, count, dtype, 0);
     MPI_Request r;
     check_mpi(MPI_Ialltoall(send, n, mpi_type(dtype), recv, n, mpi_type(dtype), comm_, &r), "all_to_all");
     wait(r, "all_to_all");
@@ -176,6 +186,7 @@ class MpiCommunicator final : public Communicator {
                        " elements from rank " + std::to_string(src) + ", got " + std::to_string(got));
   }
   void barrier() override {
+    agree(Kind::barrier, 0, DType::bool_, 0);
     MPI_Request r;
     check_mpi(MPI_Ibarrier(comm_, &r), "barrier");
     wait(r, "barrier");
@@ -188,6 +199,49 @@ class MpiCommunicator final : public Communicator {
   }
 
  private:
+  enum class Kind : int { all_reduce = 1, all_gather, reduce_scatter, broadcast, all_to_all, barrier };
+  static const char* kind_name(long long k) {
+    static const char* names[] = {"?", "all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all",
+                                  "barrier"};
+    return k >= 1 && k <= 6 ? names[k] : "?";
+  }
+  static std::string describe(const long long* f) {
+    std::string s = kind_name(f[0]);
+    s += " of " + std::to_string(f[1]) + " elements";
+    if (f[0] != static_cast<long long>(Kind::barrier)) s += " of " + std::string(name(static_cast<DType>(f[2])));
+    if (f[0] == static_cast<long long>(Kind::broadcast)) s += ", root " + std::to_string(f[3]);
+    if (f[0] == static_cast<long long>(Kind::all_reduce) || f[0] == static_cast<long long>(Kind::reduce_scatter))
+      s += ", op " + std::string(f[3] == 0 ? "sum" : f[3] == 1 ? "max" : f[3] == 2 ? "min" : "?");
+    return s;
+  }
+  // Every rank contributes (kind, count, dtype, extra) and its negation to
+  // one MAX all-reduce: the result holds the largest and the smallest value
+  // of each field, equal to this rank's own exactly when all ranks agree.
+  // Every rank then sees the same disagreement and throws, none proceeds.
+  void agree(Kind kind, size_t count, DType dtype, int extra) {
+    const char* what = kind_name(static_cast<long long>(kind));
+    const long long mine[4] = {static_cast<long long>(kind), static_cast<long long>(count),
+                               static_cast<long long>(dtype), extra};
+    long long buf[8];
+    for (int i = 0; i < 4; ++i) buf[i] = mine[i], buf[4 + i] = -mine[i];
+    MPI_Request r;
+    check_mpi(MPI_Iallreduce(MPI_IN_PLACE, buf, 8, MPI_LONG_LONG, MPI_MAX, comm_, &r), what);
+    wait(r, what);
+    long long hi[4], lo[4];
+    bool same = true;
+    for (int i = 0; i < 4; ++i) {
+      hi[i] = buf[i];
+      lo[i] = -buf[4 + i];
+      same = same && hi[i] == mine[i] && lo[i] == mine[i];
+    }
+    if (same) return;
+    const long long* other = (hi[0] != mine[0] || hi[1] != mine[1] || hi[2] != mine[2] || hi[3] != mine[3]) ? hi : lo;
+    // `other` mixes fields of several ranks when more than two disagree;
+    // the kind (field 0) always comes from one of them.
+    throw CollectiveError("collective mismatch on rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
+                          ": this rank calls " + describe(mine) + ", another rank calls " + describe(other) +
+                          " (every rank must call the same collectives in the same order)");
+  }
   void check_rank(int r, const char* what, const char* arg) const {
     if (r < 0 || r >= size_)
       throw IndexError(std::string(what) + ": " + arg + " " + std::to_string(r) + " is outside the ranks [0, " +

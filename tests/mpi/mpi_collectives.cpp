@@ -4,9 +4,13 @@
 //   mpi_collectives            the collectives
 //   mpi_collectives timeout    rank 1 skips an all_reduce: rank 0 must end in
 //                              CollectiveError (KILN_COLLECTIVE_TIMEOUT_S)
+//   mpi_collectives mismatch   rank 0 calls all_to_all while the others call
+//                              all_reduce (then a count mismatch): every rank
+//                              must end in CollectiveError, none in numbers
 #include <cstdio>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "../../distributed/init.h"
 #include "../../distributed/sharded_tensor.h"
@@ -39,6 +43,29 @@ int main(int argc, char** argv) {
     }
     std::printf("rank %d: all_reduce returned without rank 1\n", r);
     return 1;
+  }
+
+  if (argc > 1 && std::string(argv[1]) == "mismatch") {
+    std::vector<float> x(2 * static_cast<size_t>(n), 1.0f), y(x.size(), 0.0f);
+    int caught = 0;
+    try {
+      if (r == 0) w->all_to_all(x.data(), y.data(), 2, DType::float32);
+      else w->all_reduce(x.data(), y.data(), 2, DType::float32, ReduceOp::sum);
+    } catch (const CollectiveError& e) {
+      std::printf("rank %d: mismatch caught: %s\n", r, e.what());
+      ++caught;
+    }
+    try {  // the same collective, another count on the last rank
+      w->all_reduce(x.data(), y.data(), r == n - 1 ? 1 : 2, DType::float32, ReduceOp::sum);
+    } catch (const CollectiveError& e) {
+      std::printf("rank %d: count mismatch caught: %s\n", r, e.what());
+      ++caught;
+    }
+    // The group still works after a detected mismatch.
+    w->all_reduce(x.data(), y.data(), 2, DType::float32, ReduceOp::sum);
+    const bool ok = caught == 2 && y[0] == static_cast<float>(n) && y[1] == static_cast<float>(n);
+    std::printf("rank %d: mismatch %s\n", r, ok ? "ok" : "FAILED");
+    return ok ? 0 : 1;
   }
 
   const DType dtypes[] = {DType::bool_,   DType::uint8,    DType::int8,    DType::int32, DType::int64,
