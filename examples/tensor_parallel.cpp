@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
       errno = 0;
       const long long v = std::strtoll(argv[i], &end, 10);
       if (errno != 0 || end == argv[i] || *end != '\0' || v < 1 || v > (1 << 20))
-        throw ValueError(std::string("tensor_parallel: argument ") + std::to_string(i) + " must be an integer in [1, " +
+        throw ValueError(std::string("argument ") + std::to_string(i) + " must be an integer in [1, " +
                          std::to_string(1 << 20) + "], got '" + argv[i] +
                          "' (usage: tensor_parallel [devices] [batch] [d_in] [d_hidden] [d_out])");
       return v;
