@@ -132,15 +132,8 @@ void check(CpuTarget t, int64_t m, int64_t n, int64_t k, bool ta, bool tb, const
   auto a_at = [&](int64_t i, int64_t kk) { return double(ta ? A[size_t(kk * lda + i)] : A[size_t(i * lda + kk)]); };
   auto b_at = [&](int64_t kk, int64_t j) { return double(tb ? B[size_t(j * ldb + kk)] : B[size_t(kk * ldb + j)]); };
 
-  SmallGemmKey key;
-  key.target = t;
-  key.m = m;
-  key.n = n;
-  key.k = k;
-  key.ta = ta;
-  key.tb = tb;
-  key.lda = lda;
-  key.ldb = ldb;
+  // The plain GEMM's key, its epilogue then replaced by the case's.
+  SmallGemmKey key = plain_gemm_key(t, m, n, k, ta, tb, lda, ldb, ldc);
   const size_t nops = epi.layouts.size();
   key.layouts = epi.layouts;
   key.lds.assign(nops, 0);
