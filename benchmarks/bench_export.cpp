@@ -9,8 +9,11 @@
 //                         between fused ones (replay writes it in place)
 //   BM_compile_1000       optimise + plan + generate code for the staged graph
 //   BM_read_1000          engine::read of its MEF file (from memory)  (budget <= 20 ms)
-//   BM_read_1000_code     the same file with its CODE section: no code generation
-//                         (issue 18: budget <= 0.2 ms)
+//   BM_read_1000_code     the same file with its CODE section (elementwise kernels
+//                         and generated GEMMs placed, not generated)
+//   BM_read_1000_plan     the file with its PLAN section: no planning (code generated)
+//   BM_read_1000_code_plan  CODE and PLAN: no planning, no code generation
+//                         (issue 18: budget <= 0.2 ms); BM_stage_* split it up
 // The graph of the last two has about 1,000 nodes after optimisation (see
 // the `nodes` counter): 250 rounds of matmul -> add a constant -> tanh.
 #include <benchmark/benchmark.h>
@@ -18,6 +21,8 @@
 #include <kiln/kiln.h>
 
 #include "../jit/mef.h"
+#include "../jit/mef_plan.h"
+#include "../jit/plan.h"
 
 namespace {
 
@@ -115,23 +120,83 @@ void BM_compile_1000(benchmark::State& st) {
 }
 BENCHMARK(BM_compile_1000)->Unit(benchmark::kMillisecond);
 
-void read_1000(benchmark::State& st, bool with_code) {
-  CompiledCallable run(big_staged());
+mef::Contents contents_1000(bool with_code, bool with_plan, const CompiledCallable& run) {
   const engine::CompiledModel& art = run.engine_model().artifact();
   mef::Contents c;
   c.graph_text = art.graph().to_text();
   c.signature = run.signature();
   c.weights = art.weight_slots();
   if (with_code) c.code = mef::code_of(art.plan());
-  const std::string bytes = mef::encode(c);
+  if (with_plan) c.plan = mef::encode_plan(art.plan());
+  return c;
+}
+
+void read_1000(benchmark::State& st, bool with_code, bool with_plan) {
+  CompiledCallable run(big_staged());
+  const engine::CompiledModel& art = run.engine_model().artifact();
+  const std::string bytes = mef::encode(contents_1000(with_code, with_plan, run));
   for (auto _ : st) benchmark::DoNotOptimize(engine::read_bytes(bytes, "bench").get());
   st.counters["nodes"] = static_cast<double>(art.graph().num_nodes());
+  st.counters["steps"] = static_cast<double>(art.plan().steps().size());
   st.counters["file_bytes"] = static_cast<double>(bytes.size());
 }
-void BM_read_1000(benchmark::State& st) { read_1000(st, false); }
+void BM_read_1000(benchmark::State& st) { read_1000(st, false, false); }
 BENCHMARK(BM_read_1000)->Unit(benchmark::kMillisecond);
-void BM_read_1000_code(benchmark::State& st) { read_1000(st, true); }
+void BM_read_1000_code(benchmark::State& st) { read_1000(st, true, false); }
 BENCHMARK(BM_read_1000_code)->Unit(benchmark::kMillisecond);
+void BM_read_1000_plan(benchmark::State& st) { read_1000(st, false, true); }
+BENCHMARK(BM_read_1000_plan)->Unit(benchmark::kMillisecond);
+void BM_read_1000_code_plan(benchmark::State& st) { read_1000(st, true, true); }
+BENCHMARK(BM_read_1000_code_plan)->Unit(benchmark::kMillisecond);
+
+// The stages of BM_read_1000_code_plan, each alone:
+//   BM_stage_decode_1000      framing, checksum (zlib crc32 of the whole file), section decoding
+//   BM_stage_crc_1000         the checksum alone
+//   BM_stage_parse_1000       Graph::parse of the graph section (parse + verify)
+//   BM_stage_images_1000      the CODE section's images checked (hashes) for this key
+//   BM_stage_plan_1000        the plan restored from PLAN (steps, kernels placed, checks)
+void BM_stage_decode_1000(benchmark::State& st) {
+  CompiledCallable run(big_staged());
+  const std::string bytes = mef::encode(contents_1000(true, true, run));
+  for (auto _ : st) benchmark::DoNotOptimize(mef::decode(bytes, "bench").graph_text.size());
+}
+BENCHMARK(BM_stage_decode_1000)->Unit(benchmark::kMicrosecond);
+void BM_stage_crc_1000(benchmark::State& st) {
+  CompiledCallable run(big_staged());
+  const std::string bytes = mef::encode(contents_1000(true, true, run));
+  std::string copy = bytes;
+  for (auto _ : st) {
+    mef::reseal(copy);
+    benchmark::DoNotOptimize(copy.data());
+  }
+  st.counters["file_bytes"] = static_cast<double>(bytes.size());
+}
+BENCHMARK(BM_stage_crc_1000)->Unit(benchmark::kMicrosecond);
+void BM_stage_parse_1000(benchmark::State& st) {
+  CompiledCallable run(big_staged());
+  const std::string text = run.engine_model().artifact().graph().to_text();
+  for (auto _ : st) benchmark::DoNotOptimize(Graph::parse(text).get());
+  st.counters["text_bytes"] = static_cast<double>(text.size());
+}
+BENCHMARK(BM_stage_parse_1000)->Unit(benchmark::kMicrosecond);
+void BM_stage_images_1000(benchmark::State& st) {
+  CompiledCallable run(big_staged());
+  const mef::Contents c = contents_1000(true, true, run);
+  const std::string key = run.engine_model().artifact().plan().code_feature_key();
+  for (auto _ : st) benchmark::DoNotOptimize(mef::usable_images(c, key, nullptr).size());
+}
+BENCHMARK(BM_stage_images_1000)->Unit(benchmark::kMicrosecond);
+void BM_stage_plan_1000(benchmark::State& st) {
+  CompiledCallable run(big_staged());
+  const mef::Contents c = contents_1000(true, true, run);
+  const engine::CompiledModel& art = run.engine_model().artifact();
+  const std::shared_ptr<const Graph> g(run.engine_model().artifact_ptr(), &art.graph());
+  const codegen::CodeImages images = mef::usable_images(c, art.plan().code_feature_key(), nullptr);
+  KernelOptions opt;
+  for (auto _ : st) benchmark::DoNotOptimize(mef::decode_plan(c.plan, g, opt, &images, "bench").get());
+  st.counters["plan_bytes"] = static_cast<double>(c.plan.size());
+}
+BENCHMARK(BM_stage_plan_1000)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 

@@ -7,6 +7,7 @@
 #include "../tensor/mutation.h"
 #include "../tensor/realize_hook.h"
 #include "mef.h"
+#include "mef_plan.h"
 #include "plan.h"
 #include "write_in_place.h"
 
@@ -121,6 +122,7 @@ void CompiledCallable::export_mef(const std::string& path, bool include_source_g
   c.weights = art.weight_slots();
   if (include_source_graph) c.source_text = art.source_graph().to_text();
   c.code = mef::code_of(art.plan());
+  c.plan = mef::encode_plan(art.plan());
   mef::write_file_atomically(path, mef::encode(c), "export_mef");
 }
 

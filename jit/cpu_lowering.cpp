@@ -115,9 +115,10 @@ bool build_fused_step(const Graph& g, const FusionGroup& grp, const KernelOption
   return true;
 }
 
-PlanStep op_step(const Node& n) {
+PlanStep op_step(const Graph& g, const Node& n) {
   PlanStep s;
   s.kind = PlanStep::Kind::op;
+  s.node = static_cast<int32_t>(&n - g.nodes().data());
   s.op = n.op;
   s.attrs = n.attrs;
   s.inputs = n.inputs;
@@ -147,7 +148,7 @@ bool build_row_step(const Graph& g, const Node& n, const KernelOptions& opt, Pla
   const bool w = norm && n.attrs.ints.size() == 2 && n.attrs.ints[0], b = norm && n.attrs.ints.size() == 2 && n.attrs.ints[1];
   const RowKernel* k = cached_row_kernel(*rop, w, b, DType::float32);
   if (!k) return false;
-  s = op_step(n);
+  s = op_step(g, n);
   s.kind = PlanStep::Kind::row;
   s.row_kernel = step_row_kernel(k, opt);
   s.row_n = shape.back();
@@ -175,9 +176,13 @@ bool build_gemm_step(const Graph& g, const Node& n, const GemmOperands& ops, con
   const std::optional<cpu::GemmCall> call =
       cpu::plan_gemm(out.dtype == DType::float64, m, nn, k, rs[0], cs[0], rs[1], cs[1]);
   if (!call) return false;
-  s = op_step(n);
+  s = op_step(g, n);
   s.kind = PlanStep::Kind::gemm;
   s.inputs = {ops.base[0], ops.base[1]};
+  for (int j = 0; j < 2; ++j) {
+    s.gemm_base[j] = ops.base[j];
+    s.gemm_transposed[j] = ops.transposed[j];
+  }
   s.gemm = *call;
   s.gemm.pack_b = !opt.strict && cpu::gemm_pack_b_pays(s.gemm);  // bits of the BLAS's other kernel
   return true;
@@ -193,7 +198,7 @@ bool build_column_sum_step(const Graph& g, const Node& n, PlanStep& s) {
     return false;
   const int64_t rows = x.shape[0], cols = x.shape[1];
   if (rows < 2 || rows > cpu::kColumnSumMaxRows || cols < 2) return false;
-  s = op_step(n);
+  s = op_step(g, n);
   s.kind = PlanStep::Kind::column_sum;
   s.rows = rows;
   s.row_n = cols;
@@ -211,10 +216,82 @@ void absorb_group(PlanStep f, PlanStep& rs) {
   rs.group_nodes = std::move(f.group_nodes);
   rs.imm_table = std::move(f.imm_table);
   rs.program = std::move(f.program);
+  rs.elementwise = std::move(f.elementwise);
   rs.loop = f.loop;
 }
 
 }  // namespace
+
+bool restore_op_step(const Graph& g, int32_t node, PlanStep& s) {
+  if (node < 0 || static_cast<size_t>(node) >= g.num_nodes()) return false;
+  const Node& n = g.node(node);
+  if (n.kind != NodeKind::op || n.outputs.empty()) return false;
+  s = op_step(g, n);
+  return true;
+}
+
+bool restore_row_step(const Graph& g, int32_t node, int32_t pair, const KernelOptions& opt, PlanStep& s) {
+  if (node < 0 || static_cast<size_t>(node) >= g.num_nodes() || g.node(node).kind != NodeKind::op) return false;
+  const Node& n = g.node(node);
+  if (!build_row_step(g, n, opt, s)) return false;
+  if (pair < 0) return true;
+  // a softmax and a log_softmax of the same input along the same axis (fusion.cpp pairs them)
+  if (static_cast<size_t>(pair) >= g.num_nodes() || pair == node) return false;
+  const Node& l = g.node(pair);
+  if (n.op != OpId::Softmax || l.kind != NodeKind::op || l.op != OpId::LogSoftmax || l.inputs.size() != 1 ||
+      l.outputs.size() != 1 || l.inputs[0] != n.inputs[0] || l.attrs.axis != n.attrs.axis ||
+      !(g.type(l.outputs[0]) == g.type(n.outputs[0])))
+    return false;
+  const RowKernel* k = cached_row_kernel(RowOp::softmax_and_log_softmax, false, false, DType::float32);
+  if (!k) return false;
+  s.row_kernel = step_row_kernel(k, opt);
+  s.output2 = l.outputs[0];
+  return true;
+}
+
+bool restore_gemm_step(const Graph& g, int32_t node, const GemmOperands& ops, const KernelOptions& opt, PlanStep& s) {
+  if (node < 0 || static_cast<size_t>(node) >= g.num_nodes()) return false;
+  const Node& n = g.node(node);
+  if (n.kind != NodeKind::op || n.op != OpId::Matmul || n.inputs.size() != 2 || n.outputs.size() != 1) return false;
+  const TensorType& out = g.type(n.outputs[0]);
+  if ((out.dtype != DType::float32 && out.dtype != DType::float64) || out.shape.size() != 2 ||
+      out.layout().numel() == 0)
+    return false;
+  // each operand is the matmul's input, or (transposed) the input of a
+  // permute {1, 0} that is the matmul's input (match_gemm in fusion.cpp)
+  for (int j = 0; j < 2; ++j) {
+    const int32_t v = n.inputs[j], b = ops.base[j];
+    if (b < 0 || static_cast<size_t>(b) >= g.num_values()) return false;
+    if (!ops.transposed[j]) {
+      if (b != v) return false;
+      continue;
+    }
+    const Node& p = g.node(g.producer(v));
+    if (p.kind != NodeKind::op || p.op != OpId::Permute || p.inputs.size() != 1 || p.inputs[0] != b ||
+        p.attrs.ints != std::vector<int64_t>{1, 0})
+      return false;
+  }
+  for (int j = 0; j < 2; ++j) {
+    const TensorType& t = g.type(ops.base[j]);
+    if (t.dtype != out.dtype || t.shape.size() != 2) return false;
+  }
+  if (!build_gemm_step(g, n, ops, opt, s)) return false;
+  s.node = node;
+  return true;
+}
+
+bool restore_column_sum_step(const Graph& g, int32_t node, PlanStep& s) {
+  if (node < 0 || static_cast<size_t>(node) >= g.num_nodes() || g.node(node).kind != NodeKind::op) return false;
+  return build_column_sum_step(g, g.node(node), s);
+}
+
+cpu::StridedLoop<kMaxFusedOperands> fused_loop(const Graph& g, std::span<const int32_t> operands, const Shape& shape) {
+  std::array<std::vector<int64_t>, kMaxFusedOperands> st;
+  for (size_t k = 0; k < kMaxFusedOperands; ++k)
+    st[k] = k < operands.size() ? static_strides(g.type(operands[k]).shape, g.type(operands[k]).dtype, shape)
+                                : std::vector<int64_t>(shape.size(), 0);
+  return cpu::make_loop_from_strides<kMaxFusedOperands>(shape, st);
+}
 
 FusionRules cpu_fusion_rules(const KernelOptions& opt) {
   FusionRules r;
@@ -267,7 +344,7 @@ std::vector<PlanStep> lower_cpu(const Graph& g, const FusionPlan& fusion, const 
       continue;
     }
     if (it.kind == FusionItem::Kind::op) {
-      steps.push_back(op_step(g.node(it.node)));
+      steps.push_back(op_step(g, g.node(it.node)));
       continue;
     }
     if (it.kind == FusionItem::Kind::row) {
@@ -293,7 +370,7 @@ std::vector<PlanStep> lower_cpu(const Graph& g, const FusionPlan& fusion, const 
         if (gi >= 0 && absorb_into[gi] == it.node) absorb_group(std::move(stashed[gi]), rs);
         steps.push_back(std::move(rs));
       } else {
-        steps.push_back(op_step(n));
+        steps.push_back(op_step(g, n));
       }
       continue;
     }
@@ -323,8 +400,8 @@ std::vector<PlanStep> lower_cpu(const Graph& g, const FusionPlan& fusion, const 
       steps.push_back(std::move(s));
     } else {
       absorb_into[it.group] = -1;
-      for (int32_t ni : grp.nodes) steps.push_back(op_step(g.node(ni)));
-      if (rn >= 0) steps.push_back(op_step(g.node(rn)));
+      for (int32_t ni : grp.nodes) steps.push_back(op_step(g, g.node(ni)));
+      if (rn >= 0) steps.push_back(op_step(g, g.node(rn)));
     }
   }
   if (opt.fuse) merge_gemm_epilogues(g, steps, opt);

@@ -9,6 +9,7 @@
 // A lowering for another device sits beside this one, taking the same
 // FusionPlan and giving its own steps.
 #pragma once
+#include <span>
 #include <vector>
 
 #include "fusion.h"
@@ -28,6 +29,24 @@ FusionRules cpu_fusion_rules(const KernelOptions& opt);
 /// a row step each; an absorption without room for the row op's inputs to
 /// the two steps. A group whose program `images` (may be null) holds runs
 /// that machine code instead of generating it (KernelSource).
+// ---- restoring steps (a MEF file's PLAN section, jit/mef_plan.cpp) ----------------------
+// Each makes the step lower_cpu makes for node `node` of `g` (verified), or
+// returns false when the node is out of range or lower_cpu would not make
+// that kind of step for it.
+
+/// An op step (the node's eager kernel).
+bool restore_op_step(const Graph& g, int32_t node, PlanStep& s);
+/// A row step; `pair` >= 0: the log_softmax node paired with softmax `node`.
+bool restore_row_step(const Graph& g, int32_t node, int32_t pair, const KernelOptions& opt, PlanStep& s);
+/// A gemm step for matmul `node` with operands `ops` (checked: each base is
+/// the matmul's input, or, transposed, the input of a permute {1, 0} it reads).
+bool restore_gemm_step(const Graph& g, int32_t node, const GemmOperands& ops, const KernelOptions& opt, PlanStep& s);
+/// A column-sum step.
+bool restore_column_sum_step(const Graph& g, int32_t node, PlanStep& s);
+/// The static loop of a fused step: operands (contiguous values, outputs
+/// first, at most kMaxFusedOperands; each broadcasts to `shape`) over `shape`.
+cpu::StridedLoop<kMaxFusedOperands> fused_loop(const Graph& g, std::span<const int32_t> operands, const Shape& shape);
+
 std::vector<PlanStep> lower_cpu(const Graph& g, const FusionPlan& fusion, const KernelOptions& opt,
                                 const CodeImages* images = nullptr);
 

@@ -14,6 +14,7 @@
 #include "capture.h"
 #include "cuda_executable.h"
 #include "mef.h"
+#include "mef_plan.h"
 #include "plan.h"
 
 namespace kiln::engine {
@@ -193,6 +194,7 @@ std::shared_ptr<const CompiledModel> compile_graph(const std::shared_ptr<const G
       c.weights = plan->weight_slots();
       c.source_text = source_text;
       c.code = mef::code_of(*plan);
+      c.plan = mef::encode_plan(*plan);
       std::error_code ec;
       std::filesystem::create_directories(session.export_mefs, ec);
       mef::write_file_atomically((std::filesystem::path(session.export_mefs) / file_name).string(), mef::encode(c),

@@ -15,7 +15,10 @@
 #include <map>
 #include <set>
 
+#include "../backends/cpu/jit/small_gemm.h"
 #include "../trace/treedef_io.h"
+#include "mef_io.h"
+#include "mef_plan.h"
 #include "plan.h"
 
 #ifndef KILN_VERSION_STRING
@@ -38,18 +41,27 @@ const char* section_desc(std::string_view tag) {
   if (tag == "SRCG") return "the source graph";
   if (tag == "MUTW") return "the write-backs of in-place updates";
   if (tag == "CODE") return "the generated machine code";
+  if (tag == "PLAN") return "the execution plan";
   return "unknown to this kiln";
 }
 
+
+}  // namespace
+
+namespace io {
 std::string tag_str(std::string_view tag) {
   std::string r;
   for (char c : tag) r += (c >= 32 && c < 127) ? c : '?';
   return "'" + r + "' (" + section_desc(tag) + ")";
 }
 
-[[noreturn]] void fail(const std::string& what, const std::string& msg) {
+void fail(const std::string& what, const std::string& msg) {
   throw ValueError("engine::read: '" + what + "': " + msg);
 }
+}  // namespace io
+
+namespace {
+using namespace io;
 
 uint32_t crc32_of(std::string_view b) {
   uLong crc = crc32(0L, Z_NULL, 0);
@@ -61,146 +73,6 @@ uint32_t crc32_of(std::string_view b) {
   }
   return static_cast<uint32_t>(crc);
 }
-
-// ---- little-endian writing ----------------------------------------------------------
-
-void put_u8(std::string& o, uint8_t v) { o += static_cast<char>(v); }
-void put_u32(std::string& o, uint32_t v) {
-  for (int i = 0; i < 4; ++i) o += static_cast<char>((v >> (8 * i)) & 0xff);
-}
-void put_u64(std::string& o, uint64_t v) {
-  for (int i = 0; i < 8; ++i) o += static_cast<char>((v >> (8 * i)) & 0xff);
-}
-void put_str(std::string& o, std::string_view s) {
-  if (s.size() > UINT32_MAX) throw ValueError("export_mef: a string of " + std::to_string(s.size()) + " bytes is too long");
-  put_u32(o, static_cast<uint32_t>(s.size()));
-  o.append(s);
-}
-void put_type(std::string& o, DType d, Device dev, const Shape& shape) {
-  put_u8(o, static_cast<uint8_t>(d));
-  put_u8(o, static_cast<uint8_t>(dev.type));
-  put_u32(o, static_cast<uint32_t>(dev.index));
-  put_u32(o, static_cast<uint32_t>(shape.size()));
-  for (int64_t e : shape) put_u64(o, static_cast<uint64_t>(e));
-}
-void put_layout(std::string& o, const TensorLayout& l) {
-  put_u8(o, static_cast<uint8_t>(l.dtype));
-  put_u8(o, static_cast<uint8_t>(l.device.type));
-  put_u32(o, static_cast<uint32_t>(l.device.index));
-  put_u8(o, static_cast<uint8_t>(l.stride_class));
-  put_u32(o, static_cast<uint32_t>(l.shape.size()));
-  for (int64_t e : l.shape) put_u64(o, static_cast<uint64_t>(e));
-}
-
-uint32_t get_u32_at(std::string_view b, size_t pos) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(static_cast<uint8_t>(b[pos + i])) << (8 * i);
-  return v;
-}
-uint64_t get_u64_at(std::string_view b, size_t pos) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(static_cast<uint8_t>(b[pos + i])) << (8 * i);
-  return v;
-}
-
-// ---- bounds-checked reading of one section's payload ---------------------------------
-
-struct Cursor {
-  std::string_view s;
-  size_t pos = 0;
-  std::string_view tag;
-  const std::string& what;
-
-  [[noreturn]] void bad(const std::string& msg) const {
-    fail(what, "section " + tag_str(tag) + " is malformed at byte " + std::to_string(pos) + " of " +
-                   std::to_string(s.size()) + ": " + msg);
-  }
-  size_t left() const { return s.size() - pos; }
-  void need(size_t n, const char* field) const {
-    if (n > left())
-      bad(std::string("needs ") + std::to_string(n) + " bytes for " + field + ", " + std::to_string(left()) + " remain");
-  }
-  uint8_t u8(const char* field) {
-    need(1, field);
-    return static_cast<uint8_t>(s[pos++]);
-  }
-  uint32_t u32(const char* field) {
-    need(4, field);
-    uint32_t v = get_u32_at(s, pos);
-    pos += 4;
-    return v;
-  }
-  uint64_t u64(const char* field) {
-    need(8, field);
-    uint64_t v = get_u64_at(s, pos);
-    pos += 8;
-    return v;
-  }
-  std::string str(const char* field) {
-    uint32_t n = u32(field);
-    need(n, field);
-    std::string r(s.substr(pos, n));
-    pos += n;
-    return r;
-  }
-  // A count of items each at least `min_bytes` long: capped by what remains,
-  // so a corrupted count cannot make us allocate more than the file holds.
-  uint32_t count(const char* field, size_t min_bytes) {
-    uint32_t n = u32(field);
-    if (static_cast<uint64_t>(n) * min_bytes > left())
-      bad(std::string(field) + " says " + std::to_string(n) + " items, but only " + std::to_string(left()) +
-          " bytes remain");
-    return n;
-  }
-  DType dtype() {
-    uint8_t d = u8("a dtype");
-    if (d >= kNumDTypes) bad("unknown dtype code " + std::to_string(d));
-    return static_cast<DType>(d);
-  }
-  Device device() {
-    uint8_t t = u8("a device type");
-    uint32_t idx = u32("a device index");
-    if (t > static_cast<uint8_t>(DeviceType::cuda)) bad("unknown device type code " + std::to_string(t));
-    if (idx > 1024) bad("device index " + std::to_string(idx) + " is out of range");
-    return Device{static_cast<DeviceType>(t), static_cast<int>(idx)};
-  }
-  Shape shape() {
-    uint32_t nd = count("a rank", 8);
-    Shape s(nd);
-    for (auto& e : s) {
-      uint64_t v = u64("an extent");
-      if (v > static_cast<uint64_t>(INT64_MAX)) bad("negative extent");
-      e = static_cast<int64_t>(v);
-    }
-    try {
-      checked_numel(s);
-    } catch (const Error&) {
-      bad("the element count of shape " + shape_str(s) + " overflows");
-    }
-    return s;
-  }
-  TensorLayout layout() {
-    TensorLayout l;
-    l.dtype = dtype();
-    l.device = device();
-    uint8_t sc = u8("a stride class");
-    if (sc > static_cast<uint8_t>(StrideClass::general)) bad("unknown stride class code " + std::to_string(sc));
-    l.stride_class = static_cast<StrideClass>(sc);
-    l.shape = shape();
-    return l;
-  }
-  TreeDef tree(const char* field) {
-    std::string t = str(field);
-    try {
-      return parse_treedef(t);
-    } catch (const Error& e) {
-      bad(std::string(field) + ": " + e.what());
-    }
-  }
-  void end() const {
-    if (left() != 0) bad(std::to_string(left()) + " unexpected bytes at the end");
-  }
-};
 
 // Smallest encoded layout / weight: dtype, device type, index, (stride class), rank.
 constexpr size_t kMinLayoutBytes = 11;
@@ -298,13 +170,19 @@ Contents::Code code_of(const codegen::ExecutionPlan& plan) {
   Contents::Code code;
   code.feature_key = plan.code_feature_key();
   std::set<std::string> seen;
-  for (const codegen::PlanStep& s : plan.steps()) {
-    if (!s.kernel || s.kernel->image().bytes.empty() || !seen.insert(s.program).second) continue;
+  auto add = [&](std::string text, const codegen::CodeImage& image) {
+    if (image.bytes.empty() || !seen.insert(text).second) return;
     Contents::Code::Kernel k;
-    k.program = s.program;
-    k.image = s.kernel->image();
+    k.program = std::move(text);
+    k.image = image;
     k.hash = k.image.hash(code.feature_key + '\n' + k.program);
     code.kernels.push_back(std::move(k));
+  };
+  std::set<const void*> gemms;  // each generated GEMM once (its key printed once)
+  for (const codegen::PlanStep& s : plan.steps()) {
+    if (s.kernel) add(s.program, s.kernel->image());
+    if (s.small_gemm && gemms.insert(s.small_gemm.get()).second) add(s.small_gemm->key().str(), s.small_gemm->image());
+    if (s.gemm.small && gemms.insert(s.gemm.small).second) add(s.gemm.small->key().str(), s.gemm.small->image());
   }
   return code;
 }
@@ -397,6 +275,7 @@ std::string encode(const Contents& c) {
     s.emplace_back("MUTW", std::move(w));
   }
   if (!c.code.feature_key.empty()) s.emplace_back("CODE", encode_code(c.code));
+  if (!c.plan.empty()) s.emplace_back("PLAN", c.plan);
   return encode_sections(kFormatVersion, s);
 }
 
@@ -483,6 +362,7 @@ Contents decode(std::string_view b, const std::string& what) {
   if (found.count("META")) c.writer = std::string(found["META"]);
   c.graph_text = std::string(found["GRPH"]);
   if (found.count("SRCG")) c.source_text = std::string(found["SRCG"]);
+  if (found.count("PLAN")) c.plan = std::string(found["PLAN"]);
   {
     Cursor cur{found["SIGN"], 0, "SIGN", what};
     c.signature = decode_signature(cur);
@@ -591,14 +471,26 @@ std::shared_ptr<const engine::CompiledModel> build(const Contents& c, const Kern
     if (!same) fail(what, "the source graph's inputs or results differ from the optimised graph's");
     source = sg;
   }
-  std::shared_ptr<const codegen::ExecutionPlan> plan;
+  std::shared_ptr<codegen::ExecutionPlan> plan;
   codegen::CodeImages images;
   if (!c.code.feature_key.empty() && !options.dump)
     images = usable_images(c, codegen::codegen_feature_key(codegen::detect_cpu_target(), options.strict), nullptr);
-  try {
-    plan = std::make_shared<codegen::ExecutionPlan>(g, options, images.empty() ? nullptr : &images);
-  } catch (const Error& e) {
-    fail(what, std::string("cannot plan the graph: ") + e.what());
+  std::string note;
+  if (c.plan.empty())
+    note = "the file has no PLAN section";
+  else if (options.dump)
+    note = "KILN_JIT_DUMP is on (the plan is made again to print it)";
+  else
+    note = plan_mismatch(c.plan, options, what);
+  if (note.empty()) {
+    plan = decode_plan(c.plan, g, options, images.empty() ? nullptr : &images, what);
+  } else {
+    try {
+      plan = std::make_shared<codegen::ExecutionPlan>(g, options, images.empty() ? nullptr : &images);
+    } catch (const Error& e) {
+      fail(what, std::string("cannot plan the graph: ") + e.what());
+    }
+    plan->set_read_note("planned on reading: " + note);
   }
   engine::MefOrigin origin{what, c.format_version, c.writer};
   return std::make_shared<const engine::CompiledModel>(source, g, plan, std::make_shared<const engine::Signature>(s),

@@ -32,6 +32,19 @@
 //         kernel whose hash does not match is generated again, never run.
 //         Loading code runs it: a MEF file with a CODE section is trusted
 //         like a shared library.
+//         The CODE section also holds the generated small GEMMs of the
+//         plan's matmuls (eager's plain ones and those with an epilogue,
+//         backends/cpu/jit/small_gemm.h) as kernels whose program is the
+//         GEMM's SmallGemmKey::str() (it starts "sgemm "; no elementwise
+//         program does): readers that predate them never look them up.
+//   PLAN  the execution plan: steps, programs, GEMM calls, memory plan     optional
+//         (added within version 2; layout in jit/mef_plan.h), under a key
+//         (PLAN layout version, codegen feature key, fusion flag). A reader
+//         with the same key rebuilds the plan from it without planning
+//         (ExecutionPlan::read_note() is then empty); another key, or
+//         KILN_JIT_DUMP, plans the graph as before and says why in
+//         read_note(). Unlike CODE, a PLAN section of this reader's key that
+//         fails its checks is an error naming 'PLAN', the byte and the field.
 // A reader skips sections whose tag it does not know, so a later kiln may
 // add optional sections without a new format version; anything a reader of
 // an older version could misread gets a new version.
@@ -77,10 +90,13 @@ struct Contents {
   Code code;
   /// Why decode() ignored a CODE section (malformed); empty otherwise.
   std::string code_note;
+  /// PLAN: the execution plan's payload (jit/mef_plan.h), decoded by build()
+  /// against the graph; empty when absent.
+  std::string plan;
 };
 
-/// The CODE section for `plan`: its kernels that have an image (each
-/// program once), under the plan's feature key.
+/// The CODE section for `plan`: its kernels and generated GEMMs that have an
+/// image (each program or GEMM key once), under the plan's feature key.
 Contents::Code code_of(const codegen::ExecutionPlan& plan);
 
 /// The kernels of `c.code` a reader with feature key `key` may place:
@@ -115,7 +131,8 @@ Contents decode(std::string_view bytes, const std::string& what);
 
 /// Builds the artifact from decoded contents: parses and verifies the graph
 /// (and the source graph, if present), checks signature and weights against
-/// it, and plans it with `options`.
+/// it, and restores its plan from the PLAN section when its key is this
+/// kiln's under `options`, else plans it with `options`.
 std::shared_ptr<const engine::CompiledModel> build(const Contents& c, const KernelOptions& options,
                                                    const std::string& what);
 

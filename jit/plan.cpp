@@ -24,6 +24,7 @@ ExecutionPlan::ExecutionPlan(std::shared_ptr<const Graph> graph, const KernelOpt
   const FusionPlan fusion = plan_fusion(g, opt, cpu_fusion_rules(opt));
   steps_ = lower_cpu(g, fusion, opt, images);
   code_key_ = codegen_feature_key(detect_cpu_target(), opt.strict);
+  fuse_ = opt.fuse;
   std::vector<StepValues> io(steps_.size());
   for (size_t k = 0; k < steps_.size(); ++k) {
     const PlanStep& s = steps_[k];
@@ -33,6 +34,21 @@ ExecutionPlan::ExecutionPlan(std::shared_ptr<const Graph> graph, const KernelOpt
   release_after_ = std::move(memory.release_after);
   arena_offset_ = std::move(memory.arena_offset);
   arena_bytes_ = memory.arena_bytes;
+}
+
+ExecutionPlan::ExecutionPlan(std::shared_ptr<const Graph> graph, const KernelOptions& opt, Parts parts)
+    : graph_(std::move(graph)),
+      steps_(std::move(parts.steps)),
+      release_after_(std::move(parts.release_after)),
+      arena_offset_(std::move(parts.arena_offset)),
+      arena_bytes_(parts.arena_bytes),
+      code_key_(codegen_feature_key(detect_cpu_target(), opt.strict)),
+      fuse_(opt.fuse) {
+  for (const Node& n : graph_->nodes())
+    if (n.kind == NodeKind::weight) {
+      weight_slots_.emplace_back(n.name, graph_->type(n.outputs[0]));
+      weight_values_.push_back(n.outputs[0]);
+    }
 }
 
 std::vector<int32_t> step_reads(const PlanStep& s) {

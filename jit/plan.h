@@ -49,6 +49,14 @@ struct PlanStep {
   /// the group, operand `product_operand` is the product (never stored).
   enum class Kind : uint8_t { op, fused, row, gemm, column_sum, fused_row, gemm_fused };
   Kind kind = Kind::op;
+  /// The node the step runs: op and column_sum steps their node, row and
+  /// fused_row steps the row op (a pair's softmax), gemm and gemm_fused steps
+  /// the matmul; -1 for fused steps (a MEF file's PLAN section names it).
+  int32_t node = -1;
+  /// gemm and gemm_fused steps: the value each GEMM operand reads and whether
+  /// the call transposes it (a folded permute; jit/fusion.h GemmOperands).
+  int32_t gemm_base[2] = {-1, -1};
+  bool gemm_transposed[2] = {false, false};
   // op step (and row step: op, attrs, inputs, output; fused_row: the row
   // op's, its x = inputs[0] computed by the fused fields below, operand 0)
   OpId op{};
@@ -107,6 +115,16 @@ class ExecutionPlan {
   ExecutionPlan(std::shared_ptr<const Graph> graph, const KernelOptions& options,
                 const CodeImages* images = nullptr);
 
+  /// A plan whose steps and memory plan were made elsewhere (a MEF file's
+  /// PLAN section, jit/mef_plan.h), already checked against `graph`.
+  struct Parts {
+    std::vector<PlanStep> steps;
+    std::vector<std::vector<int32_t>> release_after;  ///< per step
+    std::vector<int64_t> arena_offset;                ///< per value, -1 outside the arena
+    size_t arena_bytes = 0;
+  };
+  ExecutionPlan(std::shared_ptr<const Graph> graph, const KernelOptions& options, Parts parts);
+
   /// Weight slots in the order run() expects them: (name, type).
   const std::vector<std::pair<std::string, TensorType>>& weight_slots() const { return weight_slots_; }
   /// Runs the plan. `inputs` are contiguous tensors in graph-input order;
@@ -144,6 +162,17 @@ class ExecutionPlan {
   size_t code_bytes() const;
   /// codegen_feature_key of the plan's generated code (target and options).
   const std::string& code_feature_key() const { return code_key_; }
+  /// Whether elementwise chains were fused (KernelOptions::fuse).
+  bool fused() const { return fuse_; }
+  /// Per value: its byte offset in the arena, or -1 (memory_plan.h).
+  const std::vector<int64_t>& arena_offsets() const { return arena_offset_; }
+  /// Per step: the values dropped after it.
+  const std::vector<std::vector<int32_t>>& release_after() const { return release_after_; }
+  /// How a plan read from a MEF file was made: restored from its PLAN
+  /// section ("" then), or why it was planned again (no section, another
+  /// key, KILN_JIT_DUMP). Empty for a compiled plan.
+  const std::string& read_note() const { return read_note_; }
+  void set_read_note(std::string note) { read_note_ = std::move(note); }
   /// The fusion groups and programs, one per line (KILN_JIT_DUMP).
   std::string describe(bool with_disassembly) const;
 
@@ -156,6 +185,8 @@ class ExecutionPlan {
   std::vector<int64_t> arena_offset_;                // per value: byte offset in the arena, or -1
   size_t arena_bytes_ = 0;
   std::string code_key_;
+  bool fuse_ = true;
+  std::string read_note_;
   // Arenas of finished calls, for the next ones (many threads may call one
   // plan: each call takes its own).
   mutable std::mutex arena_mu_;

@@ -77,6 +77,11 @@ void merge_gemm_epilogues(const Graph& g, std::vector<PlanStep>& steps, const Ke
       if (!gen) gen = generate_small_gemm(*key, opt.dump);
       PlanStep& f = steps[k2];
       f.kind = PlanStep::Kind::gemm_fused;
+      f.node = s.node;
+      f.gemm_base[0] = s.gemm_base[0];
+      f.gemm_base[1] = s.gemm_base[1];
+      f.gemm_transposed[0] = s.gemm_transposed[0];
+      f.gemm_transposed[1] = s.gemm_transposed[1];
       f.inputs = {s.inputs[0], s.inputs[1]};
       f.gemm = s.gemm;
       f.small_gemm = gen;

@@ -89,6 +89,8 @@ TEST_SUITE("cli") {
     CHECK(info.out.find("matmul: 1") != std::string::npos);
     CHECK(info.out.find("execution plan (this CPU: ") != std::string::npos);
     CHECK(info.out.find("fusion group(s)") != std::string::npos);
+    // the file's PLAN section was used: no planning on reading
+    CHECK(info.out.find("plan:      restored from the file's PLAN section (no planning)") != std::string::npos);
 
     Run dot = kiln("dot '" + mef + "'");
     CHECK(dot.code == 0);

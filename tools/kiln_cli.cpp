@@ -137,6 +137,10 @@ int cmd_info(const Args& a) {
   std::cout << "execution plan (this CPU: " << codegen::cpu_target_name(codegen::detect_cpu_target())
             << "): " << plan.steps().size() << " steps, " << fused << " fusion group(s), " << plan.code_bytes()
             << " bytes of generated code\n";
+  std::cout << "plan:      "
+            << (plan.read_note().empty() ? std::string("restored from the file's PLAN section (no planning)")
+                                         : plan.read_note())
+            << "\n";
   std::cout << plan.describe(false);
   return 0;
 }

@@ -186,6 +186,7 @@ void Graph::verify() const {
     throw ValueError("verify: graph '" + name_ + "' node " + std::to_string(i) + ": " + msg);
   };
   std::vector<char> defined(types_.size(), 0);
+  std::vector<TensorLayout> in;  // an op node's input layouts (reused: shapes keep their capacity)
   for (size_t i = 0; i < nodes_.size(); ++i) {
     const Node& n = nodes_[i];
     for (int32_t v : n.inputs) {
@@ -201,17 +202,24 @@ void Graph::verify() const {
     switch (n.kind) {
       case NodeKind::op: {
         if (n.outputs.size() != 1) fail(i, "an op node defines exactly one value");
-        std::vector<TensorLayout> in;
-        for (int32_t v : n.inputs) in.push_back(types_[v].layout());
-        TensorType want;
+        in.resize(n.inputs.size());
+        for (size_t k = 0; k < n.inputs.size(); ++k) {
+          const TensorType& t = types_[n.inputs[k]];
+          in[k].dtype = t.dtype;
+          in[k].shape = t.shape;
+          in[k].device = t.device;
+          in[k].stride_class = StrideClass::contiguous;
+        }
+        TensorLayout want;
         try {
-          want = TensorType(infer_layout(n.op, in, n.attrs));
+          want = infer_layout(n.op, in, n.attrs);
         } catch (const Error& e) {
           fail(i, std::string("invalid op: ") + e.what());
         }
-        if (!(want == types_[n.outputs[0]]))
-          fail(i, std::string(op_name(n.op)) + " result type " + types_[n.outputs[0]].str() + " but the op gives " +
-                      want.str());
+        const TensorType& got = types_[n.outputs[0]];
+        if (want.dtype != got.dtype || want.shape != got.shape || !(want.device == got.device))
+          fail(i, std::string(op_name(n.op)) + " result type " + got.str() + " but the op gives " +
+                      TensorType(want).str());
         break;
       }
       case NodeKind::constant:

@@ -16,9 +16,13 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <algorithm>
+#include <map>
 #include <sstream>
+#include <unordered_map>
 
 #include "graph.h"
+#include "../tensor/op_table.h"
 
 namespace kiln {
 
@@ -120,6 +124,47 @@ std::string Graph::to_text() const {
 
 // ---- parser -------------------------------------------------------------------
 
+namespace {
+// ASCII only (the text form is ASCII; no locale lookups on the hot path).
+inline bool is_alnum(char c) {
+  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+inline bool is_ident(char c) { return is_alnum(c) || c == '_' || c == '.' || c == ':' || c == '-'; }
+
+// op_from_name through a hash table built once (a MEF read parses one name per node).
+OpId op_by_name(std::string_view s) {
+  static const auto* table = [] {
+    auto* m = new std::unordered_map<std::string_view, OpId>();  // never destroyed
+    for (int i = 0; i < kNumOps; ++i) m->emplace(op_name(static_cast<OpId>(i)), static_cast<OpId>(i));
+    return m;
+  }();
+  auto it = table->find(s);
+  if (it == table->end()) return op_from_name(s);  // throws its ValueError
+  return it->second;
+}
+
+// Textual value ids -> value ids: dense ids (the printer numbers values
+// 0, 1, ...) in a vector, any others in a map.
+struct ValueNames {
+  static constexpr int64_t kDense = int64_t(1) << 22;
+  std::vector<int32_t> dense;
+  std::map<int64_t, int32_t> sparse;
+  const int32_t* find(int64_t n) const {
+    if (n >= 0 && n < kDense) return static_cast<size_t>(n) < dense.size() && dense[static_cast<size_t>(n)] >= 0 ? &dense[static_cast<size_t>(n)] : nullptr;
+    auto it = sparse.find(n);
+    return it == sparse.end() ? nullptr : &it->second;
+  }
+  void set(int64_t n, int32_t v) {
+    if (n >= 0 && n < kDense) {
+      if (static_cast<size_t>(n) >= dense.size()) dense.resize(std::max<size_t>(static_cast<size_t>(n) + 1, 2 * dense.size()), -1);
+      dense[static_cast<size_t>(n)] = v;
+    } else {
+      sparse[n] = v;
+    }
+  }
+};
+}  // namespace
+
 struct GraphParser {
   std::string_view s;
   size_t pos = 0;
@@ -149,15 +194,14 @@ struct GraphParser {
   void expect(std::string_view t) {
     if (!accept(t)) fail("expected '" + std::string(t) + "'");
   }
-  std::string ident() {
+  std::string_view ident_view() {
     skip_ws();
     size_t b = pos;
-    while (pos < s.size() && (std::isalnum(static_cast<unsigned char>(s[pos])) || s[pos] == '_' || s[pos] == '.' ||
-                              s[pos] == ':' || s[pos] == '-'))
-      ++pos;
+    while (pos < s.size() && is_ident(s[pos])) ++pos;
     if (b == pos) fail("expected a name");
-    return std::string(s.substr(b, pos - b));
+    return s.substr(b, pos - b);
   }
+  std::string ident() { return std::string(ident_view()); }
   int64_t integer() {
     skip_ws();
     int64_t v = 0;
@@ -179,8 +223,7 @@ struct GraphParser {
       return v;
     }
     size_t b = pos;
-    while (pos < s.size() && (std::isalnum(static_cast<unsigned char>(s[pos])) || s[pos] == '.' || s[pos] == '-' ||
-                              s[pos] == '+'))
+    while (pos < s.size() && (is_alnum(s[pos]) || s[pos] == '.' || s[pos] == '-' || s[pos] == '+'))
       ++pos;
     std::string t(s.substr(b, pos - b));
     char* end = nullptr;
@@ -212,39 +255,50 @@ struct GraphParser {
     return r;
   }
   TensorType type() {
-    std::string dt;
     skip_ws();
     size_t b = pos;
-    while (pos < s.size() && std::isalnum(static_cast<unsigned char>(s[pos]))) ++pos;
-    dt = std::string(s.substr(b, pos - b));
+    while (pos < s.size() && is_alnum(s[pos])) ++pos;
+    const std::string_view dt = s.substr(b, pos - b);
     TensorType t;
     try {
       t.dtype = dtype_from_name(dt);
     } catch (const Error&) {
-      fail("unknown dtype '" + dt + "'");
+      fail("unknown dtype '" + std::string(dt) + "'");
     }
     t.shape = int_list();
     for (int64_t d : t.shape)
       if (d < 0) fail("negative dimension in a type");
-    std::string dev = ident();
+    const std::string_view dev = ident_view();
+    if (dev == "cpu") return t;  // Device::parse("cpu"), the common case, without a string
     try {
-      t.device = Device::parse(dev);
+      t.device = Device::parse(std::string(dev));
     } catch (const Error&) {
-      fail("unknown device '" + dev + "'");
+      fail("unknown device '" + std::string(dev) + "'");
     }
     return t;
   }
-  int32_t value_ref(const std::map<int64_t, int32_t>& names) {
+  int32_t value_ref(const ValueNames& names) {
     expect("%");
     int64_t n = integer();
-    auto it = names.find(n);
-    if (it == names.end()) fail("use of undefined value %" + std::to_string(n));
-    return it->second;
+    const int32_t* v = names.find(n);
+    if (!v) fail("use of undefined value %" + std::to_string(n));
+    return *v;
   }
 
   void parse_graph(Graph& g, const std::string& gname_check) {
-    std::map<int64_t, int32_t> names;  // textual id -> value id in g
+    ValueNames names;  // textual id -> value id in g
     (void)gname_check;
+    {
+      // One node per line up to the closing brace (at the start of a line):
+      // room for them all up front.
+      const size_t end = std::min(s.find("\n}", pos), s.size());
+      const size_t lines = static_cast<size_t>(std::count(s.begin() + static_cast<std::ptrdiff_t>(pos),
+                                                          s.begin() + static_cast<std::ptrdiff_t>(end), '\n'));
+      g.nodes_.reserve(lines + 8);
+      g.types_.reserve(lines + 8);
+      g.producer_.reserve(lines + 8);
+      names.dense.reserve(lines + 8);
+    }
     expect("(");
     if (!accept(")")) {
       do {
@@ -252,12 +306,14 @@ struct GraphParser {
         int64_t n = integer();
         expect(":");
         TensorType t = type();
-        if (names.count(n)) fail("value %" + std::to_string(n) + " defined twice");
-        names[n] = g.add_input(t).id;
+        if (names.find(n)) fail("value %" + std::to_string(n) + " defined twice");
+        names.set(n, g.add_input(t).id);
       } while (accept(","));
       expect(")");
     }
     expect("{");
+    std::vector<int64_t> defs;          // per node, reused
+    std::vector<TensorType> out_types;  // per node, reused
     while (true) {
       if (accept("return")) {
         std::vector<GraphValue> outs;
@@ -271,15 +327,15 @@ struct GraphParser {
         return;
       }
       // %a, %b = kind ...
-      std::vector<int64_t> defs;
+      defs.clear();
       do {
         expect("%");
         defs.push_back(integer());
       } while (accept(","));
       expect("=");
-      std::string kind = ident();
+      const std::string_view kind = ident_view();
       Node n;
-      std::vector<TensorType> out_types;
+      out_types.clear();
       auto args = [&] {
         expect("(");
         if (accept(")")) return;
@@ -331,27 +387,27 @@ struct GraphParser {
       } else {
         n.kind = NodeKind::op;
         try {
-          n.op = op_from_name(kind);
+          n.op = op_by_name(kind);
         } catch (const Error&) {
-          fail("unknown op '" + kind + "'");
+          fail("unknown op '" + std::string(kind) + "'");
         }
         args();
         if (accept("{")) {
           do {
-            std::string key = ident();
+            const std::string_view key = ident_view();
             expect("=");
             if (key == "ints") n.attrs.ints = int_list();
             else if (key == "axis") n.attrs.axis = integer();
             else if (key == "scalar") n.attrs.scalar = number();
-            else if (key == "flag") n.attrs.flag = ident() == "true";
+            else if (key == "flag") n.attrs.flag = ident_view() == "true";
             else if (key == "dtype") {
-              std::string d = ident();
+              const std::string_view d = ident_view();
               try {
                 n.attrs.dtype = dtype_from_name(d);
               } catch (const Error&) {
-                fail("unknown dtype '" + d + "'");
+                fail("unknown dtype '" + std::string(d) + "'");
               }
-            } else fail("unknown attribute '" + key + "'");
+            } else fail("unknown attribute '" + std::string(key) + "'");
           } while (accept(","));
           expect("}");
         }
@@ -363,8 +419,8 @@ struct GraphParser {
              " types");
       int32_t idx = g.push_node(std::move(n), out_types);
       for (size_t k = 0; k < defs.size(); ++k) {
-        if (names.count(defs[k])) fail("value %" + std::to_string(defs[k]) + " defined twice");
-        names[defs[k]] = g.nodes_[idx].outputs[k];
+        if (names.find(defs[k])) fail("value %" + std::to_string(defs[k]) + " defined twice");
+        names.set(defs[k], g.nodes_[idx].outputs[k]);
       }
       const Node& added = g.nodes_[idx];
       if (added.kind == NodeKind::weight) g.weights_[added.name] = added.outputs[0];

@@ -1,8 +1,12 @@
 // Writes the fuzzer's seed corpus: real MEF files exported from a few
 // compiled callables (elementwise chains, weights, reductions, matmul,
 // static arguments, nested argument trees, constants, out-of-line calls),
-// one file each, with their generated code (CODE) except the last, into the
-// folder given as the only argument.
+// one file each, with their generated code (CODE) and execution plan (PLAN)
+// except the last two (one with PLAN and no CODE, one with neither), into
+// the folder given as the only argument. Together the PLAN sections hold
+// every step kind: op, fused (with and without a reduction), row (and the
+// softmax + log_softmax pair), fused_row, gemm (with a bias, a transposed
+// operand), gemm_fused, column_sum.
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -10,6 +14,7 @@
 #include <kiln/kiln.h>
 
 #include "../../jit/mef.h"
+#include "../../jit/mef_plan.h"
 
 using namespace kiln;
 
@@ -47,6 +52,27 @@ int main(int argc, char** argv) {
   // with relocations. Every file export_mef writes carries CODE; one without
   // it (the version 2 files written before it) keeps that path seeded too.
   save(compile([](Tensor a, Tensor b) { return sin(a) + pow(b, a); })(f32({7}), f32({7})), false);
+  // Plans with every step kind (jit/mef_plan.h).
+  save(compile([](Tensor x, Tensor w) { return tanh(matmul(x, w) + 0.5f) * 2.0f; })(f32({4, 8}), f32({8, 8})), false);
+  save(compile([](Tensor x, Tensor w, Tensor b) {
+         Tensor h = matmul(x, transpose(w, 0, 1)) + b;
+         return std::make_tuple(softmax(h, -1), log_softmax(h, -1), sum(h * h, {0}));
+       })(f32({6, 5}), f32({3, 5}), f32({3})),
+       false);
+  save(compile([](Tensor x, Tensor m) { return std::make_tuple(softmax(x * 0.25f + m, -1), sum(exp(x), {1})); })(
+           f32({4, 16}), f32({4, 16})),
+       false);
+  save(compile([](Tensor x) { return cumsum(exp(x), 0) * 2.0f; })(f32({9})), false);
+  {
+    CompiledCallable c = compile([](Tensor x, Tensor w) { return relu(matmul(x, w) * 3.0f); })(f32({5, 6}), f32({6, 7}));
+    const engine::CompiledModel& art = c.engine_model().artifact();
+    mef::Contents m;
+    m.graph_text = art.graph().to_text();
+    m.signature = c.signature();
+    m.weights = art.weight_slots();
+    m.plan = mef::encode_plan(art.plan());
+    mef::write_file_atomically((dir / ("seed_" + std::to_string(n++) + ".mef")).string(), mef::encode(m), "seed");
+  }
   {
     CompiledCallable c = compile([](Tensor a) { return exp(a) * 3.0f; })(f32({5}));
     const engine::CompiledModel& art = c.engine_model().artifact();

@@ -16,6 +16,7 @@
 #include <asmjit/x86.h>
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -328,7 +329,7 @@ class Generated final : public SmallGemm {
  public:
   Generated(SmallGemmKey k, Blocking b, Assembled a)
       : key_(std::move(k)), bl_(b), fn_(reinterpret_cast<GemmFn>(a.fn)), size_(a.code_size),
-        dis_(std::move(a.disassembly)) {}
+        dis_(std::move(a.disassembly)), image_(std::move(a.image)) {}
   ~Generated() override { jit_runtime().release(fn_); }
 
   void run(const float* a, const float* b, char* const* ptrs) const override {
@@ -358,6 +359,7 @@ class Generated final : public SmallGemm {
   int tile_cols() const override { return bl_.nr * bl_.V; }
   size_t code_size() const override { return size_; }
   const std::string& disassembly() const override { return dis_; }
+  const CodeImage& image() const override { return image_; }
 
  private:
   SmallGemmKey key_;
@@ -365,6 +367,7 @@ class Generated final : public SmallGemm {
   GemmFn fn_;
   size_t size_;
   std::string dis_;
+  CodeImage image_;
 };
 
 bool is_f32_or_bool(DType d) { return d == DType::float32 || d == DType::bool_; }
@@ -445,24 +448,77 @@ std::string small_gemm_why_not(const SmallGemmKey& key) {
   return {};
 }
 
+namespace {
+std::atomic<int64_t> g_generated{0}, g_loaded{0};
+}  // namespace
+
+CodegenCounts small_gemm_counts() { return {g_generated.load(), g_loaded.load()}; }
+
 std::unique_ptr<SmallGemm> generate_small_gemm(const SmallGemmKey& key, bool want_disassembly) {
   const std::string why = small_gemm_why_not(key);
   if (!why.empty()) throw Error("small_gemm: cannot generate this GEMM: " + why);
+  ++g_generated;
   const Blocking bl = choose_blocking(key);
   Assembled a = assemble(want_disassembly, [&](x86::Compiler& cc) { GemmGen(key, bl, cc).run(); });
   return std::make_unique<Generated>(key, bl, std::move(a));
 }
 
+std::unique_ptr<SmallGemm> load_small_gemm(const SmallGemmKey& key, const CodeImage& image) {
+  const std::string why = small_gemm_why_not(key);
+  if (!why.empty()) throw Error("small_gemm: cannot load this GEMM: " + why);
+  Assembled a;
+  a.fn = place_image(image);
+  ++g_loaded;
+  a.code_size = image.bytes.size();
+  a.image = image;
+  return std::make_unique<Generated>(key, choose_blocking(key), std::move(a));
+}
+
+namespace {
+using EagerKey = std::tuple<int64_t, int64_t, int64_t, bool, bool, int64_t, int64_t, int64_t>;
+struct EagerCache {
+  std::mutex mu;
+  std::map<EagerKey, std::unique_ptr<SmallGemm>> map;
+};
+EagerCache& eager_cache() {
+  static auto* c = new EagerCache();  // never destroyed
+  return *c;
+}
+CpuTarget eager_target() {
+  static const CpuTarget t = detect_cpu_target();
+  return t;
+}
+}  // namespace
+
+void seed_eager_small_gemm(int64_t m, int64_t n, int64_t k, bool ta, bool tb, int64_t lda, int64_t ldb, int64_t ldc,
+                           const std::function<const CodeImage*(const SmallGemmKey&)>& image_for) {
+  if (double(m) * double(n) * double(k) > kSmallGemmMaxMacs) return;
+  const CpuTarget t = eager_target();
+  if (t < CpuTarget::avx2) return;
+  EagerCache& c = eager_cache();
+  const EagerKey key{m, n, k, ta, tb, lda, ldb, ldc};
+  std::lock_guard<std::mutex> lock(c.mu);
+  if (c.map.count(key) || c.map.size() >= kEagerGemmCacheMax) return;
+  const SmallGemmKey sk = plain_gemm_key(t, m, n, k, ta, tb, lda, ldb, ldc);
+  if (!small_gemm_why_not(sk).empty()) return;
+  const CodeImage* im = image_for(sk);
+  if (!im) return;
+  try {
+    c.map.emplace(key, load_small_gemm(sk, *im));
+  } catch (const Error&) {
+    // a malformed image: generated on first use instead
+  }
+}
+
 const SmallGemm* eager_small_gemm(int64_t m, int64_t n, int64_t k, bool ta, bool tb, int64_t lda, int64_t ldb,
                                   int64_t ldc) {
   if (double(m) * double(n) * double(k) > kSmallGemmMaxMacs) return nullptr;
-  static const CpuTarget t = detect_cpu_target();
+  const CpuTarget t = eager_target();
   if (t < CpuTarget::avx2) return nullptr;
-  using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool, int64_t, int64_t, int64_t>;
-  static std::mutex mu;
-  static std::map<Key, std::unique_ptr<SmallGemm>>* cache = new std::map<Key, std::unique_ptr<SmallGemm>>();  // never destroyed
-  const Key key{m, n, k, ta, tb, lda, ldb, ldc};
-  std::lock_guard<std::mutex> lock(mu);
+  EagerCache& c = eager_cache();
+  auto* cache = &c.map;
+  const EagerKey key{m, n, k, ta, tb, lda, ldb, ldc};
+  std::lock_guard<std::mutex> lock(c.mu);
   auto it = cache->find(key);
   if (it != cache->end()) return it->second.get();
   std::unique_ptr<SmallGemm> g;

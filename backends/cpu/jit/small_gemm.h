@@ -25,6 +25,7 @@
 // them (codegen.h), without FMA contraction.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -85,11 +86,25 @@ class SmallGemm {
   virtual int tile_cols() const = 0;
   virtual size_t code_size() const = 0;
   virtual const std::string& disassembly() const = 0;
+  /// The code as a relocatable image (MEF files' CODE section, under the
+  /// text key().str()); empty bytes when it has none.
+  virtual const CodeImage& image() const = 0;
 };
 
 /// Generates the GEMM of `key`. Throws kiln::Error naming the reason when
 /// small_gemm_why_not(key) is not empty.
 std::unique_ptr<SmallGemm> generate_small_gemm(const SmallGemmKey& key, bool want_disassembly = false);
+
+/// Process-wide counts of GEMMs made by generate_small_gemm and placed from
+/// images by load_small_gemm (a MEF read that skips code generation adds
+/// only to `loaded`).
+CodegenCounts small_gemm_counts();
+
+/// The GEMM of `key` from an image generate_small_gemm made for the same key
+/// under the same codegen_feature_key (the caller checks key and hash).
+/// Throws kiln::Error when small_gemm_why_not(key) is not empty or the image
+/// is malformed (place_image).
+std::unique_ptr<SmallGemm> load_small_gemm(const SmallGemmKey& key, const CodeImage& image);
 
 /// Problems up to this many multiply-adds (m n k; 256^3) run the generated
 /// GEMM (eager and compiled); larger ones stay with the BLAS. Measured
@@ -114,5 +129,14 @@ inline constexpr double kSmallGemmParallelMacs = double(1 << 21);
 const SmallGemm* eager_small_gemm(int64_t m, int64_t n, int64_t k, bool ta, bool tb, int64_t lda, int64_t ldb,
                                   int64_t ldc);
 inline constexpr size_t kEagerGemmCacheMax = 512;
+
+/// Puts the plain GEMM eager_small_gemm would generate for this problem into
+/// its cache from an image, when the cache has no entry for it yet and would
+/// make one: `image_for(key)` (key: plain_gemm_key for eager's target) gives
+/// the image or null. An image that fails to place is ignored (the problem is
+/// generated on first use, as without it). For a MEF read (its CODE section)
+/// that must not generate code.
+void seed_eager_small_gemm(int64_t m, int64_t n, int64_t k, bool ta, bool tb, int64_t lda, int64_t ldb, int64_t ldc,
+                           const std::function<const CodeImage*(const SmallGemmKey&)>& image_for);
 
 }  // namespace kiln::codegen

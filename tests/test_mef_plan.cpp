@@ -1,0 +1,388 @@
+// MEF files with the execution plan (the PLAN section, jit/mef_plan.h): a
+// read under the same key restores the compiled plan without planning (the
+// same steps, memory plan and description) and, with the CODE section,
+// without generating any code (elementwise kernels or GEMMs), and computes
+// bitwise what the compiled callable computes; another key (strict mode, no
+// fusion, another layout version) or a file without the section plans the
+// graph as before and says why; every kind of damage to the section is a
+// ValueError naming 'PLAN', the byte offset and the field, never a crash.
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <set>
+
+#include "../backends/cpu/jit/small_gemm.h"
+#include "../jit/elementwise_program.h"
+#include "../jit/mef.h"
+#include "../jit/mef_plan.h"
+#include "../jit/plan.h"
+#include "same_bits.h"
+#include "test_util.h"
+
+using namespace kiln;
+
+namespace {
+
+TensorLayout f32(Shape s) { return TensorLayout(DType::float32, std::move(s)); }
+
+// A file in a fresh folder, removed at the end.
+struct TempFile {
+  std::filesystem::path path;
+  TempFile() {
+    path = std::filesystem::temp_directory_path() / ("kiln_mef_plan_test_" + std::to_string(getpid()) + ".mef");
+  }
+  ~TempFile() {
+    std::error_code ec;
+    std::filesystem::remove(path, ec);
+  }
+};
+
+std::string slurp(const std::string& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+// The file export_mef writes for `run` (from memory), optionally without CODE or PLAN.
+mef::Contents contents_of(const CompiledCallable& run, bool code = true, bool plan = true) {
+  const engine::CompiledModel& art = run.engine_model().artifact();
+  mef::Contents c;
+  c.graph_text = art.graph().to_text();
+  c.signature = run.signature();
+  c.weights = art.weight_slots();
+  if (code) c.code = mef::code_of(art.plan());
+  if (plan) c.plan = mef::encode_plan(art.plan());
+  return c;
+}
+
+struct Read {
+  std::shared_ptr<const engine::CompiledModel> art;
+  int64_t kernels_made = 0, gemms_made = 0;
+};
+
+Read read(const std::string& bytes, std::shared_ptr<InferenceSession> session = nullptr) {
+  const codegen::CodegenCounts k0 = codegen::codegen_counts(), g0 = codegen::small_gemm_counts();
+  Read r;
+  r.art = engine::read_bytes(bytes, "plan.mef", std::move(session));
+  r.kernels_made = codegen::codegen_counts().generated - k0.generated;
+  r.gemms_made = codegen::small_gemm_counts().generated - g0.generated;
+  return r;
+}
+
+std::vector<Tensor> run_model(const std::shared_ptr<const engine::CompiledModel>& art, const std::vector<Tensor>& in) {
+  engine::Model m(art, {});
+  return m.execute(in);
+}
+
+void check_same(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) CHECK_MESSAGE(kt::same_bits(a[i], b[i]), "result " << i << " differs");
+}
+
+// The message of the error reading `bytes` raises ("(no error)" if none);
+// fails the test when it is not a ValueError.
+std::string read_error(const std::string& bytes, std::shared_ptr<InferenceSession> session = nullptr) {
+  try {
+    engine::read_bytes(bytes, "plan.mef", std::move(session));
+  } catch (const ValueError& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    FAIL("not a ValueError: " << e.what());
+  }
+  return "(no error)";
+}
+
+// A compiled graph and inputs for it.
+struct Case {
+  const char* name;
+  std::function<CompiledCallable()> make;
+  std::function<std::vector<Tensor>()> inputs;
+};
+
+std::vector<Case> cases() {
+  return {
+      {"fused chain",
+       [] {
+         return compile([](Tensor a, Tensor b, Tensor c) { return tanh(a * b + c) * 0.5f + exp(-a); })(
+             f32({6, 37}), f32({6, 37}), f32({37}));
+       },
+       [] { return std::vector<Tensor>{random::normal({6, 37}), random::normal({6, 37}), random::normal({37})}; }},
+      {"small GEMMs with epilogues (a chain of them)",
+       [] {
+         return compile([](Tensor x, Tensor w) {
+           Tensor h = x;
+           for (int i = 0; i < 5; ++i) h = tanh(matmul(h, w) + static_cast<float>(i) * 0.25f);
+           return h;
+         })(f32({4, 8}), f32({8, 8}));
+       },
+       [] { return std::vector<Tensor>{random::normal({4, 8}), random::normal({8, 8}) * 0.3f}; }},
+      {"GEMM with a transposed operand and a bias, softmax + log_softmax pair, column sum (three results)",
+       [] {
+         return compile([](Tensor x, Tensor w, Tensor b) {
+           Tensor h = matmul(x, transpose(w, 0, 1)) + b;
+           return std::make_tuple(softmax(h, -1), log_softmax(h, -1), sum(h * h, {0}));
+         })(f32({6, 5}), f32({3, 5}), f32({3}));
+       },
+       [] { return std::vector<Tensor>{random::normal({6, 5}), random::normal({3, 5}), random::normal({3})}; }},
+      {"a group absorbed by softmax, a group with a reduction",
+       [] {
+         return compile([](Tensor x, Tensor m, Tensor y) {
+           return std::make_tuple(softmax(x * 0.25f + m, -1), sum(exp(y) * 2.0f, {1}));
+         })(f32({4, 16}), f32({4, 16}), f32({3, 7}));
+       },
+       [] { return std::vector<Tensor>{random::normal({4, 16}), random::normal({4, 16}), random::normal({3, 7})}; }},
+      {"layer_norm and a max, eager op steps and views",
+       [] {
+         return compile([](Tensor x) {
+           Tensor y = layer_norm(x) + max(x, {1}, true);
+           return std::make_tuple(cumsum(exp(y), 0) * 2.0f, reshape(transpose(y, 0, 1) * 3.0f, {16}));
+         })(f32({2, 8}));
+       },
+       [] { return std::vector<Tensor>{random::normal({2, 8})}; }},
+      {"a matmul large enough for the BLAS",
+       [] { return compile([](Tensor x, Tensor w) { return relu(matmul(x, w)) * 0.5f; })(f32({260, 260}), f32({260, 260})); },
+       [] { return std::vector<Tensor>{random::normal({260, 260}), random::normal({260, 260})}; }},
+  };
+}
+
+// Offset of the PLAN payload in the file encode(c) makes (the last section).
+size_t plan_offset(const std::string& file, const mef::Contents& c) { return file.size() - 4 - c.plan.size(); }
+
+uint32_t u32_at(const std::string& b, size_t at) {
+  uint32_t v;
+  std::memcpy(&v, b.data() + at, 4);
+  return v;
+}
+void set_u32(std::string& b, size_t at, uint32_t v) { std::memcpy(b.data() + at, &v, 4); }
+void set_u64(std::string& b, size_t at, uint64_t v) { std::memcpy(b.data() + at, &v, 8); }
+
+}  // namespace
+
+TEST_SUITE("mef plan") {
+  TEST_CASE("a read with PLAN (and CODE) restores the compiled plan: no planning, no code generated, the same bits") {
+    std::set<codegen::PlanStep::Kind> kinds;
+    for (const Case& k : cases()) {
+      const std::string name = k.name;
+      CAPTURE(name);
+      CompiledCallable run = k.make();
+      const codegen::ExecutionPlan& compiled = run.engine_model().artifact().plan();
+      const mef::Contents c = contents_of(run);
+      REQUIRE(!c.plan.empty());
+      const std::string bytes = mef::encode(c);
+      // the section survives decoding exactly
+      CHECK(mef::decode(bytes, "x").plan == c.plan);
+      const Read r = read(bytes);
+      const codegen::ExecutionPlan& restored = r.art->plan();
+      CHECK(restored.read_note() == "");
+      CHECK(r.kernels_made == 0);
+      CHECK(r.gemms_made == 0);
+      // the same steps and memory plan
+      REQUIRE(restored.steps().size() == compiled.steps().size());
+      for (size_t s = 0; s < compiled.steps().size(); ++s) {
+        const codegen::PlanStep &a = compiled.steps()[s], &b = restored.steps()[s];
+        CHECK(a.kind == b.kind);
+        CHECK(a.operands == b.operands);
+        CHECK(a.inputs == b.inputs);
+        CHECK(a.output == b.output);
+        CHECK(a.output2 == b.output2);
+        CHECK(a.imm_table == b.imm_table);
+        CHECK(a.program == b.program);
+        if (a.kind != codegen::PlanStep::Kind::gemm_fused) CHECK(a.loop.shape == b.loop.shape);  // (unused there)
+        CHECK(a.reduce_output == b.reduce_output);
+        kinds.insert(a.kind);
+      }
+      CHECK(restored.arena_bytes() == compiled.arena_bytes());
+      CHECK(restored.arena_offsets() == compiled.arena_offsets());
+      CHECK(restored.release_after() == compiled.release_after());
+      CHECK(restored.describe(false) == compiled.describe(false));
+      // the same bits
+      const std::vector<Tensor> in = k.inputs();
+      check_same(run.execute_raw(std::span<const Tensor>(in)), run_model(r.art, in));
+      // a PLAN without CODE: no planning, the kernels generated, the same bits
+      const mef::Contents nc = contents_of(run, false, true);
+      const Read r2 = read(mef::encode(nc));
+      CHECK(r2.art->plan().read_note() == "");
+      CHECK(r2.art->plan().describe(false) == compiled.describe(false));
+      check_same(run.execute_raw(std::span<const Tensor>(in)), run_model(r2.art, in));
+    }
+    // every step kind was restored
+    for (auto kind : {codegen::PlanStep::Kind::op, codegen::PlanStep::Kind::fused, codegen::PlanStep::Kind::row,
+                      codegen::PlanStep::Kind::gemm, codegen::PlanStep::Kind::column_sum,
+                      codegen::PlanStep::Kind::fused_row, codegen::PlanStep::Kind::gemm_fused})
+      CHECK_MESSAGE(kinds.count(kind), "no step of kind " << int(kind));
+  }
+
+  TEST_CASE("restored small GEMMs with epilogues against a float64 reference") {
+    CompiledCallable run = compile([](Tensor x, Tensor w) { return tanh(matmul(x, w) + 0.5f) * 2.0f; })(f32({4, 8}),
+                                                                                                       f32({8, 8}));
+    const Read r = read(mef::encode(contents_of(run)));
+    bool epilogue = false;
+    for (const auto& s : r.art->plan().steps()) epilogue |= s.kind == codegen::PlanStep::Kind::gemm_fused;
+    CHECK(epilogue == (codegen::detect_cpu_target() >= codegen::CpuTarget::avx2));
+    Tensor x = random::normal({4, 8}), w = random::normal({8, 8});
+    const std::vector<Tensor> got = run_model(r.art, {x, w});
+    const float *px = x.data<float>(), *pw = w.data<float>(), *py = got[0].data<float>();
+    for (int i = 0; i < 4; ++i)
+      for (int j = 0; j < 8; ++j) {
+        double acc = 0;
+        for (int k = 0; k < 8; ++k) acc += double(px[i * 8 + k]) * pw[k * 8 + j];
+        const double want = std::tanh(acc + 0.5) * 2.0;
+        CHECK(std::abs(py[i * 8 + j] - want) <= 1e-5 * (1 + std::abs(want)));
+      }
+  }
+
+  TEST_CASE("another key, another layout version or no PLAN section: the graph is planned, the note says why") {
+    const Case k = cases()[2];
+    CompiledCallable run = k.make();
+    const std::vector<Tensor> in = k.inputs();
+    const std::vector<Tensor> want = run.execute_raw(std::span<const Tensor>(in));
+    mef::Contents c = contents_of(run);
+    {
+      auto strict = std::make_shared<InferenceSession>(KernelOptions{.strict = true});
+      const Read r = read(mef::encode(c), strict);
+      const std::string& note = r.art->plan().read_note();
+      CHECK(note.find("planned on reading: the file's plan was made for '") == 0);
+      CHECK(note.find(" strict") != std::string::npos);  // this kiln's key names strict mode
+      const std::vector<Tensor> got = run_model(r.art, in);
+      for (size_t i = 0; i < got.size(); ++i) CHECK(allclose(got[i], want[i], 1e-5, 1e-5));
+    }
+    {
+      auto unfused = std::make_shared<InferenceSession>(KernelOptions{.fuse = false});
+      const Read r = read(mef::encode(c), unfused);
+      CHECK(r.art->plan().read_note().find("fusion off") != std::string::npos);
+      for (const auto& s : r.art->plan().steps()) CHECK(s.kind == codegen::PlanStep::Kind::op);
+      const std::vector<Tensor> got = run_model(r.art, in);
+      for (size_t i = 0; i < got.size(); ++i) CHECK(allclose(got[i], want[i], 1e-5, 1e-5));
+    }
+    {
+      mef::Contents v = c;
+      set_u32(v.plan, 0, 99);
+      const Read r = read(mef::encode(v));
+      CHECK(r.art->plan().read_note() == "planned on reading: the file's plan has layout version 99, this kiln reads 1");
+      check_same(want, run_model(r.art, in));
+    }
+    {
+      mef::Contents v = c;
+      v.plan.clear();
+      const std::string bytes = mef::encode(v);
+      CHECK(bytes.find("PLAN") == std::string::npos);
+      const Read r = read(bytes);
+      CHECK(r.art->plan().read_note() == "planned on reading: the file has no PLAN section");
+      check_same(want, run_model(r.art, in));
+    }
+  }
+
+  TEST_CASE("export_mef writes PLAN by default; a re-export of a restored plan is the same section") {
+    CompiledCallable run = cases()[1].make();
+    const mef::Contents c = contents_of(run);
+    const Read r = read(mef::encode(c));
+    CHECK(mef::encode_plan(r.art->plan()) == c.plan);
+    TempFile f;
+    run.export_mef(f.path.string());
+    const mef::Contents e = mef::decode(slurp(f.path.string()), "f.mef");
+    CHECK(e.plan == c.plan);
+    CHECK(engine::read(f.path.string())->plan().read_note() == "");
+  }
+
+  TEST_CASE("each kind of damage to the PLAN section is a ValueError naming PLAN, the byte and the field") {
+    // No fusion: every step an op step, so the layout's offsets are simple:
+    // version, key, node and value counts, 0 programs, the step count, steps
+    // of a kind byte and a node, then the arena.
+    CompileOptions o;
+    o.session = std::make_shared<InferenceSession>(KernelOptions{.fuse = false});
+    CompiledCallable run = compile([](Tensor x) { return exp(x) * 2.0f + 1.0f; }, o)(f32({3, 5}));
+    const mef::Contents c = contents_of(run);
+    const std::string& p = c.plan;
+    const size_t L = u32_at(p, 4), nodes = 8 + L, programs = 16 + L, steps = 20 + L, step0 = 24 + L;
+    REQUIRE(u32_at(p, programs) == 0);
+    REQUIRE(u32_at(p, steps) == 3);
+    REQUIRE(p.size() > step0 + 15);
+    auto err = [&](const std::function<void(std::string&)>& edit) {
+      mef::Contents v = c;
+      edit(v.plan);
+      return read_error(mef::encode(v), o.session);
+    };
+    auto at = [](size_t byte) { return "section 'PLAN' (the execution plan) is malformed at byte " + std::to_string(byte) + " of "; };
+    CHECK(err([](std::string&) {}) == "(no error)");
+    std::string e = err([&](std::string& b) { b[step0] = 9; });
+    CHECK(e.find(at(step0)) != std::string::npos);
+    CHECK(e.find("unknown step kind 9") != std::string::npos);
+    CHECK(e.rfind("engine::read: 'plan.mef': ", 0) == 0);
+    e = err([&](std::string& b) { set_u32(b, step0 + 1, 4000); });
+    CHECK(e.find(at(step0 + 1)) != std::string::npos);
+    CHECK(e.find("an op step's node: node 4000 is out of range") != std::string::npos);
+    e = err([&](std::string& b) { set_u32(b, step0 + 1, 0); });  // node 0: the input
+    CHECK(e.find(at(step0) + std::to_string(p.size()) + ": step 0: node 0 is not an op") != std::string::npos);
+    e = err([&](std::string& b) { set_u32(b, step0 + 6, u32_at(b, step0 + 1)); });  // step 1 runs step 0's node again
+    CHECK(e.find("step 1: writes value %") != std::string::npos);
+    CHECK(e.find("a second time") != std::string::npos);
+    e = err([&](std::string& b) { std::swap(b[step0 + 1], b[step0 + 6]); });  // steps swapped: a read before the write
+    CHECK(e.find("before it is written") != std::string::npos);
+    e = err([&](std::string& b) { set_u32(b, nodes, 1); });
+    CHECK(e.find(at(nodes)) != std::string::npos);
+    CHECK(e.find("the plan is for a graph of 1 nodes") != std::string::npos);
+    e = err([&](std::string& b) { set_u32(b, steps, 0x7fffffff); });
+    CHECK(e.find(at(steps + 4)) != std::string::npos);
+    CHECK(e.find("the step count says 2147483647 items") != std::string::npos);
+    e = err([&](std::string& b) { set_u32(b, programs, 0x10000000); });
+    CHECK(e.find(at(programs + 4)) != std::string::npos);
+    CHECK(e.find("the program count says 268435456 items") != std::string::npos);
+    e = err([&](std::string& b) { b += 'x'; });
+    CHECK(e.find("1 unexpected bytes at the end") != std::string::npos);
+    // the arena: its last slot (u32 value, u64 offset) ends the section
+    REQUIRE(run.engine_model().artifact().plan().arena_bytes() > 0);
+    const size_t slot = p.size() - 12;
+    e = err([&](std::string& b) { set_u64(b, slot + 4, uint64_t(1) << 40); });
+    CHECK(e.find(at(slot)) != std::string::npos);
+    CHECK(e.find("does not fit an arena of") != std::string::npos);
+    e = err([&](std::string& b) { set_u64(b, slot + 4, 8); });
+    CHECK(e.find("at arena offset 8 does not fit") != std::string::npos);  // not 64-byte aligned
+    e = err([&](std::string& b) { set_u32(b, slot, 0x7ffffff0); });
+    CHECK(e.find("out of range") != std::string::npos);
+    e = err([&](std::string& b) { set_u32(b, slot, 0); });  // the input's value
+    CHECK(e.find("has an arena slot but no step writes it") != std::string::npos);
+    // every truncation
+    for (size_t n = 1; n < p.size(); ++n) {
+      CAPTURE(n);
+      e = err([&](std::string& b) { b.resize(n); });
+      CHECK(e.find("section 'PLAN' (the execution plan) is malformed at byte ") != std::string::npos);
+    }
+  }
+
+  TEST_CASE("single-bit and byte damage anywhere in a fused plan: a ValueError naming PLAN, another plan, or the same one; never a crash") {
+    for (int which : {1, 2, 3}) {
+      const Case k = cases()[which];
+      const std::string name = k.name;
+      CAPTURE(name);
+      CompiledCallable run = k.make();
+      const mef::Contents c = contents_of(run);
+      const std::vector<Tensor> in = k.inputs();
+      int errors = 0;
+      for (size_t i = 0; i < c.plan.size(); ++i)
+        for (unsigned char mask : {0x01, 0x80, 0xff}) {
+          mef::Contents v = c;
+          v.plan[i] = static_cast<char>(v.plan[i] ^ mask);
+          std::shared_ptr<const engine::CompiledModel> art;
+          try {
+            art = engine::read_bytes(mef::encode(v), "plan.mef");
+          } catch (const ValueError& e) {
+            const std::string m = e.what();
+            CHECK_MESSAGE(m.find("section 'PLAN' (the execution plan) is malformed at byte ") != std::string::npos,
+                          "byte " << i << ": " << m);
+            ++errors;
+            continue;
+          }
+          // what loads runs (wrong numbers at worst: a changed constant), or raises an Error
+          try {
+            (void)art->plan().describe(false);
+            (void)run_model(art, in);
+          } catch (const Error&) {
+          }
+        }
+      CHECK(errors > static_cast<int>(c.plan.size()));
+    }
+  }
+}
