@@ -346,8 +346,9 @@ struct EpilogueGemm {
   uint32_t program;
   int64_t m, n, k, lda, ldb;
   bool ta, tb;
-  std::vector<codegen::EpiLayout> layouts;
-  std::vector<int64_t> lds;
+  size_t nops;
+  std::array<codegen::EpiLayout, codegen::kMaxFusedOperands> layouts;
+  std::array<int64_t, codegen::kMaxFusedOperands> lds;
   std::shared_ptr<const codegen::SmallGemm> gemm;
 };
 
@@ -530,22 +531,22 @@ void PlanReader::epilogue_gemm(PlanStep& s, size_t at) {
   const cpu::GemmCall& c = s.gemm;
   if (c.f64 || c.bias) bad_step(at, step_, "a GEMM with an epilogue must be a float32 GEMM without bias");
   const int32_t product = s.gemm_base[0] < 0 ? -1 : g_.node(s.node).outputs[0];
-  std::vector<codegen::EpiLayout> layouts;
-  std::vector<int64_t> lds;
+  const size_t nops = s.operands.size();  // <= kMaxFusedOperands (program_problem)
+  std::array<codegen::EpiLayout, codegen::kMaxFusedOperands> layouts{};
+  std::array<int64_t, codegen::kMaxFusedOperands> lds{};
   int found = -1;
-  for (size_t j = 0; j < s.operands.size(); ++j) {
+  for (size_t j = 0; j < nops; ++j) {
     const int32_t v = s.operands[j];
     if (static_cast<int>(j) >= s.num_outputs && v == product && static_cast<int>(j) == s.product_operand) {
       found = static_cast<int>(j);
-      layouts.push_back(codegen::EpiLayout::product);
-      lds.push_back(0);
+      layouts[j] = codegen::EpiLayout::product;
       continue;
     }
     const std::optional<codegen::EpiLayout> l = epi_layout(g_.type(v), c.m, c.n);
     if (!l || (static_cast<int>(j) < s.num_outputs && *l != codegen::EpiLayout::matrix))
       bad_step(at, step_, "operand " + std::to_string(j) + " cannot be read by the GEMM's epilogue");
-    layouts.push_back(*l);
-    lds.push_back(*l == codegen::EpiLayout::matrix ? c.n : 0);
+    layouts[j] = *l;
+    lds[j] = *l == codegen::EpiLayout::matrix ? c.n : 0;
   }
   if (found < 0) bad_step(at, step_, "the product operand " + std::to_string(s.product_operand) + " is not the matmul's result");
   const uint32_t pi = static_cast<uint32_t>(std::find_if(programs_.begin(), programs_.end(), [&](const Program& p) {
@@ -553,14 +554,14 @@ void PlanReader::epilogue_gemm(PlanStep& s, size_t at) {
                                             }) - programs_.begin());
   for (const EpilogueGemm& e : gemms_)
     if (e.program == pi && e.m == c.m && e.n == c.n && e.k == c.k && e.lda == c.lda && e.ldb == c.ldb && e.ta == c.ta &&
-        e.tb == c.tb && e.layouts == layouts && e.lds == lds) {
+        e.tb == c.tb && e.nops == nops && e.layouts == layouts && e.lds == lds) {
       s.small_gemm = e.gemm;
       return;
     }
   codegen::SmallGemmKey key = codegen::plain_gemm_key(target_, c.m, c.n, c.k, c.ta, c.tb, c.lda, c.ldb, c.ldc);
   key.epilogue = *s.elementwise;
-  key.layouts = layouts;
-  key.lds = lds;
+  key.layouts.assign(layouts.begin(), layouts.begin() + static_cast<std::ptrdiff_t>(nops));
+  key.lds.assign(lds.begin(), lds.begin() + static_cast<std::ptrdiff_t>(nops));
   const std::string why = codegen::small_gemm_why_not(key);
   if (!why.empty()) bad_step(at, step_, "no generated GEMM for it: " + why);
   std::shared_ptr<const codegen::SmallGemm> gen;
@@ -572,7 +573,7 @@ void PlanReader::epilogue_gemm(PlanStep& s, size_t at) {
     }
   }
   if (!gen) gen = codegen::generate_small_gemm(key, opt_.dump);
-  gemms_.push_back({pi, c.m, c.n, c.k, c.lda, c.ldb, c.ta, c.tb, std::move(layouts), std::move(lds), gen});
+  gemms_.push_back({pi, c.m, c.n, c.k, c.lda, c.ldb, c.ta, c.tb, nops, layouts, lds, gen});
   s.small_gemm = std::move(gen);
 }
 

@@ -185,11 +185,11 @@ struct GraphParser {
   }
   bool accept(std::string_view t) {
     skip_ws();
-    if (s.substr(pos, t.size()) == t) {
-      pos += t.size();
-      return true;
-    }
-    return false;
+    if (s.size() - pos < t.size()) return false;
+    for (size_t i = 0; i < t.size(); ++i)  // short tokens: no memcmp call
+      if (s[pos + i] != t[i]) return false;
+    pos += t.size();
+    return true;
   }
   void expect(std::string_view t) {
     if (!accept(t)) fail("expected '" + std::string(t) + "'");
@@ -249,6 +249,7 @@ struct GraphParser {
     expect("[");
     std::vector<int64_t> r;
     if (accept("]")) return r;
+    r.reserve(4);  // one allocation for the usual rank
     do r.push_back(integer());
     while (accept(","));
     expect("]");
@@ -260,10 +261,14 @@ struct GraphParser {
     while (pos < s.size() && is_alnum(s[pos])) ++pos;
     const std::string_view dt = s.substr(b, pos - b);
     TensorType t;
-    try {
-      t.dtype = dtype_from_name(dt);
-    } catch (const Error&) {
-      fail("unknown dtype '" + std::string(dt) + "'");
+    if (dt == "float32") {
+      t.dtype = DType::float32;  // the common case without a table walk
+    } else {
+      try {
+        t.dtype = dtype_from_name(dt);
+      } catch (const Error&) {
+        fail("unknown dtype '" + std::string(dt) + "'");
+      }
     }
     t.shape = int_list();
     for (int64_t d : t.shape)
@@ -347,7 +352,7 @@ struct GraphParser {
         n.kind = NodeKind::constant;
         expect("0x");
         size_t b = pos;
-        while (pos < s.size() && std::isxdigit(static_cast<unsigned char>(s[pos]))) ++pos;
+        while (pos < s.size() && (is_alnum(s[pos]) && ((s[pos] | 32) <= 'f' || s[pos] <= '9'))) ++pos;
         std::string_view hex = s.substr(b, pos - b);
         expect(":");
         out_types.push_back(type());
@@ -417,7 +422,15 @@ struct GraphParser {
       if (out_types.size() != defs.size())
         fail("node defines " + std::to_string(defs.size()) + " values but lists " + std::to_string(out_types.size()) +
              " types");
-      int32_t idx = g.push_node(std::move(n), out_types);
+      // Graph::push_node, moving the types in (no copy of their shapes)
+      const int32_t idx = static_cast<int32_t>(g.nodes_.size());
+      n.outputs.clear();
+      for (TensorType& t : out_types) {
+        g.types_.push_back(std::move(t));
+        g.producer_.push_back(idx);
+        n.outputs.push_back(static_cast<int32_t>(g.types_.size() - 1));
+      }
+      g.nodes_.push_back(std::move(n));
       for (size_t k = 0; k < defs.size(); ++k) {
         if (names.find(defs[k])) fail("value %" + std::to_string(defs[k]) + " defined twice");
         names.set(defs[k], g.nodes_[idx].outputs[k]);
