@@ -161,7 +161,7 @@ bool build_row_step(const Graph& g, const Node& n, const KernelOptions& opt, Pla
 // a value (contiguous at run time: bind() makes it so) or a transposing
 // permute of one, folded into the call's transpose flag (match_gemm in
 // fusion.cpp found them). Returns false when the node keeps its op step
-// (layouts the BLAS call cannot take).
+// (layouts the BLAS call cannot take). `s` must be a fresh PlanStep.
 bool build_gemm_step(const Graph& g, const Node& n, const GemmOperands& ops, const KernelOptions& opt, PlanStep& s) {
   const TensorType& out = g.type(n.outputs[0]);
   int64_t rs[2], cs[2];
@@ -176,8 +176,13 @@ bool build_gemm_step(const Graph& g, const Node& n, const GemmOperands& ops, con
   const std::optional<cpu::GemmCall> call =
       cpu::plan_gemm(out.dtype == DType::float64, m, nn, k, rs[0], cs[0], rs[1], cs[1]);
   if (!call) return false;
-  s = op_step(g, n);
+  // op_step's fields set in place (s is a fresh step: no PlanStep temporary,
+  // no copy of the node's inputs; a MEF read restores 250 of these per ms)
   s.kind = PlanStep::Kind::gemm;
+  s.node = static_cast<int32_t>(&n - g.nodes().data());
+  s.op = n.op;
+  s.attrs = n.attrs;
+  s.output = n.outputs[0];
   s.inputs = {ops.base[0], ops.base[1]};
   for (int j = 0; j < 2; ++j) {
     s.gemm_base[j] = ops.base[j];
