@@ -28,10 +28,11 @@ std::vector<int64_t> static_strides(const Shape& s, DType d, const Shape& shape)
 
 // A fused step running group `grp` as one generated kernel. Returns false
 // when the group cannot be generated (the caller falls back to op steps).
-// Groups that differ only in their constants (read from a table) share one
-// kernel of `kernels`.
+// The step's kernel is set by lower_cpu once the steps are final (a group
+// that becomes a GEMM's epilogue needs none); groups that differ only in
+// their constants (read from a table) share one.
 bool build_fused_step(const Graph& g, const FusionGroup& grp, const KernelOptions& opt, CpuTarget target,
-                      PlanStep& step, KernelSource& kernels) {
+                      PlanStep& step) {
   std::unordered_map<int32_t, int32_t> reg;  // value id -> register
   std::vector<int32_t> in_vals;
   const std::vector<int32_t>& out_vals = grp.outputs;
@@ -105,7 +106,8 @@ bool build_fused_step(const Graph& g, const FusionGroup& grp, const KernelOption
   if (!can_generate(p, target)) return false;
   step.kind = PlanStep::Kind::fused;
   std::string text = p.str();
-  step.kernel = kernels.get(p, text);
+  // the kernel comes once the steps are final (lower_cpu): a group that
+  // becomes a GEMM's epilogue needs none
   step.operands = operands;
   step.num_outputs = p.num_outputs;
   for (int32_t v : out_vals) step.out_layouts.push_back(g.type(v).layout());
@@ -382,7 +384,7 @@ std::vector<PlanStep> lower_cpu(const Graph& g, const FusionPlan& fusion, const 
     const FusionGroup& grp = groups[it.group];
     PlanStep s;
     const int32_t rn = grp.reduce_node;
-    if (build_fused_step(g, grp, opt, target, s, kernels)) {
+    if (build_fused_step(g, grp, opt, target, s)) {
       if (absorb_into[it.group] >= 0) {
         const Node& r = g.node(absorb_into[it.group]);
         // the row op's weight and bias take operand slots after the table
@@ -409,7 +411,10 @@ std::vector<PlanStep> lower_cpu(const Graph& g, const FusionPlan& fusion, const 
       if (rn >= 0) steps.push_back(op_step(g, g.node(rn)));
     }
   }
-  if (opt.fuse) merge_gemm_epilogues(g, steps, opt);
+  if (opt.fuse) merge_gemm_epilogues(g, steps, opt, images);
+  // The kernels of the groups that run as such (not as a GEMM's epilogue).
+  for (PlanStep& s : steps)
+    if (s.kind == PlanStep::Kind::fused || s.kind == PlanStep::Kind::fused_row) s.kernel = kernels.get(*s.elementwise, s.program);
   return steps;
 }
 

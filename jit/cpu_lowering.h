@@ -28,7 +28,9 @@ FusionRules cpu_fusion_rules(const KernelOptions& opt);
 /// step per node (and its reduction's); a row pair without a pair kernel to
 /// a row step each; an absorption without room for the row op's inputs to
 /// the two steps. A group whose program `images` (may be null) holds runs
-/// that machine code instead of generating it (KernelSource).
+/// that machine code instead of generating it (KernelSource); a group that
+/// becomes a GEMM's epilogue (plan_small_gemm.h) gets no kernel of its own,
+/// and its GEMM comes from `images` too when they hold its key.
 // ---- restoring steps (a MEF file's PLAN section, jit/mef_plan.cpp) ----------------------
 // Each makes the step lower_cpu makes for node `node` of `g` (verified), or
 // returns false when the node is out of range or lower_cpu would not make

@@ -55,7 +55,8 @@ std::optional<SmallGemmKey> epilogue_key(const Graph& g, const PlanStep& s, cons
 
 }  // namespace
 
-void merge_gemm_epilogues(const Graph& g, std::vector<PlanStep>& steps, const KernelOptions& opt) {
+void merge_gemm_epilogues(const Graph& g, std::vector<PlanStep>& steps, const KernelOptions& opt,
+                          const CodeImages* images) {
   std::vector<int> reads(g.num_values(), 0);
   for (const PlanStep& s : steps)
     for (int32_t v : step_reads(s)) ++reads[static_cast<size_t>(v)];
@@ -74,6 +75,16 @@ void merge_gemm_epilogues(const Graph& g, std::vector<PlanStep>& steps, const Ke
       const std::optional<SmallGemmKey> key = epilogue_key(g, s, steps[k2], product);
       if (!key) break;
       std::shared_ptr<const SmallGemm>& gen = cache[key->str()];
+      if (!gen && images && !opt.dump) {
+        auto im = images->find(key->str());
+        if (im != images->end()) {
+          try {
+            gen = load_small_gemm(*key, im->second);
+          } catch (const Error&) {
+            // a malformed image: generated below
+          }
+        }
+      }
       if (!gen) gen = generate_small_gemm(*key, opt.dump);
       PlanStep& f = steps[k2];
       f.kind = PlanStep::Kind::gemm_fused;

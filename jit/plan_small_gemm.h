@@ -21,6 +21,9 @@ namespace kiln::codegen {
 /// operands, the constant table, A and B fit the step's kMaxFusedOperands
 /// pointers. The merged step runs where the fused step ran (the GEMM's
 /// inputs exist there too). Call before the memory plan.
-void merge_gemm_epilogues(const Graph& g, std::vector<PlanStep>& steps, const KernelOptions& opt);
+/// A GEMM whose key's text (SmallGemmKey::str()) `images` (may be null)
+/// holds is placed from that image instead of generated.
+void merge_gemm_epilogues(const Graph& g, std::vector<PlanStep>& steps, const KernelOptions& opt,
+                          const CodeImages* images = nullptr);
 
 }  // namespace kiln::codegen

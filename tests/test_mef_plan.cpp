@@ -275,6 +275,20 @@ TEST_SUITE("mef plan") {
     }
   }
 
+  TEST_CASE("a read with CODE and no PLAN plans the graph but places the GEMMs with epilogues from CODE") {
+    CompiledCallable run = cases()[1].make();
+    const mef::Contents c = contents_of(run, true, false);
+    size_t gemm_images = 0;
+    for (const auto& k : c.code.kernels) gemm_images += k.program.rfind("sgemm ", 0) == 0;
+    const bool generated_gemms = codegen::detect_cpu_target() >= codegen::CpuTarget::avx2;
+    CHECK((gemm_images >= 1) == generated_gemms);
+    const Read r = read(mef::encode(c));
+    CHECK(r.art->plan().read_note() == "planned on reading: the file has no PLAN section");
+    CHECK(r.gemms_made == 0);
+    const std::vector<Tensor> in = cases()[1].inputs();
+    check_same(run.execute_raw(std::span<const Tensor>(in)), run_model(r.art, in));
+  }
+
   TEST_CASE("export_mef writes PLAN by default; a re-export of a restored plan is the same section") {
     CompiledCallable run = cases()[1].make();
     const mef::Contents c = contents_of(run);
