@@ -6,6 +6,7 @@
 // The CPU target follows KILN_JIT_TARGET (avx2 / avx512).
 #include <cblas.h>
 
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -121,6 +122,30 @@ void BM_digits_gemms_blas(benchmark::State& st) {
 BENCHMARK(BM_digits_gemms_generated)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_digits_gemms_blas)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond);
 
+// Issue 18, item 5: a compiled (a b, c d) (two independent n^3 GEMMs) on 2
+// threads with inter-op pairing (range(1) = 1: the two run at once, one per
+// thread) and without (KILN_JIT_INTEROP=0: in order, each on one thread as
+// the generated GEMM runs below 128^3). Sets jit/step_pairs.h's
+// kInteropMinMacs.
+void BM_compiled_two_gemms(benchmark::State& st) {
+  const int64_t n = st.range(0);
+  kb::set_threads(2);
+  setenv("KILN_JIT_INTEROP", st.range(1) ? "1" : "0", 1);
+  kiln::Tensor a = kiln::random::normal({n, n}), b = kiln::random::normal({n, n});
+  kiln::Tensor c = kiln::random::normal({n, n}), d = kiln::random::normal({n, n});
+  const auto spec = kiln::TensorLayout(kiln::DType::float32, {n, n});
+  kiln::CompiledCallable f = kiln::compile([](kiln::Tensor w, kiln::Tensor x, kiln::Tensor y, kiln::Tensor z) {
+    return std::make_tuple(kiln::matmul(w, x), kiln::matmul(y, z));
+  })(spec, spec, spec, spec);
+  unsetenv("KILN_JIT_INTEROP");
+  f(a, b, c, d);  // warm-up
+  for (auto _ : st) benchmark::DoNotOptimize(f(a, b, c, d).leaves[0].data_ptr());
+  st.SetItemsProcessed(st.iterations() * 4 * n * n * n);
+}
+BENCHMARK(BM_compiled_two_gemms)
+    ->ArgsProduct({{32, 40, 48, 56, 64, 80, 96, 112}, {0, 1}})
+    ->Unit(benchmark::kMicrosecond);
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -141,5 +166,9 @@ int main(int argc, char** argv) {
     compare({"the digits step's five GEMMs, generated, " + std::to_string(t) + " thread(s), " + isa,
              "BM_digits_gemms_generated/" + std::to_string(t), {"BM_digits_gemms_blas/" + std::to_string(t)},
              "reported", {}, false, {}, true});
-  return kb::run_main(argc, argv, "Small GEMMs generated with their epilogues (issue 18)");
+  for (int n : {32, 40, 48, 56, 64, 80, 96, 112})
+    compare({"(a b, c d) compiled, " + std::to_string(n) + "^3 each, 2 threads, GEMMs at once vs in order, " + isa,
+             "BM_compiled_two_gemms/" + std::to_string(n) + "/1", {"BM_compiled_two_gemms/" + std::to_string(n) + "/0"},
+             "reported (sets kInteropMinMacs)", {}, false, {}, true});
+  return kb::run_main(argc, argv, "Small GEMMs generated with their epilogues, inter-op pairs (issue 18)");
 }

@@ -542,6 +542,7 @@ std::string ExecutionPlan::describe(bool with_disassembly) const {
   int k = 0;
   for (const auto& s : steps_) {
     os << "step " << k++ << ": ";
+    if (s.run_with_next) os << "[runs at once with the next step, one thread each] ";
     if (s.kind == PlanStep::Kind::op) {
       os << op_name(s.op) << " (eager kernel)\n";
       continue;

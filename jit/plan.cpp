@@ -9,6 +9,7 @@
 #include "cpu_lowering.h"
 #include "fusion.h"
 #include "memory_plan.h"
+#include "step_pairs.h"
 
 namespace kiln::codegen {
 
@@ -23,6 +24,7 @@ ExecutionPlan::ExecutionPlan(std::shared_ptr<const Graph> graph, const KernelOpt
     }
   const FusionPlan fusion = plan_fusion(g, opt, cpu_fusion_rules(opt));
   steps_ = lower_cpu(g, fusion, opt, images);
+  pair_independent_steps(steps_, fusion.is_output, interop_enabled());
   code_key_ = codegen_feature_key(detect_cpu_target(), opt.strict);
   fuse_ = opt.fuse;
   std::vector<StepValues> io(steps_.size());
@@ -30,6 +32,16 @@ ExecutionPlan::ExecutionPlan(std::shared_ptr<const Graph> graph, const KernelOpt
     const PlanStep& s = steps_[k];
     io[k] = {step_reads(s), step_writes(s), s.kind == PlanStep::Kind::op && op_info(s.op).category == OpCategory::View};
   }
+  // A pair running at once is one step to the memory plan: both steps'
+  // reads live until both end, and neither output may take the memory of
+  // a value the other still reads.
+  for (size_t k = 0; k + 1 < steps_.size(); ++k)
+    if (steps_[k].run_with_next) {
+      StepValues& next = io[k + 1];
+      next.reads.insert(next.reads.end(), io[k].reads.begin(), io[k].reads.end());
+      next.writes.insert(next.writes.end(), io[k].writes.begin(), io[k].writes.end());
+      io[k] = StepValues{};
+    }
   MemoryPlan memory = plan_memory(g, io, fusion.is_output);
   release_after_ = std::move(memory.release_after);
   arena_offset_ = std::move(memory.arena_offset);
@@ -139,7 +151,10 @@ void ExecutionPlan::run(std::span<const Tensor> inputs, std::span<const Tensor> 
   // A defined outputs[k] is where output k is computed (in-place write-back,
   // jit/write_in_place.h); a step run one by one may still put it elsewhere.
   for (size_t k = 0; k < outputs.size() && k < g.output_ids().size(); ++k)
-    if (outputs[k].defined() && !vals[g.output_ids()[k]].defined()) vals[g.output_ids()[k]] = outputs[k];
+    if (outputs[k].defined() && !vals[g.output_ids()[k]].defined()) {
+      vals[g.output_ids()[k]] = outputs[k];
+      bound.outputs_given = true;
+    }
   if (bind_all(bound, vals, arena)) {
     run_bound(bound);
   } else {

@@ -92,6 +92,14 @@ struct PlanStep {
   OpId reduce_op{};
   int32_t reduce_output = -1;
   int64_t reduce_nout = 0, reduce_nred = 0;
+  // Inter-op parallelism (jit/step_pairs.h): this step and the next are
+  // independent single-threaded GEMMs run at once, one per thread, when the
+  // call has two threads; the memory plan treats the pair as one step.
+  // pair_writes_output: one of them writes a graph output (then the pair
+  // runs in order when the caller gave output memory, which may be an
+  // input's: in-place write-back).
+  bool run_with_next = false;
+  bool pair_writes_output = false;
 };
 
 /// A non-op step bound to buffers: its operand pointers and output tensor,
@@ -204,7 +212,9 @@ class ExecutionPlan {
     std::vector<std::pair<uint32_t, uint32_t>> arg_range;  // per op step: first and count in args
     std::vector<char> run_view;                            // per step: a view step run when reached
     std::vector<Tensor> vals;                              // per value id (run()'s value table)
+    bool outputs_given = false;                            // run() got memory for an output
     void clear() {  // drops the tensors, keeps the capacity
+      outputs_given = false;
       vals.clear();
       steps.clear();
       args.clear();

@@ -5,6 +5,8 @@
 #include "../backends/cpu/copy.h"
 #include "plan.h"
 
+#include <omp.h>
+
 namespace kiln::codegen {
 
 namespace {
@@ -76,6 +78,23 @@ void ExecutionPlan::run_bound(const Bound& b) const {
   for (size_t k = 0; k < steps_.size(); ++k) {
     const BoundStep& bs = b.steps[k];
     const PlanStep& s = *bs.step;
+    if (s.run_with_next && !(s.pair_writes_output && b.outputs_given) && omp_get_max_threads() > 1 &&
+        !omp_in_parallel()) {
+      // Two independent single-threaded GEMMs, one per thread (the handoff
+      // is paid back: jit/step_pairs.h).
+      const BoundStep* pair[2] = {&bs, &b.steps[k + 1]};
+#pragma omp parallel num_threads(2)
+      {
+        if (omp_get_num_threads() == 1) {  // the runtime gave one thread (nested, dynamic): in order
+          execute(*pair[0]);
+          execute(*pair[1]);
+        } else {
+          execute(*pair[omp_get_thread_num()]);
+        }
+      }
+      ++k;
+      continue;
+    }
     if (s.kind != PlanStep::Kind::op) {
       execute(bs);
       continue;
