@@ -10,6 +10,7 @@
 #include "../backends/cpu/jit/small_gemm.h"
 #include "../backends/cpu/reduce_kernels.h"
 #include "cpu_lowering.h"
+#include "step_pairs.h"
 #include "mef_io.h"
 
 namespace kiln::mef {
@@ -20,8 +21,12 @@ using codegen::PlanStep;
 using namespace io;
 
 std::string plan_key(const KernelOptions& options) {
+  // Inter-op pairs (jit/step_pairs.h) are derived again on read from the
+  // steps' order; the memory plan was made for them, so a plan made with
+  // pairing off is not read with it on.
   return codegen::codegen_feature_key(codegen::detect_cpu_target(), options.strict) +
-         (options.fuse ? "; fusion on" : "; fusion off");
+         (options.fuse ? "; fusion on" : "; fusion off") +
+         (codegen::interop_enabled() ? "; inter-op pairs" : "; no inter-op pairs");
 }
 
 // ---- writing ----------------------------------------------------------------------------
@@ -83,7 +88,8 @@ std::string encode_plan(const codegen::ExecutionPlan& plan) {
   const Graph& g = plan.graph();
   std::string o;
   put_u32(o, kPlanLayoutVersion);
-  put_str(o, plan.code_feature_key() + (plan.fused() ? "; fusion on" : "; fusion off"));
+  put_str(o, plan.code_feature_key() + (plan.fused() ? "; fusion on" : "; fusion off") +
+                 (plan.inter_op_pairs() ? "; inter-op pairs" : "; no inter-op pairs"));
   put_u32(o, static_cast<uint32_t>(g.num_nodes()));
   put_u32(o, static_cast<uint32_t>(g.num_values()));
   // the distinct programs, by their printed form

@@ -24,7 +24,8 @@ ExecutionPlan::ExecutionPlan(std::shared_ptr<const Graph> graph, const KernelOpt
     }
   const FusionPlan fusion = plan_fusion(g, opt, cpu_fusion_rules(opt));
   steps_ = lower_cpu(g, fusion, opt, images);
-  pair_independent_steps(steps_, fusion.is_output, interop_enabled());
+  pairs_ = interop_enabled();
+  pair_independent_steps(steps_, fusion.is_output, pairs_);
   code_key_ = codegen_feature_key(detect_cpu_target(), opt.strict);
   fuse_ = opt.fuse;
   std::vector<StepValues> io(steps_.size());
@@ -61,6 +62,12 @@ ExecutionPlan::ExecutionPlan(std::shared_ptr<const Graph> graph, const KernelOpt
       weight_slots_.emplace_back(n.name, graph_->type(n.outputs[0]));
       weight_values_.push_back(n.outputs[0]);
     }
+  // The writer's pairs (the PLAN key carries whether it paired; its memory
+  // plan counts on them).
+  std::vector<char> is_output(graph_->num_values(), 0);
+  for (int32_t v : graph_->output_ids()) is_output[static_cast<size_t>(v)] = 1;
+  pairs_ = interop_enabled();
+  mark_adjacent_pairs(steps_, is_output, pairs_);
 }
 
 std::vector<int32_t> step_reads(const PlanStep& s) {

@@ -172,6 +172,8 @@ class ExecutionPlan {
   const std::string& code_feature_key() const { return code_key_; }
   /// Whether elementwise chains were fused (KernelOptions::fuse).
   bool fused() const { return fuse_; }
+  /// Whether the plan was made with inter-op pairs on (jit/step_pairs.h).
+  bool inter_op_pairs() const { return pairs_; }
   /// Per value: its byte offset in the arena, or -1 (memory_plan.h).
   const std::vector<int64_t>& arena_offsets() const { return arena_offset_; }
   /// Per step: the values dropped after it.
@@ -194,6 +196,7 @@ class ExecutionPlan {
   size_t arena_bytes_ = 0;
   std::string code_key_;
   bool fuse_ = true;
+  bool pairs_ = true;
   std::string read_note_;
   // Arenas of finished calls, for the next ones (many threads may call one
   // plan: each call takes its own).

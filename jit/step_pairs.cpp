@@ -56,24 +56,38 @@ bool interop_enabled() {
   return !(e && std::strcmp(e, "0") == 0);
 }
 
+namespace {
+// Steps k and k + 1 run at once from now on.
+void set_pair(std::vector<PlanStep>& steps, size_t k, const std::vector<char>& is_output) {
+  steps[k].run_with_next = true;
+  steps[k].pair_writes_output = writes_output(steps[k], is_output) || writes_output(steps[k + 1], is_output);
+}
+bool big(const PlanStep& s) { return single_thread_gemm_macs(s) >= kInteropMinMacs; }
+}  // namespace
+
+void mark_adjacent_pairs(std::vector<PlanStep>& steps, const std::vector<char>& is_output, bool enabled) {
+  for (PlanStep& s : steps) s.run_with_next = s.pair_writes_output = false;
+  if (!enabled) return;
+  for (size_t k = 0; k + 1 < steps.size(); ++k)
+    if (big(steps[k]) && big(steps[k + 1]) && independent(steps[k], steps[k + 1])) set_pair(steps, k++, is_output);
+}
+
 void pair_independent_steps(std::vector<PlanStep>& steps, const std::vector<char>& is_output, bool enabled) {
   for (PlanStep& s : steps) s.run_with_next = s.pair_writes_output = false;
   if (!enabled) return;
   for (size_t k = 0; k + 1 < steps.size(); ++k) {
-    if (single_thread_gemm_macs(steps[k]) < kInteropMinMacs) continue;
+    if (!big(steps[k])) continue;
     // The first later GEMM that can move up to k + 1: independent of k and
     // of every step between, and writing no graph output (an output may be
     // the memory of an input that a step in between reads: in-place
     // write-back).
     for (size_t j = k + 1; j < steps.size() && j <= k + kWindow; ++j) {
-      const bool big = single_thread_gemm_macs(steps[j]) >= kInteropMinMacs;
-      bool movable = big && independent(steps[k], steps[j]) && (j == k + 1 || !writes_output(steps[j], is_output));
+      bool movable = big(steps[j]) && independent(steps[k], steps[j]) && (j == k + 1 || !writes_output(steps[j], is_output));
       for (size_t i = k + 1; movable && i < j; ++i) movable = independent(steps[i], steps[j]);
       if (!movable) continue;
       std::rotate(steps.begin() + static_cast<std::ptrdiff_t>(k + 1), steps.begin() + static_cast<std::ptrdiff_t>(j),
                   steps.begin() + static_cast<std::ptrdiff_t>(j + 1));
-      steps[k].run_with_next = true;
-      steps[k].pair_writes_output = writes_output(steps[k], is_output) || writes_output(steps[k + 1], is_output);
+      set_pair(steps, k, is_output);
       ++k;  // the partner is taken
       break;
     }

@@ -31,6 +31,12 @@ double single_thread_gemm_macs(const PlanStep& s);
 /// paired when `enabled` is false (KILN_JIT_INTEROP=0, or one thread).
 void pair_independent_steps(std::vector<PlanStep>& steps, const std::vector<char>& is_output, bool enabled);
 
+/// Marks adjacent pairs only, moving nothing: the pairs
+/// pair_independent_steps left in `steps` (it pairs a step with the one after
+/// it whenever that one qualifies), so a plan restored from a MEF file's PLAN
+/// section, whose memory plan was made for those pairs, runs them at once.
+void mark_adjacent_pairs(std::vector<PlanStep>& steps, const std::vector<char>& is_output, bool enabled);
+
 /// Whether inter-op pairing is on for new plans: KILN_JIT_INTEROP=0 turns
 /// it off (read when a plan is built).
 bool interop_enabled();

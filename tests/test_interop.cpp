@@ -5,6 +5,7 @@
 // are bitwise those of the steps run in order (KILN_JIT_INTEROP=0) and of
 // eager, on 1 and 2 threads, and against a float64 reference.
 #include <cstdlib>
+#include <filesystem>
 #include <tuple>
 
 #include "../backends/cpu/jit/small_gemm.h"
@@ -157,6 +158,43 @@ TEST_SUITE("interop") {
       CHECK(kt::same_bits(out.leaves[0], dw));
       CHECK(kt::same_bits(out.leaves[1], dx));
     }
+  }
+
+  TEST_CASE("a MEF file's PLAN keeps the pairs; read with pairing off, it plans again without them") {
+    if (!generated_target()) return;
+    auto backward = [](Tensor x, Tensor w, Tensor dy) {
+      return std::make_tuple(matmul(transpose(x), dy), matmul(dy, transpose(w)));
+    };
+    const int64_t B = 64, I = 96, O = 128;
+    CompiledCallable run = [&] {
+      InteropEnv on(true);
+      return compile(backward)(f32({B, I}), f32({I, O}), f32({B, O}));
+    }();
+    const std::string path = (std::filesystem::temp_directory_path() / "kiln_test_interop.mef").string();
+    {
+      InteropEnv on(true);
+      run.export_mef(path);
+    }
+    Tensor x = kt::random_tensor({B, I}, DType::float32, 12, false, 1.0);
+    Tensor w = kt::random_tensor({I, O}, DType::float32, 13, false, 1.0);
+    Tensor dy = kt::random_tensor({B, O}, DType::float32, 14, false, 1.0);
+    const auto want = backward(x, w, dy);
+    const std::vector<Tensor> in = {x, w, dy};
+    Threads t(2);
+    for (bool on : {true, false}) {
+      CAPTURE(on);
+      InteropEnv env(on);
+      auto art = engine::read(path);
+      CHECK(pairs(art->plan()) == (on ? 1 : 0));
+      const std::string& note = art->plan().read_note();
+      if (on) CHECK(note == "");
+      else CHECK(note.find("no inter-op pairs") != std::string::npos);
+      engine::Model m(art, {});
+      const std::vector<Tensor> got = m.execute(in);
+      CHECK(kt::same_bits(got[0], std::get<0>(want)));
+      CHECK(kt::same_bits(got[1], std::get<1>(want)));
+    }
+    std::filesystem::remove(path);
   }
 
   TEST_CASE("pairing is off with KILN_JIT_INTEROP=0") {
