@@ -18,6 +18,10 @@ RealizationContext* active_context();
 /// ctx->apply_op(op, in, attrs) (defined in trace/, declared here so tensor/
 /// does not include trace/ headers).
 Tensor context_apply(RealizationContext* ctx, OpId op, std::span<const Tensor> in, const Attrs& attrs);
+/// True while the innermost context on this thread records into a graph
+/// (stage, jit, compile): a value computed now on the host would be baked
+/// into that graph as a constant. False for the eager and lazy contexts.
+bool recording_graph();
 
 // In-place writes (tensor/mutation.cpp) ask the contexts (trace/) how to proceed.
 /// How a write into a tensor is carried out in the current context.

@@ -34,6 +34,11 @@ RealizationContext* detail::active_context() {
   return g_default_raw.load(std::memory_order_acquire);
 }
 
+bool detail::recording_graph() {
+  RealizationContext* c = active_context();
+  return c != nullptr && dynamic_cast<GraphRealizationContext*>(c) != nullptr;
+}
+
 Tensor detail::context_apply(RealizationContext* ctx, OpId op, std::span<const Tensor> in, const Attrs& attrs) {
   return ctx->apply_op(op, in, attrs);
 }
