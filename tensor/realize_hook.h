@@ -32,8 +32,10 @@ enum class WriteMode : uint8_t {
 /// Decides the mode of a write into `dst` by `who`: functional for an
 /// unrealized tensor of the current context, or for a realized one while a
 /// graph context records (it becomes a mutable source); eager otherwise (an
-/// unrealized tensor of another context is realized first). Throws
-/// RealizationError for a write through a view of a traced tensor.
+/// unrealized tensor of another context is realized first). A write
+/// through a view of a traced tensor is functional too (recorded as a
+/// scatter into its base); it throws RealizationError when the base is a
+/// constant of the trace and ValueError for a broadcast view.
 WriteMode begin_write(const Tensor& dst, const char* who);
 /// Rebinds `dst` (functional mode) to `value`, an unrealized tensor of the
 /// current context with dst's dtype and shape.
