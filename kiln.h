@@ -20,6 +20,7 @@
 #include "tensor/matrix_ops.h"
 #include "tensor/runtime.h"
 #include "tensor/sorting.h"
+#include "tensor/static_size.h"
 #include "tensor/tensor.h"
 #include "tensor/testing.h"
 #include "trace/graph.h"

@@ -19,8 +19,12 @@
 #include <memory>
 #include <string>
 #include <tuple>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
+#include "../tensor/indexing.h"
+#include "../tensor/ops.h"
 #include "../trace/pytree.h"
 #include "../trace/stage.h"
 #include "engine.h"
@@ -38,9 +42,49 @@ struct CallResult {
   template <class R> operator R() const { return as<R>(); }  // NOLINT: implicit by design
   /// The single result tensor; throws ValueError when there are several.
   Tensor tensor() const;
+  /// `run(x)[i]`: tensor()[i] (basic indexing of the single result, numpy's
+  /// rules, tensor/indexing.h). ValueError when the call returned several tensors.
+  IndexedTensor operator[](int64_t i) const { return tensor()[i]; }
 };
 /// Prints the result tensor, or the leaves in order, "(a, b, ...)".
 std::ostream& operator<<(std::ostream& os, const CallResult& r);
+
+// Arithmetic, comparison and logical operators on a call's result act on its
+// single result tensor (CallResult::tensor(): ValueError when the call
+// returned several), so `run(x) + 1`, `2.0 * run(x)`, `run(x) < y` and
+// `run(x) - run(y)` read as they would on the Tensor the function returns.
+namespace detail {
+template <class T>
+concept NotCallResult = !std::is_same_v<std::remove_cvref_t<T>, CallResult>;
+}  // namespace detail
+#define KILN_CALL_RESULT_OPERATOR(sym)                                                                       \
+  template <detail::NotCallResult T>                                                                         \
+  auto operator sym(const CallResult& r, const T& v)->decltype(std::declval<const Tensor&>() sym v) {        \
+    return r.tensor() sym v;                                                                                 \
+  }                                                                                                          \
+  template <detail::NotCallResult T>                                                                         \
+  auto operator sym(const T& v, const CallResult& r)->decltype(v sym std::declval<const Tensor&>()) {        \
+    return v sym r.tensor();                                                                                 \
+  }                                                                                                          \
+  inline Tensor operator sym(const CallResult& a, const CallResult& b) { return a.tensor() sym b.tensor(); }
+KILN_CALL_RESULT_OPERATOR(+)
+KILN_CALL_RESULT_OPERATOR(-)
+KILN_CALL_RESULT_OPERATOR(*)
+KILN_CALL_RESULT_OPERATOR(/)
+KILN_CALL_RESULT_OPERATOR(%)
+KILN_CALL_RESULT_OPERATOR(==)
+KILN_CALL_RESULT_OPERATOR(!=)
+KILN_CALL_RESULT_OPERATOR(<)
+KILN_CALL_RESULT_OPERATOR(<=)
+KILN_CALL_RESULT_OPERATOR(>)
+KILN_CALL_RESULT_OPERATOR(>=)
+KILN_CALL_RESULT_OPERATOR(&)
+KILN_CALL_RESULT_OPERATOR(|)
+KILN_CALL_RESULT_OPERATOR(^)
+#undef KILN_CALL_RESULT_OPERATOR
+inline Tensor operator-(const CallResult& r) { return -r.tensor(); }
+inline Tensor operator!(const CallResult& r) { return !r.tensor(); }
+inline Tensor operator~(const CallResult& r) { return ~r.tensor(); }
 
 class CompiledCallable {
  public:

@@ -5,6 +5,7 @@
 #include "indexing.h"
 
 #include <string>
+#include <string_view>
 
 #include "creation.h"
 #include "kernel_registry.h"
@@ -113,27 +114,32 @@ Plan basic(const Tensor& x, const std::vector<TensorIndex>& indices) {
   return p;
 }
 
-// a's index normalised to [0, n) as int64. A realized index is checked here;
-// a traced one (its values known only when the compiled function runs) is
+// a's index normalised to [0, n) as int64; errors name `who` ("index" for a
+// read, "index_put_" for a write). A realized index is checked here; a
+// traced one (its values known only when the compiled function runs) is
 // looked up in arange(n) laid along axis a.axis of a dummy, so that the
-// index_select that checks it names the axis of x that it indexes.
-Tensor normalised(const Advanced& a, int64_t n) {
+// index_select that checks it names the axis of x that it indexes (and,
+// with attrs.flag set, index_put_ rather than index_select: ops_data.cpp).
+Tensor normalised(const Advanced& a, int64_t n, const char* who) {
   if (!a.index.is_realized()) {
     Shape s(static_cast<size_t>(a.axis), 1);
     s.push_back(n);
     const Tensor lut = reshape(arange(n, DType::int64), s);
-    const Tensor r = index_select(lut, a.axis, reshape(a.index, {a.index.numel()}));
+    Attrs at;
+    at.axis = a.axis;
+    at.flag = std::string_view(who) == "index_put_";
+    const Tensor r = apply(OpId::IndexSelect, lut, reshape(a.index, {a.index.numel()}), at);
     return reshape(r, a.index.shape());
   }
   if (auto bad = detail::device_utilities(a.index.device(), "index").first_index_outside(a.index, -n, n))
-    throw IndexError("index: index " + str(*bad) + " is out of bounds for axis " + str(a.axis) + " with size " +
-                     str(n));
+    throw IndexError(std::string(who) + ": index " + str(*bad) + " is out of bounds for axis " + str(a.axis) +
+                     " with size " + str(n));
   const Tensor t = a.index.dtype() == DType::int64 ? a.index : cast(a.index, DType::int64);
   return where(t < 0, t + n, t);
 }
 
 // view[adv...]: the advanced indices applied to the basic view (a copy).
-Tensor advanced(const Tensor& view, const std::vector<Advanced>& adv) {
+Tensor advanced(const Tensor& view, const std::vector<Advanced>& adv, const char* who = "index") {
   const int64_t nd = view.ndim(), k = static_cast<int64_t>(adv.size());
   Shape b;  // the broadcast shape of the index tensors
   std::vector<bool> is_adv(nd, false);
@@ -151,7 +157,7 @@ Tensor advanced(const Tensor& view, const std::vector<Advanced>& adv) {
     const Advanced& a = adv[j];
     const int64_t n = view.shape()[a.dim];
     perm.push_back(a.dim);
-    flat = j == 0 ? normalised(a, n) : flat * n + normalised(a, n);
+    flat = j == 0 ? normalised(a, n, who) : flat * n + normalised(a, n, who);
   }
   int64_t extent = 1;  // of the indexed axes together
   for (int64_t j = 0; j < k; ++j) extent *= view.shape()[adv[j].dim];
@@ -202,7 +208,13 @@ const Tensor& index_put_(const Tensor& x, const std::vector<TensorIndex>& indice
   // The position (row-major, in dst) of every element of the indexed result:
   // the same indices applied to 0, 1, 2, ...; then one scatter.
   const Tensor iota = reshape(arange(dst.numel(), DType::int64), dst.shape());
-  const Tensor pos = whole ? index(iota, indices) : advanced(iota, p.adv);
+  Tensor pos;
+  if (!whole) {
+    pos = advanced(iota, p.adv, "index_put_");
+  } else {
+    Plan q = basic(iota, indices);
+    pos = q.adv.empty() ? q.view : advanced(q.view, q.adv, "index_put_");
+  }
   if (kind_rank(values.dtype()) > kind_rank(x.dtype()))
     throw DTypeError("index_put_: cannot write " + std::string(name(values.dtype())) + " values into a " +
                      std::string(name(x.dtype())) + " tensor with same_kind casting");

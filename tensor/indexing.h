@@ -30,10 +30,11 @@
 //   lazy), a write into a traced tensor is recorded as one scatter into the
 //   whole tensor, for basic and advanced indices alike (`y[0] = v` compiles);
 //   a write through a view of a traced tensor (`y.index({Slice(1, None)})`
-//   indexed again) is a RealizationError (tensor/mutation.h).
+//   indexed again, `y[0][1] = v`) lands in the view's base, as eagerly
+//   (tensor/mutation.h).
 // - Errors of a compiled function: an index tensor's entry out of range
 //   names the axis of x it indexes, as eagerly (the check runs when the
-//   compiled function is called).
+//   compiled function is called), and names index_put_ for a write.
 #pragma once
 #include <cstdint>
 #include <optional>

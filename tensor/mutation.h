@@ -25,10 +25,14 @@
 //   it) stands for the new value. A write into a realized tensor while tracing
 //   makes it a mutable source of the graph (GraphRealizationContext::
 //   add_mutable_source): the compiled function reads its current contents on
-//   every call and writes the final value back when the call ends. Writing
-//   through a view of a traced tensor, or reading a view taken before its base
-//   was written, raises RealizationError (the traced value would differ from
-//   the eager one).
+//   every call and writes the final value back when the call ends. A write
+//   through a view of a traced tensor is recorded as one scatter into the
+//   view's base, and the base and every live view taken of it then stand for
+//   the new value (trace/realization_context.h), as eagerly they share the
+//   memory written. A broadcast view is a ValueError, as eagerly; a view of
+//   a realized tensor already read as a constant, or reading a view no live
+//   tensor holds any more after its base was written, raises
+//   RealizationError (the traced value would differ from the eager one).
 #pragma once
 #include "elementwise_rows.h"
 #include "ops.h"

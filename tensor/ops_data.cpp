@@ -222,10 +222,11 @@ DataOut data_out(OpId op, std::span<const InDesc> in, const Attrs& a) {
   return o;
 }
 
-// Throws IndexError for the first index outside [-n, n).
-void check_axis_indices(OpId op, const Tensor& index, int64_t ax, int64_t n) {
+// Throws IndexError for the first index outside [-n, n), naming `op`, or
+// `who` when given.
+void check_axis_indices(OpId op, const Tensor& index, int64_t ax, int64_t n, const char* who = nullptr) {
   if (auto bad = device_utilities(index.device(), op_name(op).data()).first_index_outside(index, -n, n))
-    throw IndexError(op_prefix(op) + "index " + str(*bad) + " is out of range for axis " + str(ax) + " with extent " +
+    throw IndexError((who ? std::string(who) + ": " : op_prefix(op)) + "index " + str(*bad) + " is out of range for axis " + str(ax) + " with extent " +
                      str(n) + " (expected " + str(-n) + " <= index < " + str(n) + ")");
 }
 
@@ -276,7 +277,9 @@ Tensor eager_data(OpId op, std::span<const Tensor> in, const Attrs& attrs) {
     case OpId::IndexSelect: {
       const int64_t ax = normalize_axis(attrs.axis, x.ndim(), "index_select");
       const Tensor& idx = in[1];
-      check_axis_indices(op, idx, ax, x.shape()[ax]);
+      // attrs.flag: the lookup that checks a traced index_put_'s indices
+      // (tensor/indexing.cpp), whose errors name index_put_.
+      check_axis_indices(op, idx, ax, x.shape()[ax], attrs.flag ? "index_put_" : nullptr);
       // The 1-d indices as a tensor of out's rank (stride 0 elsewhere), so
       // index_select is a gather.
       Shape is(out.ndim(), 1);

@@ -18,6 +18,7 @@
 #include "dispatch.h"
 #include "num_str.h"
 #include "ops.h"
+#include "realize_hook.h"
 #include "sorting.h"
 
 namespace kiln::random {
@@ -44,6 +45,16 @@ inline constexpr bool is_float_v =
     std::is_floating_point_v<T> || std::is_same_v<T, float16_t> || std::is_same_v<T, bfloat16_t>;
 
 using detail::num_str;
+
+// A draw made while a graph records would be computed once, now, and baked
+// into the graph as a constant: every call of the compiled function would
+// return the same "random" numbers. Refuse instead.
+void check_not_traced(const char* op) {
+  if (detail::recording_graph())
+    throw RealizationError(std::string(op) + ": random ops cannot be traced (the sample would be drawn once, while "
+                           "tracing, and baked into the graph as a constant, so every call would return the same "
+                           "numbers); sample outside the compiled function and pass the tensor in as an argument");
+}
 
 void check_float(DType dtype, const char* op) {
   if (!is_floating(dtype))
@@ -122,6 +133,7 @@ void generate(Generator* gen, const Tensor& out, Make&& make) {
 }  // namespace
 
 Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype, Generator* gen) {
+  check_not_traced("randint");
   if (!is_integral(dtype))
     throw DTypeError("randint: expected an integer dtype, got " + std::string(name(dtype)));
   checked_numel(shape, "randint");
@@ -151,6 +163,7 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype, Gener
 }
 
 Tensor bernoulli(double p, const Shape& shape, DType dtype, Generator* gen) {
+  check_not_traced("bernoulli");
   if (!(p >= 0.0 && p <= 1.0)) throw ValueError("bernoulli: expected 0 <= p <= 1, got p=" + num_str(p));
   Tensor u = uniform(shape, 0.0, 1.0, DType::float64, gen);
   Tensor b = less(u, full({}, p, DType::float64));
@@ -158,6 +171,7 @@ Tensor bernoulli(double p, const Shape& shape, DType dtype, Generator* gen) {
 }
 
 Tensor permutation(int64_t n, Generator* gen) {
+  check_not_traced("permutation");
   if (n < 0) throw ValueError("permutation: expected n >= 0, got " + std::to_string(n));
   return argsort(uniform({n}, 0.0, 1.0, DType::float64, gen));
 }
@@ -194,6 +208,7 @@ void philox4x32(uint64_t counter_lo, uint64_t counter_hi, uint64_t key, uint32_t
 }
 
 Tensor uniform(const Shape& shape, double low, double high, DType dtype, Generator* gen) {
+  check_not_traced("uniform");
   check_float(dtype, "uniform");
   checked_numel(shape, "uniform");
   if (!std::isfinite(low) || !std::isfinite(high) || !std::isfinite(high - low))
@@ -229,6 +244,7 @@ Tensor uniform(const Shape& shape, double low, double high, DType dtype, Generat
 }
 
 Tensor normal(const Shape& shape, double mean, double stddev, DType dtype, Generator* gen) {
+  check_not_traced("normal");
   check_float(dtype, "normal");
   checked_numel(shape, "normal");
   if (!std::isfinite(mean) || !std::isfinite(stddev))

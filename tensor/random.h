@@ -9,6 +9,12 @@
 
 namespace kiln::random {
 
+// Every draw below throws RealizationError naming the op when called while a
+// function is traced into a graph (stage, jit, compile): the sample would be
+// drawn once and baked into the graph as a constant. Draw outside the
+// compiled function and pass the tensor in. Eager and lazy (kiln::lazy())
+// code draws as usual.
+
 /// A Philox key and a running counter offset. Each draw advances the offset
 /// by the number of 32-bit words it used, so consecutive draws differ.
 struct Generator {

@@ -18,6 +18,10 @@ RealizationContext* active_context();
 /// ctx->apply_op(op, in, attrs) (defined in trace/, declared here so tensor/
 /// does not include trace/ headers).
 Tensor context_apply(RealizationContext* ctx, OpId op, std::span<const Tensor> in, const Attrs& attrs);
+/// True while the innermost context on this thread records into a graph
+/// (stage, jit, compile): a value computed now on the host would be baked
+/// into that graph as a constant. False for the eager and lazy contexts.
+bool recording_graph();
 
 // In-place writes (tensor/mutation.cpp) ask the contexts (trace/) how to proceed.
 /// How a write into a tensor is carried out in the current context.
@@ -28,8 +32,10 @@ enum class WriteMode : uint8_t {
 /// Decides the mode of a write into `dst` by `who`: functional for an
 /// unrealized tensor of the current context, or for a realized one while a
 /// graph context records (it becomes a mutable source); eager otherwise (an
-/// unrealized tensor of another context is realized first). Throws
-/// RealizationError for a write through a view of a traced tensor.
+/// unrealized tensor of another context is realized first). A write
+/// through a view of a traced tensor is functional too (recorded as a
+/// scatter into its base); it throws RealizationError when the base is a
+/// constant of the trace and ValueError for a broadcast view.
 WriteMode begin_write(const Tensor& dst, const char* who);
 /// Rebinds `dst` (functional mode) to `value`, an unrealized tensor of the
 /// current context with dst's dtype and shape.

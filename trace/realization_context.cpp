@@ -4,6 +4,8 @@
 #include <atomic>
 #include <mutex>
 
+#include "../tensor/creation.h"
+#include "../tensor/ops.h"
 #include "../tensor/realize_hook.h"
 
 namespace kiln {
@@ -34,6 +36,11 @@ RealizationContext* detail::active_context() {
   return g_default_raw.load(std::memory_order_acquire);
 }
 
+bool detail::recording_graph() {
+  RealizationContext* c = active_context();
+  return c != nullptr && dynamic_cast<GraphRealizationContext*>(c) != nullptr;
+}
+
 Tensor detail::context_apply(RealizationContext* ctx, OpId op, std::span<const Tensor> in, const Attrs& attrs) {
   return ctx->apply_op(op, in, attrs);
 }
@@ -61,10 +68,7 @@ detail::WriteMode detail::begin_write(const Tensor& dst, const char* who) {
   if (const auto& st = dst.impl().state) {
     RealizationContext* owner = st->context();
     if (owner && owner == cur) {
-      if (cur->is_view_value(st->values[0].id))
-        throw RealizationError(std::string(who) + ": writing through a view of a traced tensor (graph value %" +
-                               std::to_string(st->values[0].id) + ") is not supported; write into the whole tensor "
-                               "(e.g. x.copy_(where(mask, value, x))), or run eagerly");
+      if (cur->is_view_value(st->values[0].id)) cur->check_view_write(dst, who);
       return WriteMode::functional;
     }
     dst.realize();  // another context's tensor: realize it there (throws where that is impossible)
@@ -76,20 +80,40 @@ detail::WriteMode detail::begin_write(const Tensor& dst, const char* who) {
   return WriteMode::eager;
 }
 
+namespace {
+// `value` as a tensor of `cur` that is no view of another value: a tensor
+// written whole takes the value, and must not then alias the value's root
+// (a later write through it would land there). A same-dtype Cast is a copy.
+Tensor own_value(RealizationContext& cur, const Tensor& value) {
+  if (value.is_realized() || !value.impl().state || value.impl().state->context() != &cur ||
+      !cur.is_view_value(value.impl().state->values[0].id))
+    return value;
+  Attrs a;
+  a.dtype = value.dtype();
+  return apply(OpId::Cast, value, a);
+}
+}  // namespace
+
 void detail::functional_write(const Tensor& dst, const Tensor& value) {
   RealizationContext& cur = current_realization_context();
   if (dst.is_realized()) {
     auto& g = dynamic_cast<GraphRealizationContext&>(cur);
-    g.set_mutable_value(dst, cur.value_of(value).id);
+    const int32_t old = g.add_source(dst)->values[0].id;
+    const int32_t now = cur.value_of(own_value(cur, value)).id;
+    g.set_mutable_value(dst, now);
+    cur.follow_write(nullptr, old, now);
     return;
   }
   auto& st = dst.impl().state;
-  cur.mark_superseded(st->values[0].id);
-  if (!value.is_realized() && value.impl().state->link() == st->link()) {
-    st = value.impl().state;
+  const int32_t old = st->values[0].id;
+  if (cur.is_view_value(old)) return cur.write_through_view(dst, value);
+  const Tensor v = own_value(cur, value);
+  if (!v.is_realized() && v.impl().state->link() == st->link()) {
+    st = v.impl().state;
   } else {
-    st = cur.add_source(value.is_realized() ? value : value.realize());
+    st = cur.add_source(v.is_realized() ? v : v.realize());
   }
+  cur.follow_write(&dst, old, st->values[0].id);
 }
 
 void detail::before_memory_write(const Buffer& b) {
@@ -143,16 +167,171 @@ Tensor RealizationContext::apply_op(OpId op, std::span<const Tensor> in, const A
     for (const auto& t : in) many.push_back(value_of(t));
     args = many;
   }
+  // A view of a value an in-place write superseded is stale unless a live
+  // alias group holds the tensor read: the written group's views were
+  // rebound, and another group's (a copy of the value: separate memory
+  // eagerly) still legitimately holds it.
   if (!superseded_.empty())
-    for (const GraphValue& v : args) check_readable(v.id, op);
+    for (size_t i = 0; i < in.size(); ++i)
+      if (in[i].is_realized() || !group_of(in[i])) check_readable(args[i].id, op);
   GraphValue out = graph().add_op(op, args, attrs);
-  if (op_info(op).category == OpCategory::View && !args.empty()) view_base_[out.id] = view_root(args[0].id);
-  return create_unrealized({out});
+  if (op_info(op).category != OpCategory::View || args.empty()) return create_unrealized({out});
+  const int32_t root = view_root(args[0].id);
+  view_base_[out.id] = root;
+  Tensor t = create_unrealized({out});
+  // The alias group the view joins: its input's, or a new one with the input as the base.
+  std::shared_ptr<AliasGroup> g;
+  if (in[0].is_realized()) {
+    auto& sg = source_groups_[root];
+    if (!sg) sg = std::make_shared<AliasGroup>();
+    g = sg;
+  } else if (in[0].impl().state->link() == link_) {
+    g = group_of(in[0]);
+    if (!g && args[0].id == root) {
+      g = std::make_shared<AliasGroup>();
+      g->base = in[0].impl_ptr();
+      groups_[&in[0].impl()] = g;
+    }
+  }
+  if (g) {
+    g->views.erase(std::remove_if(g->views.begin(), g->views.end(), [](const auto& w) { return w.expired(); }),
+                   g->views.end());
+    g->views.push_back(t.impl_ptr());
+    groups_[&t.impl()] = g;
+  }
+  return t;
 }
 
 int32_t RealizationContext::view_root(int32_t v) const {
   auto it = view_base_.find(v);
   return it == view_base_.end() ? v : it->second;
+}
+
+std::shared_ptr<RealizationContext::AliasGroup> RealizationContext::group_of(const Tensor& t) const {
+  auto it = groups_.find(&t.impl());
+  if (it == groups_.end()) return nullptr;
+  const AliasGroup& g = *it->second;
+  // The key may be the address of a tensor that died: check the group really holds t.
+  if (g.base.lock() == t.impl_ptr()) return it->second;
+  for (const auto& w : g.views)
+    if (w.lock() == t.impl_ptr()) return it->second;
+  return nullptr;
+}
+
+std::vector<std::pair<OpId, Attrs>> RealizationContext::view_chain(int32_t root, int32_t v) const {
+  std::vector<std::pair<OpId, Attrs>> chain;
+  const Graph& g = const_cast<RealizationContext*>(this)->graph();
+  while (v != root) {
+    const Node& n = g.node(static_cast<size_t>(g.producer(v)));
+    chain.emplace_back(n.op, n.attrs);
+    v = n.inputs[0];
+  }
+  std::reverse(chain.begin(), chain.end());
+  return chain;
+}
+
+namespace {
+// The row-major position in the root (of shape `root_shape`) of every
+// element of the view that `chain` makes of it: the view ops applied, now,
+// to 0, 1, 2, ... (int64, contiguous, the view's shape).
+Tensor view_positions(const std::vector<std::pair<OpId, Attrs>>& chain, const Shape& root_shape) {
+  detail::EagerGuard eager;
+  Tensor p = reshape(arange(checked_numel(root_shape), DType::int64), root_shape);
+  for (const auto& [op, a] : chain) p = apply(op, p, a);
+  return p.contiguous();
+}
+}  // namespace
+
+bool RealizationContext::root_writable(int32_t root) const {
+  const Graph& g = const_cast<RealizationContext*>(this)->graph();
+  const NodeKind k = g.node(static_cast<size_t>(g.producer(root))).kind;
+  return k == NodeKind::op || k == NodeKind::input || k == NodeKind::call;
+}
+
+void RealizationContext::check_view_write(const Tensor& view, const char* who) {
+  const int32_t v = view.impl().state->values[0].id;
+  const int32_t root = view_root(v);
+  if (!group_of(view))
+    throw RealizationError(std::string(who) + ": writing through a view of a traced tensor (graph value %" +
+                           std::to_string(v) + ") whose base this trace does not know is not supported; write into "
+                           "the whole tensor (e.g. x.copy_(where(mask, value, x))), or run eagerly");
+  if (!root_writable(root))
+    throw RealizationError(std::string(who) + ": writing through a view (graph value %" + std::to_string(v) +
+                           ") of a tensor this trace holds as a constant (graph value %" + std::to_string(root) +
+                           ": a realized tensor read before it was first written, or a weight) cannot be recorded; "
+                           "write into the tensor before reading it (it then becomes a mutable source), pass it in "
+                           "as an argument, or run eagerly");
+  const Tensor pos = view_positions(view_chain(root, v), graph().type(root).shape);
+  std::vector<char> seen(static_cast<size_t>(checked_numel(graph().type(root).shape)), 0);
+  for (int64_t p : pos.to_vector<int64_t>()) {
+    if (seen[static_cast<size_t>(p)])
+      throw ValueError(std::string(who) + ": the destination (shape " + shape_str(pos.shape()) + ") is a broadcast "
+                       "view whose elements share memory (graph value %" + std::to_string(v) + "); write into a "
+                       "tensor of its own, e.g. x.clone()");
+    seen[static_cast<size_t>(p)] = 1;
+  }
+}
+
+void RealizationContext::write_through_view(const Tensor& view, const Tensor& value) {
+  const int32_t v = view.impl().state->values[0].id;
+  const int32_t root = view_root(v);
+  const std::shared_ptr<AliasGroup> g = group_of(view);
+  if (!g) throw RealizationError("in-place write: the view's base is not known (graph value %" + std::to_string(v) + ")");
+  const TensorType rt = graph().type(root);
+  const Tensor pos = view_positions(view_chain(root, v), rt.shape);
+  const int64_t n = checked_numel(rt.shape), m = pos.numel();
+  if (m == 0) return;  // nothing written
+  const Tensor base = create_unrealized({GraphValue{&graph(), root}});
+  const Tensor written = scatter(reshape(base, {n}), 0, reshape(pos, {m}), reshape(value, {m}));
+  Attrs a;
+  a.dtype = rt.dtype;
+  // Traced, a reshape is a view: the base would then hold a view value. A
+  // same-dtype Cast is a copy, a value of its own.
+  const Tensor fresh = apply(OpId::Cast, reshape(written, rt.shape), a);
+  const int32_t now = fresh.impl().state->values[0].id;
+  mark_superseded(root);
+  if (auto b = g->base.lock(); b && b->state && b->state->link() == link_ && b->state->values[0].id == root) {
+    b->state = fresh.impl().state;
+  } else if (rebind_source(root, now)) {
+    auto it = source_groups_.find(root);
+    if (it != source_groups_.end()) {
+      source_groups_[now] = it->second;
+      source_groups_.erase(root);
+    }
+  }
+  rebind_views(*g, root, now);
+}
+
+void RealizationContext::follow_write(const Tensor* holder, int32_t old_value, int32_t new_value) {
+  mark_superseded(old_value);
+  std::shared_ptr<AliasGroup> g;
+  if (holder) {
+    g = group_of(*holder);
+    if (!g || g->base.lock() != holder->impl_ptr()) return;  // no views taken of it
+  } else {
+    auto it = source_groups_.find(old_value);
+    if (it == source_groups_.end()) return;
+    g = it->second;
+    source_groups_.erase(it);
+    source_groups_[new_value] = g;
+  }
+  rebind_views(*g, old_value, new_value);
+}
+
+void RealizationContext::rebind_views(AliasGroup& g, int32_t old_root, int32_t new_root) {
+  std::vector<std::weak_ptr<detail::TensorImpl>> views = g.views;  // apply_op below may add to g
+  for (auto& w : views) {
+    std::shared_ptr<detail::TensorImpl> h = w.lock();
+    if (!h || !h->state || h->state->link() != link_) continue;
+    const int32_t hv = h->state->values[0].id;
+    if (view_root(hv) != old_root || hv == old_root) continue;  // rebound elsewhere since
+    Tensor t = create_unrealized({GraphValue{&graph(), new_root}});
+    for (const auto& [op, a] : view_chain(old_root, hv)) {
+      const Tensor arg[1] = {t};
+      t = RealizationContext::apply_op(op, arg, a);
+    }
+    h->state = t.impl().state;
+  }
 }
 
 void RealizationContext::check_readable(int32_t v, OpId op) const {
@@ -372,6 +551,21 @@ void GraphRealizationContext::bind_weight(const std::string& name, const Tensor&
 }
 
 bool GraphRealizationContext::is_mutable_source(const Tensor& t) const { return mutable_index_.count(&t.impl()) != 0; }
+
+bool GraphRealizationContext::root_writable(int32_t root) const {
+  for (const MutableSource& m : mutable_)
+    if (m.value == root) return true;
+  return RealizationContext::root_writable(root);
+}
+
+bool GraphRealizationContext::rebind_source(int32_t root, int32_t new_root) {
+  for (const MutableSource& m : mutable_)
+    if (m.value == root) {
+      set_mutable_value(m.tensor, new_root);
+      return true;
+    }
+  return false;
+}
 
 std::vector<std::pair<Tensor, int32_t>> GraphRealizationContext::sources() const {
   std::vector<std::pair<Tensor, int32_t>> r;

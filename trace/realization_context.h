@@ -10,6 +10,7 @@
 #include <set>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../tensor/op_table.h"
@@ -78,23 +79,73 @@ class RealizationContext {
   /// by a view op (reshape, slice, ...) of another value of this context.
   bool is_view_value(int32_t v) const { return view_base_.count(v) != 0; }
   /// Records that `old_value` was superseded by an in-place write: a view
-  /// taken of it before the write can no longer be read (RealizationError).
+  /// taken of it before the write, and no longer held by a live tensor, can
+  /// no longer be read (RealizationError).
   void mark_superseded(int32_t old_value) { superseded_.insert(old_value); }
-
- protected:
   /// The value a chain of view ops started from (v itself when not a view).
   int32_t view_root(int32_t v) const;
+
+  // Writes through views. Eagerly a view shares its base's memory, so a
+  // write through it changes the base and every other view of the base.
+  // Traced, the tensors that share memory that way form an alias group: the
+  // base (a tensor holding a root value) and the views taken of it, directly
+  // or from its views. A write through a view is recorded as one scatter
+  // into the root value (the view ops replayed on 0, 1, 2, ... give the
+  // positions); the base is rebound to the new value, and every live view
+  // of the group to its view ops replayed on it. A whole-tensor write into a
+  // base rebinds its group's views the same way. Other tensors that happen
+  // to hold the same value (a copy) are separate memory eagerly, and stay.
+
+  /// Checks that a write through the view value `v` held by `view` can be
+  /// recorded, naming `who`: RealizationError when its root is data the
+  /// trace cannot rebind (a constant: a realized tensor read before it was
+  /// written, or a bound weight) or the view is not known to alias a base,
+  /// ValueError when the view repeats an element (a broadcast view, which
+  /// eagerly cannot be written either).
+  void check_view_write(const Tensor& view, const char* who);
+  /// Records `value` (the view's dtype and shape) written through `view`
+  /// (an unrealized view value of this context), as described above.
+  void write_through_view(const Tensor& view, const Tensor& value);
+  /// After `holder` (not a view) was rebound from `old_value` to
+  /// `new_value` by a whole-tensor write: marks old_value superseded and
+  /// rebinds the live views of holder's alias group. `holder` is null for a
+  /// realized tensor (a graph context's mutable source).
+  void follow_write(const Tensor* holder, int32_t old_value, int32_t new_value);
+
+ protected:
+  /// True when a write may rebind the (non-view) value `root`: an op result
+  /// or an argument. A graph context also accepts a mutable source.
+  virtual bool root_writable(int32_t root) const;
+  /// Rebinds the realized tensor (a graph context's mutable source) that
+  /// currently stands for `root` to `new_root`; false when there is none.
+  virtual bool rebind_source(int32_t /*root*/, int32_t /*new_root*/) { return false; }
   /// Forgets the view and write bookkeeping (a lazy context starting a fresh graph).
   void reset_write_tracking() {
     view_base_.clear();
     superseded_.clear();
+    groups_.clear();
+    source_groups_.clear();
   }
   std::shared_ptr<detail::ContextLink> link_;
 
  private:
   void check_readable(int32_t v, OpId op) const;
+  /// The view ops (op, attrs) leading from `root` to `v`, in order.
+  std::vector<std::pair<OpId, Attrs>> view_chain(int32_t root, int32_t v) const;
+  struct AliasGroup {
+    std::weak_ptr<detail::TensorImpl> base;  ///< null for a realized base (a source)
+    std::vector<std::weak_ptr<detail::TensorImpl>> views;
+  };
+  /// The alias group `t` is the base or a view of, or null.
+  std::shared_ptr<AliasGroup> group_of(const Tensor& t) const;
+  /// Rebinds the live views of `g` (views of `old_root`) to their view ops replayed on `new_root`.
+  void rebind_views(AliasGroup& g, int32_t old_root, int32_t new_root);
   std::map<int32_t, int32_t> view_base_;  // view value -> its root value
   std::set<int32_t> superseded_;          // values rebound away by in-place writes
+  // unrealized base or view tensor -> its alias group (entries checked against the group's weak pointers)
+  std::map<const detail::TensorImpl*, std::shared_ptr<AliasGroup>> groups_;
+  // root value of a realized base (a source) -> the alias group of its views
+  std::map<int32_t, std::shared_ptr<AliasGroup>> source_groups_;
 };
 
 /// Runs each op at once with the eager kernels (the default context).
@@ -198,6 +249,10 @@ class GraphRealizationContext : public RealizationContext {
   /// Output tree per dedup key, to rebuild a cached call's results without
   /// tracing the body again.
   std::map<std::string, TreeDef> subgraph_out_defs;
+
+ protected:
+  bool root_writable(int32_t root) const override;
+  bool rebind_source(int32_t root, int32_t new_root) override;
 
  private:
   Graph* graph_;
