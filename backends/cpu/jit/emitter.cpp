@@ -55,6 +55,11 @@ namespace {
 using namespace cg;
 using asmjit::Label;
 
+// Programs of at most this many instructions get a main loop unrolled by two
+// vectors (fewer loop-control instructions per vector; the out-of-order core
+// overlaps the two copies' latency chains); longer ones keep one copy.
+constexpr size_t kUnrollMaxInstrs = 160;
+
 bool dtype_ok(DType d, CpuTarget t) {
   if (!has_kind(d)) return false;
   if (d == DType::int64) return t == CpuTarget::avx512;
@@ -197,6 +202,8 @@ class Gen {
   std::vector<x86::Gp> P_;        // operand pointers
   x86::Gp table_;                 // constant table (program.table_slots > 0)
   x86::Gp i_, nt_;                // element index, streaming flag
+  int off_ = 0;                   // elements added to i_ in operand addresses (unrolled copies of the body)
+  bool stream_ = false;           // the body being emitted writes with streaming stores
   std::vector<x86::Vec> val_;
   std::vector<bool> done_, invariant_, fuse_;
   std::vector<int> uses_;
@@ -206,7 +213,7 @@ class Gen {
   x86::Mem at(int k) {
     static const int shift[9] = {0, 0, 1, 0, 2, 0, 0, 0, 3};
     if (p_.operand_broadcast[k]) return x86::ptr(P_[k]);
-    return x86::ptr(P_[k], i_, uint32_t(shift[isz(k)]));
+    return x86::ptr(P_[k], i_, uint32_t(shift[isz(k)]), int32_t(off_ * isz(k)));
   }
   x86::Vec get(int32_t r) {
     if (!done_[r]) emit_value(r);
@@ -215,6 +222,7 @@ class Gen {
   x86::Vec operand(int32_t r, DType to) { return convert(*c_, get(r), p_.code[r].dtype, to); }
   void emit_value(size_t i);
   void emit_store(size_t i);
+  void emit_body(int off, bool stream);
   void copy_bytes(const x86::Gp& dst, const x86::Gp& src, const x86::Gp& nbytes, bool into_buffer);
 };
 
@@ -330,18 +338,27 @@ void Gen::emit_store(size_t i) {
   const Instr& in = p_.code[i];
   const DType md = p_.operand_dtypes[in.arg];
   x86::Vec v = operand(in.a, md);
-  if (p_.streaming_stores && can_stream(*c_, md)) {
-    Label plain = cc_.newLabel(), end = cc_.newLabel();
-    cc_.test(nt_, nt_);
-    cc_.jz(plain);
-    store_run(*c_, md, at(in.arg), v, true);
-    cc_.jmp(end);
-    cc_.bind(plain);
-    store_run(*c_, md, at(in.arg), v, false);
-    cc_.bind(end);
-  } else {
-    store_run(*c_, md, at(in.arg), v, false);
+  store_run(*c_, md, at(in.arg), v, stream_ && p_.streaming_stores && can_stream(*c_, md));
+}
+
+// One copy of the loop body: the values of elements [i + off, i + off + L)
+// (loop-invariant values come from the prologue), stored with streaming
+// stores when `stream`.
+void Gen::emit_body(int off, bool stream) {
+  const size_t N = p_.code.size();
+  for (size_t i = 0; i < N; ++i)
+    if (!invariant_[i]) {
+      done_[i] = false;
+      val_[i] = x86::Vec();
+    }
+  off_ = off;
+  stream_ = stream;
+  for (size_t i = 0; i < N; ++i) {
+    if (p_.code[i].kind == Instr::Kind::store) emit_store(i);
+    else if (!done_[i] && !fuse_[i] && !invariant_[i]) emit_value(i);
   }
+  off_ = 0;
+  stream_ = false;
 }
 
 void Gen::run() {
@@ -420,6 +437,10 @@ void Gen::run() {
   // faster than the spills hoisting causes (measured)
   A_.hoist_at = cc_.cursor();
   A_.hoist_budget = A_.evex() ? 24 : 0;
+  // AVX2: only the few constants an instruction needs in a register (the
+  // bounds of max/min clamps), which would otherwise cost a load each per
+  // vector; the body leaves about this many of the 16 ymm registers free
+  A_.reg_hoist_budget = A_.evex() || A_.sse() ? 0 : 5;
   i_ = cc_.newIntPtr("i");
   nt_ = cc_.newIntPtr("nt");
   x86::Gp tail = cc_.newIntPtr("tail"), rem = cc_.newIntPtr("rem");
@@ -447,7 +468,37 @@ void Gen::run() {
     cc_.bind(skip);
   }
 
-  // loop head: a full vector, the tail, or done
+  // main loop, unrolled: `unroll` vectors per iteration while that many
+  // remain; one index register (scaled addressing), add + cmp/jle per
+  // iteration. Two copies when streaming stores are possible, chosen once.
+  // Long bodies are not unrolled (code size, generation time).
+  const int unroll = N <= kUnrollMaxInstrs ? 2 : 1;
+  {
+    x86::Gp lim = cc_.newIntPtr("lim");
+    cc_.mov(lim, n);
+    cc_.sub(lim, unroll * c.L);  // full iterations while i <= n - unroll L
+    cc_.test(lim, lim);
+    cc_.js(L_loop);
+    auto main_loop = [&](bool stream) {
+      Label top = cc_.newLabel();
+      cc_.bind(top);
+      for (int u = 0; u < unroll; ++u) emit_body(u * c.L, stream);
+      cc_.add(i_, unroll * c.L);
+      cc_.cmp(i_, lim);
+      cc_.jle(top);
+    };
+    if (p_.streaming_stores) {
+      Label plain = cc_.newLabel();
+      cc_.test(nt_, nt_);
+      cc_.jz(plain);
+      main_loop(true);
+      cc_.jmp(L_loop);
+      cc_.bind(plain);
+    }
+    main_loop(false);
+  }
+
+  // the last vectors: a full vector, the tail, or done
   cc_.bind(L_loop);
   cc_.mov(rem, n);
   cc_.sub(rem, i_);
@@ -486,14 +537,10 @@ void Gen::run() {
   }
   cc_.xor_(i_, i_);
   cc_.mov(tail, 1);
-  cc_.xor_(nt_, nt_);
 
-  // body
+  // body (plain stores: at most one vector before the tail)
   cc_.bind(L_body);
-  for (size_t i = 0; i < N; ++i) {
-    if (p_.code[i].kind == Instr::Kind::store) emit_store(i);
-    else if (!done_[i] && !fuse_[i] && !invariant_[i]) emit_value(i);
-  }
+  emit_body(0, false);
   cc_.test(tail, tail);
   cc_.jnz(L_out);
   cc_.add(i_, c.L);

@@ -36,7 +36,7 @@ struct AsmBackend {
   bool fma;
 
   bool fused() const { return fma; }
-  x86::Vec R(const Src& s) { return A.reg(s, w); }
+  x86::Vec R(const Src& s) { return A.reg_shared(s, w); }  // operands are only read
   static constexpr Lane l = Lane::b32;
 
   V cf(float c) { return A.konst(std::bit_cast<uint32_t>(c), l, int(w.size())); }

@@ -20,7 +20,8 @@
 //   P(f), P of degree 7 (the form of Cephes' logf, S. L. Moshier); log1p adds
 //   the rounding error of 1+x as (x - (u-1))/u.
 // - tanh: -m / (m + 2) with m = expm1(-2|x|) from the exp reduction (one
-//   division, no branch); sign put back last so tanh(-0) = -0.
+//   division, no branch), capped at |x| (tiny |x| give |x| exactly); sign
+//   put back last so tanh(-0) = -0.
 // - atanh: log1p(2|x| / (1 - |x|)) / 2, sign put back last.
 // - sigmoid, silu, gelu_tanh: e^{-|x|} = p 2^k from the exp reduction; the
 //   quotient is formed on p and scaled by 2^k last, so tiny (subnormal)
@@ -241,9 +242,16 @@ typename B::V tanh(B& b, typename B::V x) {
   // -2|x| <= 0 (or NaN): the clamp's upper bound is a no-op, and p unused
   auto e = exp_parts(b, b.mul(ax, b.cf(-2.0f)), -20.0f, 0.0f, /*want_p=*/false, /*x_nonpositive=*/true);
   auto two_k = b.as_f(b.ishl(b.iadd(e.k, b.ci(127)), 23));  // k in [-29, 0]
-  auto m = b.madd(e.q, two_k, b.sub(two_k, b.cf(1.0f)));
-  auto r = b.div(b.vxor(m, b.cf(-0.0f)), b.add(m, b.cf(2.0f)));
-  r = b.sel(b.lt(ax, b.cf(0x1p-24f)), ax, r);  // tiny(): ax is |x| already
+  // -m = (1 - 2^k) - q 2^k in one rounding: rounding is symmetric in sign,
+  // so this is exactly the negation of m = q 2^k + (2^k - 1), and m + 2 is
+  // exactly 2 - (-m) (one instruction fewer than negating m)
+  auto nm = b.nmadd(e.q, two_k, b.sub(b.cf(1.0f), two_k));
+  auto r = b.div(nm, b.sub(b.cf(2.0f), nm));
+  // tanh|x| <= |x|: where r rounded above |x| (|x| below about 2^-11) |x|
+  // is the nearer float, and below 2^-24 it is tanh|x| correctly rounded
+  // (r is |x| or one ulp above there); +-0 gives +0. One min instead of a
+  // compare and select; NaN stays NaN (minps returns its second operand).
+  r = b.minx(r, ax);
   return b.vor(r, signbit(b, x));
 }
 
