@@ -115,19 +115,23 @@ struct ExpParts {
   typename B::V p;  ///< e^r, in [0.7, 1.42]
   typename B::V q;  ///< e^r - 1
   typename B::V kf; ///< k as a float
-  typename B::I k;  ///< e^x = p 2^k
+  typename B::I k;  ///< e^x = p 2^k (empty unless want_k)
+  typename B::I t;  ///< x log2e + kMagic as bits: k = t - bits(kMagic)
 };
 
 /// Cody-Waite reduction and the polynomial, after clamping x to [lo, hi]
 /// (hi = 0 with x <= 0 known: only the lower clamp is emitted). p is left
-/// empty unless want_p.
+/// empty unless want_p, k unless want_k (callers that fold the exponent
+/// bias into the subtraction from t, one integer instruction fewer).
 template <class B>
-ExpParts<B> exp_parts(B& b, typename B::V x, float lo, float hi, bool want_p = true, bool x_nonpositive = false) {
+ExpParts<B> exp_parts(B& b, typename B::V x, float lo, float hi, bool want_p = true, bool x_nonpositive = false,
+                      bool want_k = true) {
   x = x_nonpositive && hi == 0.0f ? b.maxx(b.cf(lo), x) : clamp(b, x, lo, hi);
   auto t = b.madd(x, b.cf(kLog2e), b.cf(kMagic));
   ExpParts<B> e;
   e.kf = b.sub(t, b.cf(kMagic));
-  e.k = b.isub(b.as_i(t), b.as_i(b.cf(kMagic)));
+  e.t = b.as_i(t);
+  if (want_k) e.k = b.isub(b.as_i(t), b.as_i(b.cf(kMagic)));
   auto r = b.nmadd(e.kf, b.cf(kLn2Hi), x);
   r = b.nmadd(e.kf, b.cf(kLn2Lo), r);
   auto r2 = b.mul(r, r);
@@ -138,8 +142,8 @@ ExpParts<B> exp_parts(B& b, typename B::V x, float lo, float hi, bool want_p = t
 
 template <class B>
 typename B::V exp(B& b, typename B::V x) {
-  auto e = exp_parts(b, x, -104.0f, 89.0f);
-  return b.scale(e.p, e.k);
+  auto e = exp_parts(b, x, -104.0f, 89.0f, true, false, /*want_k=*/false);
+  return b.scale_t(e.p, e.t, e.kf);
 }
 
 template <class B>
@@ -240,8 +244,10 @@ typename B::V tanh(B& b, typename B::V x) {
   // itself, so small |x| need no separate polynomial)
   auto ax = vabs(b, x);
   // -2|x| <= 0 (or NaN): the clamp's upper bound is a no-op, and p unused
-  auto e = exp_parts(b, b.mul(ax, b.cf(-2.0f)), -20.0f, 0.0f, /*want_p=*/false, /*x_nonpositive=*/true);
-  auto two_k = b.as_f(b.ishl(b.iadd(e.k, b.ci(127)), 23));  // k in [-29, 0]
+  auto e = exp_parts(b, b.mul(ax, b.cf(-2.0f)), -20.0f, 0.0f, /*want_p=*/false, /*x_nonpositive=*/true,
+                     /*want_k=*/false);
+  // 2^k, k in [-29, 0]: (k + 127) << 23 with k + 127 = t - (bits(kMagic) - 127)
+  auto two_k = b.as_f(b.ishl(b.isub(e.t, b.ci(int32_t(std::bit_cast<uint32_t>(kMagic) - 127u))), 23));
   // -m = (1 - 2^k) - q 2^k in one rounding: rounding is symmetric in sign,
   // so this is exactly the negation of m = q 2^k + (2^k - 1), and m + 2 is
   // exactly 2 - (-m) (one instruction fewer than negating m)
