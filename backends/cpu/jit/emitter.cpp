@@ -55,11 +55,6 @@ namespace {
 using namespace cg;
 using asmjit::Label;
 
-// Programs of at most this many instructions get a main loop unrolled by two
-// vectors (fewer loop-control instructions per vector; the out-of-order core
-// overlaps the two copies' latency chains); longer ones keep one copy.
-constexpr size_t kUnrollMaxInstrs = 160;
-
 bool dtype_ok(DType d, CpuTarget t) {
   if (!has_kind(d)) return false;
   if (d == DType::int64) return t == CpuTarget::avx512;
@@ -338,12 +333,23 @@ void Gen::emit_store(size_t i) {
   const Instr& in = p_.code[i];
   const DType md = p_.operand_dtypes[in.arg];
   x86::Vec v = operand(in.a, md);
-  store_run(*c_, md, at(in.arg), v, stream_ && p_.streaming_stores && can_stream(*c_, md));
+  if (stream_ && can_stream(*c_, md)) {  // streaming when nt_ (long, aligned runs; never the tail's pass)
+    Label plain = cc_.newLabel(), end = cc_.newLabel();
+    cc_.test(nt_, nt_);
+    cc_.jz(plain);
+    store_run(*c_, md, at(in.arg), v, true);
+    cc_.jmp(end);
+    cc_.bind(plain);
+    store_run(*c_, md, at(in.arg), v, false);
+    cc_.bind(end);
+  } else {
+    store_run(*c_, md, at(in.arg), v, false);
+  }
 }
 
-// One copy of the loop body: the values of elements [i + off, i + off + L)
-// (loop-invariant values come from the prologue), stored with streaming
-// stores when `stream`.
+// The loop body: the values of elements [i + off, i + off + L)
+// (loop-invariant values come from the prologue); with `stream`, each store
+// streams when nt_ is set.
 void Gen::emit_body(int off, bool stream) {
   const size_t N = p_.code.size();
   for (size_t i = 0; i < N; ++i)
@@ -444,7 +450,7 @@ void Gen::run() {
   i_ = cc_.newIntPtr("i");
   nt_ = cc_.newIntPtr("nt");
   x86::Gp tail = cc_.newIntPtr("tail"), rem = cc_.newIntPtr("rem");
-  Label L_loop = cc_.newLabel(), L_body = cc_.newLabel(), L_out = cc_.newLabel(), L_done = cc_.newLabel();
+  Label L_after = cc_.newLabel(), L_body = cc_.newLabel(), L_out = cc_.newLabel(), L_done = cc_.newLabel();
 
   // prologue: loop-invariant values
   val_.assign(N, x86::Vec());
@@ -468,42 +474,27 @@ void Gen::run() {
     cc_.bind(skip);
   }
 
-  // main loop, unrolled: `unroll` vectors per iteration while that many
-  // remain; one index register (scaled addressing), add + cmp/jle per
-  // iteration. Two copies when streaming stores are possible, chosen once.
-  // Long bodies are not unrolled (code size, generation time).
-  const int unroll = N <= kUnrollMaxInstrs ? 2 : 1;
-  {
-    x86::Gp lim = cc_.newIntPtr("lim");
-    cc_.mov(lim, n);
-    cc_.sub(lim, unroll * c.L);  // full iterations while i <= n - unroll L
-    cc_.test(lim, lim);
-    cc_.js(L_loop);
-    auto main_loop = [&](bool stream) {
-      Label top = cc_.newLabel();
-      cc_.bind(top);
-      for (int u = 0; u < unroll; ++u) emit_body(u * c.L, stream);
-      cc_.add(i_, unroll * c.L);
-      cc_.cmp(i_, lim);
-      cc_.jle(top);
-    };
-    if (p_.streaming_stores) {
-      Label plain = cc_.newLabel();
-      cc_.test(nt_, nt_);
-      cc_.jz(plain);
-      main_loop(true);
-      cc_.jmp(L_loop);
-      cc_.bind(plain);
-    }
-    main_loop(false);
-  }
+  // The loop: one copy of the body, one index register (scaled addressing),
+  // add + cmp/jle per vector while i <= n - L. The last n - i < L elements
+  // then go through the same body once more on the stack buffers (i = 0,
+  // lim = 0: the loop ends after that one pass) and are copied back.
+  x86::Gp lim = cc_.newIntPtr("lim");
+  cc_.mov(lim, n);
+  cc_.sub(lim, c.L);
+  cc_.cmp(i_, lim);
+  cc_.jg(L_after);
+  cc_.bind(L_body);
+  emit_body(0, p_.streaming_stores);
+  cc_.add(i_, c.L);
+  cc_.cmp(i_, lim);
+  cc_.jle(L_body);
 
-  // the last vectors: a full vector, the tail, or done
-  cc_.bind(L_loop);
+  // after the loop: the tail's pass done, a tail to run, or done
+  cc_.bind(L_after);
+  cc_.test(tail, tail);
+  cc_.jnz(L_out);
   cc_.mov(rem, n);
   cc_.sub(rem, i_);
-  cc_.cmp(rem, c.L);
-  cc_.jge(L_body);
   cc_.test(rem, rem);
   cc_.jle(L_done);
   std::vector<x86::Gp> orig(nops);
@@ -536,15 +527,10 @@ void Gen::run() {
     }
   }
   cc_.xor_(i_, i_);
+  cc_.xor_(lim, lim);
   cc_.mov(tail, 1);
-
-  // body (plain stores: at most one vector before the tail)
-  cc_.bind(L_body);
-  emit_body(0, false);
-  cc_.test(tail, tail);
-  cc_.jnz(L_out);
-  cc_.add(i_, c.L);
-  cc_.jmp(L_loop);
+  cc_.xor_(nt_, nt_);
+  cc_.jmp(L_body);
 
   // tail: copy the outputs back (those the program writes)
   cc_.bind(L_out);
