@@ -197,7 +197,6 @@ class Gen {
   std::vector<x86::Gp> P_;        // operand pointers
   x86::Gp table_;                 // constant table (program.table_slots > 0)
   x86::Gp i_, nt_;                // element index, streaming flag
-  int off_ = 0;                   // elements added to i_ in operand addresses (unrolled copies of the body)
   bool stream_ = false;           // the body being emitted writes with streaming stores
   std::vector<x86::Vec> val_;
   std::vector<bool> done_, invariant_, fuse_;
@@ -208,7 +207,7 @@ class Gen {
   x86::Mem at(int k) {
     static const int shift[9] = {0, 0, 1, 0, 2, 0, 0, 0, 3};
     if (p_.operand_broadcast[k]) return x86::ptr(P_[k]);
-    return x86::ptr(P_[k], i_, uint32_t(shift[isz(k)]), int32_t(off_ * isz(k)));
+    return x86::ptr(P_[k], i_, uint32_t(shift[isz(k)]));
   }
   x86::Vec get(int32_t r) {
     if (!done_[r]) emit_value(r);
@@ -217,7 +216,7 @@ class Gen {
   x86::Vec operand(int32_t r, DType to) { return convert(*c_, get(r), p_.code[r].dtype, to); }
   void emit_value(size_t i);
   void emit_store(size_t i);
-  void emit_body(int off, bool stream);
+  void emit_body(bool stream);
   void copy_bytes(const x86::Gp& dst, const x86::Gp& src, const x86::Gp& nbytes, bool into_buffer);
 };
 
@@ -347,23 +346,15 @@ void Gen::emit_store(size_t i) {
   }
 }
 
-// The loop body: the values of elements [i + off, i + off + L)
-// (loop-invariant values come from the prologue); with `stream`, each store
-// streams when nt_ is set.
-void Gen::emit_body(int off, bool stream) {
+// The loop body: the values of elements [i, i + L) (loop-invariant values
+// come from the prologue); with `stream`, each store streams when nt_ is set.
+void Gen::emit_body(bool stream) {
   const size_t N = p_.code.size();
-  for (size_t i = 0; i < N; ++i)
-    if (!invariant_[i]) {
-      done_[i] = false;
-      val_[i] = x86::Vec();
-    }
-  off_ = off;
   stream_ = stream;
   for (size_t i = 0; i < N; ++i) {
     if (p_.code[i].kind == Instr::Kind::store) emit_store(i);
     else if (!done_[i] && !fuse_[i] && !invariant_[i]) emit_value(i);
   }
-  off_ = 0;
   stream_ = false;
 }
 
@@ -484,7 +475,7 @@ void Gen::run() {
   cc_.cmp(i_, lim);
   cc_.jg(L_after);
   cc_.bind(L_body);
-  emit_body(0, p_.streaming_stores);
+  emit_body(p_.streaming_stores);
   cc_.add(i_, c.L);
   cc_.cmp(i_, lim);
   cc_.jle(L_body);
