@@ -18,6 +18,7 @@
 
 #include "bench_peers.h"
 #include "bench_report.h"
+#include "eigen_avx2_peers.h"
 
 namespace {
 constexpr int64_t kBig = 16 << 20;
@@ -246,10 +247,66 @@ BENCHMARK(BM_kiln_eager_layernorm_rows)->Arg(1)->Arg(2)->UseRealTime()->Unit(ben
 BENCHMARK(BM_eigen_softmax_rows)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_kiln_layernorm_rows)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_eigen_layernorm_rows)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+// ---- the same peers with Eigen built for AVX2+FMA (registered under KILN_JIT_TARGET=avx2) -------------
+bool jit_target_avx2() {
+  const char* e = std::getenv("KILN_JIT_TARGET");
+  return e && std::string(e) == "avx2";
+}
+// Splits [0, n) between the threads as the Eigen peers above do.
+template <class F>
+void split(int threads, int64_t n, F f) {
+#pragma omp parallel num_threads(threads)
+  {
+    int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    f(n * t / nt, n * (t + 1) / nt);
+  }
+}
+void BM_eigen_avx2_chain_1M(benchmark::State& st) {
+  const int threads = static_cast<int>(st.range(0));
+  kb::set_threads(threads);
+  Eigen::ArrayXf a = Eigen::ArrayXf::Random(kMid).abs(), b = Eigen::ArrayXf::Random(kMid).abs(),
+                 c = Eigen::ArrayXf::Random(kMid).abs(), y(kMid);
+  for (auto _ : st) {
+    split(threads, kMid, [&](int64_t lo, int64_t hi) {
+      kb::eigen_avx2::chain(a.data() + lo, b.data() + lo, c.data() + lo, y.data() + lo, hi - lo);
+    });
+    benchmark::ClobberMemory();
+  }
+  st.SetBytesProcessed(st.iterations() * kMid * 16);
+}
+template <bool Softmax>
+void BM_eigen_avx2_rows(benchmark::State& st) {
+  const int threads = static_cast<int>(st.range(0));
+  kb::set_threads(threads);
+  using M = Eigen::Array<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  M x = M::Random(1024, 1024), y(1024, 1024);
+  for (auto _ : st) {
+    split(threads, 1024, [&](int64_t lo, int64_t hi) {
+      if (Softmax) kb::eigen_avx2::softmax_rows(x.data(), y.data(), lo, hi, 1024);
+      else kb::eigen_avx2::layernorm_rows(x.data(), y.data(), lo, hi, 1024);
+    });
+    benchmark::ClobberMemory();
+  }
+}
+void register_avx2_peers() {
+  if (std::string(kb::eigen_avx2::simd_instruction_sets()).find("AVX512") != std::string::npos) {
+    std::fprintf(stderr, "bench_compile: kiln_bench_eigen_avx2 was built with AVX-512; AVX2 peers not run\n");
+    return;
+  }
+  benchmark::RegisterBenchmark("BM_eigen_avx2_chain_1M", BM_eigen_avx2_chain_1M)
+      ->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark("BM_eigen_avx2_softmax_rows", BM_eigen_avx2_rows<true>)
+      ->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark("BM_eigen_avx2_layernorm_rows", BM_eigen_avx2_rows<false>)
+      ->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMicrosecond);
+}
 }  // namespace
 
 int main(int argc, char** argv) {
   using kb::compare;
+  const bool avx2 = jit_target_avx2();
+  if (avx2) register_avx2_peers();
   compare({"compile a 20-op elementwise graph (cold)", "BM_kiln_compile_20op/real_time",
            {"BM_cxx_O3_compile_20op/iterations:3/real_time", "BM_torchscript_first_call_20op/real_time"}, "<= 1 ms", "",
            true});
@@ -264,6 +321,11 @@ int main(int argc, char** argv) {
                "BM_kiln_compiled_chain" + s, {"BM_eigen_chain" + s, "BM_loop_chain" + s, "BM_torch_chain" + s},
                "faster than Eigen; >= 80% of triad bandwidth (BM_triad_stream" + s + " GB/s)",
                "BM_kiln_eager_chain" + s});
+      if (avx2 && std::string(n) == "1M")  // kiln's AVX2 code against Eigen's AVX2 packet math
+        compare({std::string("tanh(a*b+c)*0.5+exp(-a), 1M f32, ") + std::to_string(t) +
+                     " thread(s), vs Eigen built for AVX2",
+                 "BM_kiln_compiled_chain" + s, {"BM_eigen_avx2_chain" + s}, "faster than Eigen (AVX2)",
+                 "BM_kiln_eager_chain" + s});
     }
   for (int t : {1, 2}) {
     std::string s = "/" + std::to_string(t) + "/real_time";
@@ -273,6 +335,14 @@ int main(int argc, char** argv) {
     compare({"layer_norm rows 1024x1024, " + std::to_string(t) + " thread(s)", "BM_kiln_layernorm_rows" + s,
              {"BM_eigen_layernorm_rows" + s, "BM_torch_layernorm_rows" + s}, "faster than LibTorch and Eigen",
              "BM_kiln_eager_layernorm_rows" + s});
+    if (avx2) {
+      compare({"softmax rows 1024x1024, " + std::to_string(t) + " thread(s), vs Eigen built for AVX2",
+               "BM_kiln_softmax_rows" + s, {"BM_eigen_avx2_softmax_rows" + s}, "faster than Eigen (AVX2)",
+               "BM_kiln_eager_softmax_rows" + s});
+      compare({"layer_norm rows 1024x1024, " + std::to_string(t) + " thread(s), vs Eigen built for AVX2",
+               "BM_kiln_layernorm_rows" + s, {"BM_eigen_avx2_layernorm_rows" + s}, "faster than Eigen (AVX2)",
+               "BM_kiln_eager_layernorm_rows" + s});
+    }
   }
   return kb::run_main(argc, argv, "Compiled (issue 4)");
 }

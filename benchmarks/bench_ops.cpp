@@ -6,10 +6,14 @@
 #include <omp.h>
 
 #include <Eigen/Core>
+#include <cstdlib>
+#include <string>
+#include <vector>
 #include <kiln/kiln.h>
 
 #include "bench_peers.h"
 #include "bench_report.h"
+#include "eigen_avx2_peers.h"
 
 namespace {
 constexpr int64_t kBig = 16 << 20;  // 16M elements
@@ -96,10 +100,48 @@ void BM_eigen_gemm(benchmark::State& st) {
 BENCHMARK(BM_kiln_matmul) MATMUL_ARGS;
 BENCHMARK(BM_openblas_sgemm) MATMUL_ARGS;
 BENCHMARK(BM_eigen_gemm) MATMUL_ARGS;
+
+// ---- AVX2 peers (registered under KILN_JIT_TARGET=avx2): Eigen's exp/tanh/sqrt and the copy loop built for
+// AVX2+FMA (eigen_avx2_peers.h), beside kiln's eager rows run with the JIT capped at AVX2 ----------------------
+template <int Op>
+void BM_eigen_avx2_ew(benchmark::State& st) {
+  const int threads = static_cast<int>(st.range(0));
+  kb::set_threads(threads);
+  std::vector<float> in(kBig), out(kBig);
+  for (int64_t i = 0; i < kBig; ++i) in[i] = 0.5f + static_cast<float>(i % 1000) * 1e-3f;
+  for (auto _ : st) {
+#pragma omp parallel num_threads(threads)
+    {
+      const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+      const int64_t lo = kBig * t / nt, hi = kBig * (t + 1) / nt;
+      const float* s = in.data() + lo;
+      float* d = out.data() + lo;
+      switch (Op) {
+        case 0: kb::eigen_avx2::copy(s, d, hi - lo); break;
+        case 1: kb::eigen_avx2::exp(s, d, hi - lo); break;
+        case 2: kb::eigen_avx2::tanh(s, d, hi - lo); break;
+        case 3: kb::eigen_avx2::sqrt(s, d, hi - lo); break;
+      }
+    }
+    benchmark::ClobberMemory();
+  }
+  st.SetBytesProcessed(st.iterations() * kBig * 8);
+}
+bool register_avx2_peers() {
+  const char* e = std::getenv("KILN_JIT_TARGET");
+  if (!e || std::string(e) != "avx2") return false;
+  if (std::string(kb::eigen_avx2::simd_instruction_sets()).find("AVX512") != std::string::npos) return false;
+  benchmark::RegisterBenchmark("BM_eigen_avx2_copy_16M", BM_eigen_avx2_ew<0>)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("BM_eigen_avx2_exp_16M", BM_eigen_avx2_ew<1>)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("BM_eigen_avx2_tanh_16M", BM_eigen_avx2_ew<2>)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("BM_eigen_avx2_sqrt_16M", BM_eigen_avx2_ew<3>)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+  return true;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
   using kb::compare;
+  const bool avx2 = register_avx2_peers();
   compare({"eager add, 1-element float32 (dispatch)", "BM_kiln_add_1elem", {"BM_torch_add_1elem"},
            "<= 1 us and no slower than at::add"});
   // The copy loop moves 8 bytes per element; binary ops move 12: its time is
@@ -111,6 +153,12 @@ int main(int argc, char** argv) {
              {"BM_copy_loop/2/real_time", std::string("BM_torch_") + op + "_16M/2/real_time"},
              ">= 0.8x copy-loop bandwidth (ratio <= 1.25)", {}, false,
              {{"BM_copy_loop/2/real_time", binary ? 1.5 : 1.0}}});
+    const std::string o(op);
+    if (avx2 && (o == "exp" || o == "tanh" || o == "sqrt"))
+      compare({o + " 16M float32, 2 threads, vs Eigen and the copy loop built for AVX2",
+               "BM_kiln_" + o + "_16M/2/real_time",
+               {"BM_eigen_avx2_copy_16M/2/real_time", "BM_eigen_avx2_" + o + "_16M/2/real_time"},
+               ">= 0.8x copy-loop bandwidth (ratio <= 1.25 vs the copy loop)"});
   }
   for (int n : {256, 512, 1024})
     for (int t : {1, 2}) {

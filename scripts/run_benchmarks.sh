@@ -83,7 +83,9 @@ if [[ "${KILN_BENCH_AVX2:-1}" == "1" && -n "$(cpu_flag avx512f)" ]]; then
 
 kiln's generated code limited to AVX2+FMA on the same machine and in the same
 session (load average now: $(cut -d' ' -f1-3 /proc/loadavg)); kiln's C++
-kernels (built with -march=native) and the peers are unchanged.
+kernels (built with -march=native) and the peers are unchanged, and the rows
+marked "vs Eigen built for AVX2" compare with Eigen compiled for AVX2+FMA only
+(kiln_bench_eigen_avx2: BM_eigen_avx2_*, the fair peer of an AVX2-only CPU).
 EOF
   KILN_JIT_TARGET=avx2 run_all "$@"
 fi

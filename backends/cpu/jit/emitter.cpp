@@ -197,6 +197,7 @@ class Gen {
   std::vector<x86::Gp> P_;        // operand pointers
   x86::Gp table_;                 // constant table (program.table_slots > 0)
   x86::Gp i_, nt_;                // element index, streaming flag
+  bool stream_ = false;           // the body being emitted writes with streaming stores
   std::vector<x86::Vec> val_;
   std::vector<bool> done_, invariant_, fuse_;
   std::vector<int> uses_;
@@ -215,6 +216,7 @@ class Gen {
   x86::Vec operand(int32_t r, DType to) { return convert(*c_, get(r), p_.code[r].dtype, to); }
   void emit_value(size_t i);
   void emit_store(size_t i);
+  void emit_body(bool stream);
   void copy_bytes(const x86::Gp& dst, const x86::Gp& src, const x86::Gp& nbytes, bool into_buffer);
 };
 
@@ -330,7 +332,7 @@ void Gen::emit_store(size_t i) {
   const Instr& in = p_.code[i];
   const DType md = p_.operand_dtypes[in.arg];
   x86::Vec v = operand(in.a, md);
-  if (p_.streaming_stores && can_stream(*c_, md)) {
+  if (stream_ && can_stream(*c_, md)) {  // streaming when nt_ (long, aligned runs; never the tail's pass)
     Label plain = cc_.newLabel(), end = cc_.newLabel();
     cc_.test(nt_, nt_);
     cc_.jz(plain);
@@ -342,6 +344,18 @@ void Gen::emit_store(size_t i) {
   } else {
     store_run(*c_, md, at(in.arg), v, false);
   }
+}
+
+// The loop body: the values of elements [i, i + L) (loop-invariant values
+// come from the prologue); with `stream`, each store streams when nt_ is set.
+void Gen::emit_body(bool stream) {
+  const size_t N = p_.code.size();
+  stream_ = stream;
+  for (size_t i = 0; i < N; ++i) {
+    if (p_.code[i].kind == Instr::Kind::store) emit_store(i);
+    else if (!done_[i] && !fuse_[i] && !invariant_[i]) emit_value(i);
+  }
+  stream_ = false;
 }
 
 void Gen::run() {
@@ -420,10 +434,14 @@ void Gen::run() {
   // faster than the spills hoisting causes (measured)
   A_.hoist_at = cc_.cursor();
   A_.hoist_budget = A_.evex() ? 24 : 0;
+  // AVX2: only the few constants an instruction needs in a register (the
+  // bounds of max/min clamps), which would otherwise cost a load each per
+  // vector; the body leaves about this many of the 16 ymm registers free
+  A_.reg_hoist_budget = A_.evex() || A_.sse() ? 0 : 5;
   i_ = cc_.newIntPtr("i");
   nt_ = cc_.newIntPtr("nt");
   x86::Gp tail = cc_.newIntPtr("tail"), rem = cc_.newIntPtr("rem");
-  Label L_loop = cc_.newLabel(), L_body = cc_.newLabel(), L_out = cc_.newLabel(), L_done = cc_.newLabel();
+  Label L_after = cc_.newLabel(), L_body = cc_.newLabel(), L_out = cc_.newLabel(), L_done = cc_.newLabel();
 
   // prologue: loop-invariant values
   val_.assign(N, x86::Vec());
@@ -447,12 +465,27 @@ void Gen::run() {
     cc_.bind(skip);
   }
 
-  // loop head: a full vector, the tail, or done
-  cc_.bind(L_loop);
+  // The loop: one copy of the body, one index register (scaled addressing),
+  // add + cmp/jle per vector while i <= n - L. The last n - i < L elements
+  // then go through the same body once more on the stack buffers (i = 0,
+  // lim = 0: the loop ends after that one pass) and are copied back.
+  x86::Gp lim = cc_.newIntPtr("lim");
+  cc_.mov(lim, n);
+  cc_.sub(lim, c.L);
+  cc_.cmp(i_, lim);
+  cc_.jg(L_after);
+  cc_.bind(L_body);
+  emit_body(p_.streaming_stores);
+  cc_.add(i_, c.L);
+  cc_.cmp(i_, lim);
+  cc_.jle(L_body);
+
+  // after the loop: the tail's pass done, a tail to run, or done
+  cc_.bind(L_after);
+  cc_.test(tail, tail);
+  cc_.jnz(L_out);
   cc_.mov(rem, n);
   cc_.sub(rem, i_);
-  cc_.cmp(rem, c.L);
-  cc_.jge(L_body);
   cc_.test(rem, rem);
   cc_.jle(L_done);
   std::vector<x86::Gp> orig(nops);
@@ -485,19 +518,10 @@ void Gen::run() {
     }
   }
   cc_.xor_(i_, i_);
+  cc_.xor_(lim, lim);
   cc_.mov(tail, 1);
   cc_.xor_(nt_, nt_);
-
-  // body
-  cc_.bind(L_body);
-  for (size_t i = 0; i < N; ++i) {
-    if (p_.code[i].kind == Instr::Kind::store) emit_store(i);
-    else if (!done_[i] && !fuse_[i] && !invariant_[i]) emit_value(i);
-  }
-  cc_.test(tail, tail);
-  cc_.jnz(L_out);
-  cc_.add(i_, c.L);
-  cc_.jmp(L_loop);
+  cc_.jmp(L_body);
 
   // tail: copy the outputs back (those the program writes)
   cc_.bind(L_out);

@@ -72,6 +72,23 @@ x86::Vec VecAsm::reg(const Src& s, const x86::Vec& width) {
   return d;
 }
 
+x86::Vec VecAsm::reg_shared(const Src& s, const x86::Vec& width) {
+  if (s.is_reg() || !hoist_at) return reg(s, width);
+  const x86::Mem& m = s.mem();
+  const auto key = std::make_pair(std::make_pair(m.baseId(), m.offset()), int(width.size()));
+  auto it = hoisted_mem_.find(key);
+  if (it != hoisted_mem_.end()) return it->second;
+  if (reg_hoist_budget <= 0) return reg(s, width);
+  --reg_hoist_budget;
+  x86::Vec r = like(width);
+  asmjit::BaseNode* prev = cc.setCursor(hoist_at);
+  cc.emit(sse() ? Inst::kIdMovaps : Inst::kIdVmovaps, r, m);
+  hoist_at = cc.cursor();
+  cc.setCursor(prev);
+  hoisted_mem_.emplace(key, r);
+  return r;
+}
+
 x86::Vec VecAsm::zero(int bytes) {
   x86::Vec d = newv(bytes);
   // xorps on the xmm view zeroes the whole register under VEX/EVEX
@@ -148,8 +165,8 @@ static x86::Vec fma_any(VecAsm& A, int kind, Lane l, const x86::Vec& a, const Sr
       A.cc.emit(A.sse() ? Inst::kIdMovaps : Inst::kIdVmovaps, d, a);
       A.cc.emit(InstId(id.f213), d, b.reg(), c.op);  // d = b*d + c
     } else {
-      x86::Vec cr = A.reg(c, a);
-      A.cc.emit(Inst::kIdVmovaps, d, cr);
+      // the addend straight into d (a constant: one load, no copy)
+      A.cc.emit(Inst::kIdVmovaps, d, c.op);
       A.cc.emit(InstId(id.f231), d, a, b.op);  // d = a*b + d
     }
     return d;

@@ -79,6 +79,12 @@ class VecAsm {
   int hoist_budget = 0;
   /// Loads s into a register of v's width (no-op for a register).
   x86::Vec reg(const Src& s, const x86::Vec& width);
+  /// As reg(), for an operand the caller only reads: a constant-pool operand
+  /// is loaded once where hoist_at points while reg_hoist_budget lasts (the
+  /// constants an instruction needs in a register, e.g. the first operand of
+  /// max/min, which AVX2 would otherwise reload every iteration), else as reg().
+  x86::Vec reg_shared(const Src& s, const x86::Vec& width);
+  int reg_hoist_budget = 0;
   x86::Vec copy(const x86::Vec& a);
   x86::Vec zero(int bytes);
   x86::Vec ones(int bytes);  ///< all bits set
@@ -163,6 +169,7 @@ class VecAsm {
   x86::Vec splat32(const x86::Vec& s, int bytes);
 
   std::map<std::pair<uint64_t, int>, x86::Vec> hoisted_;
+  std::map<std::pair<std::pair<uint32_t, int64_t>, int>, x86::Vec> hoisted_mem_;  // (label, offset), bytes
 
   /// asmjit instruction selection helpers (public for the emitters).
   void op3(uint32_t sse_id, uint32_t avx_id, const x86::Vec& d, const x86::Vec& a, const Src& b);

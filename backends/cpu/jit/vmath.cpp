@@ -36,7 +36,7 @@ struct AsmBackend {
   bool fma;
 
   bool fused() const { return fma; }
-  x86::Vec R(const Src& s) { return A.reg(s, w); }
+  x86::Vec R(const Src& s) { return A.reg_shared(s, w); }  // operands are only read
   static constexpr Lane l = Lane::b32;
 
   V cf(float c) { return A.konst(std::bit_cast<uint32_t>(c), l, int(w.size())); }
@@ -92,6 +92,24 @@ struct AsmBackend {
     x86::Vec k2 = A.isub(l, R(k), k1);
     x86::Vec s1 = A.ishl(l, A.iadd(l, k1, A.c32(127)), 23);
     x86::Vec s2 = A.ishl(l, A.iadd(l, k2, A.c32(127)), 23);
+    return A.mul(l, A.mul(l, R(v), s1), s2);
+  }
+
+  /// v 2^k with k = t - bits(kMagic) and kf = k as a float (exp's
+  /// reduction): vscalefps by kf on AVX-512 (no integer k needed); else the
+  /// two factors of scale() with the exponent bias folded in: k + 254 =
+  /// t - (bits(kMagic) - 254), whose halves are (k >> 1) + 127 and
+  /// k - (k >> 1) + 127 (two integer instructions fewer).
+  V scale_t(V v, I t, V kf) {
+    if (A.evex()) {
+      x86::Vec d = A.like(w);
+      A.cc.emit(Inst::kIdVscalefps, d, R(v), R(kf));
+      return d;
+    }
+    x86::Vec kb = A.isub(l, R(t), A.c32(std::bit_cast<uint32_t>(vm::kMagic) - 254u));
+    x86::Vec h1 = A.isra(l, kb, 1);
+    x86::Vec h2 = A.isub(l, kb, h1);
+    x86::Vec s1 = A.ishl(l, h1, 23), s2 = A.ishl(l, h2, 23);
     return A.mul(l, A.mul(l, R(v), s1), s2);
   }
 

@@ -20,7 +20,8 @@
 //   P(f), P of degree 7 (the form of Cephes' logf, S. L. Moshier); log1p adds
 //   the rounding error of 1+x as (x - (u-1))/u.
 // - tanh: -m / (m + 2) with m = expm1(-2|x|) from the exp reduction (one
-//   division, no branch); sign put back last so tanh(-0) = -0.
+//   division, no branch), capped at |x| (tiny |x| give |x| exactly); sign
+//   put back last so tanh(-0) = -0.
 // - atanh: log1p(2|x| / (1 - |x|)) / 2, sign put back last.
 // - sigmoid, silu, gelu_tanh: e^{-|x|} = p 2^k from the exp reduction; the
 //   quotient is formed on p and scaled by 2^k last, so tiny (subnormal)
@@ -114,19 +115,23 @@ struct ExpParts {
   typename B::V p;  ///< e^r, in [0.7, 1.42]
   typename B::V q;  ///< e^r - 1
   typename B::V kf; ///< k as a float
-  typename B::I k;  ///< e^x = p 2^k
+  typename B::I k;  ///< e^x = p 2^k (empty unless want_k)
+  typename B::I t;  ///< x log2e + kMagic as bits: k = t - bits(kMagic)
 };
 
 /// Cody-Waite reduction and the polynomial, after clamping x to [lo, hi]
 /// (hi = 0 with x <= 0 known: only the lower clamp is emitted). p is left
-/// empty unless want_p.
+/// empty unless want_p, k unless want_k (callers that fold the exponent
+/// bias into the subtraction from t, one integer instruction fewer).
 template <class B>
-ExpParts<B> exp_parts(B& b, typename B::V x, float lo, float hi, bool want_p = true, bool x_nonpositive = false) {
+ExpParts<B> exp_parts(B& b, typename B::V x, float lo, float hi, bool want_p = true, bool x_nonpositive = false,
+                      bool want_k = true) {
   x = x_nonpositive && hi == 0.0f ? b.maxx(b.cf(lo), x) : clamp(b, x, lo, hi);
   auto t = b.madd(x, b.cf(kLog2e), b.cf(kMagic));
   ExpParts<B> e;
   e.kf = b.sub(t, b.cf(kMagic));
-  e.k = b.isub(b.as_i(t), b.as_i(b.cf(kMagic)));
+  e.t = b.as_i(t);
+  if (want_k) e.k = b.isub(b.as_i(t), b.as_i(b.cf(kMagic)));
   auto r = b.nmadd(e.kf, b.cf(kLn2Hi), x);
   r = b.nmadd(e.kf, b.cf(kLn2Lo), r);
   auto r2 = b.mul(r, r);
@@ -137,8 +142,8 @@ ExpParts<B> exp_parts(B& b, typename B::V x, float lo, float hi, bool want_p = t
 
 template <class B>
 typename B::V exp(B& b, typename B::V x) {
-  auto e = exp_parts(b, x, -104.0f, 89.0f);
-  return b.scale(e.p, e.k);
+  auto e = exp_parts(b, x, -104.0f, 89.0f, true, false, /*want_k=*/false);
+  return b.scale_t(e.p, e.t, e.kf);
 }
 
 template <class B>
@@ -239,11 +244,20 @@ typename B::V tanh(B& b, typename B::V x) {
   // itself, so small |x| need no separate polynomial)
   auto ax = vabs(b, x);
   // -2|x| <= 0 (or NaN): the clamp's upper bound is a no-op, and p unused
-  auto e = exp_parts(b, b.mul(ax, b.cf(-2.0f)), -20.0f, 0.0f, /*want_p=*/false, /*x_nonpositive=*/true);
-  auto two_k = b.as_f(b.ishl(b.iadd(e.k, b.ci(127)), 23));  // k in [-29, 0]
-  auto m = b.madd(e.q, two_k, b.sub(two_k, b.cf(1.0f)));
-  auto r = b.div(b.vxor(m, b.cf(-0.0f)), b.add(m, b.cf(2.0f)));
-  r = b.sel(b.lt(ax, b.cf(0x1p-24f)), ax, r);  // tiny(): ax is |x| already
+  auto e = exp_parts(b, b.mul(ax, b.cf(-2.0f)), -20.0f, 0.0f, /*want_p=*/false, /*x_nonpositive=*/true,
+                     /*want_k=*/false);
+  // 2^k, k in [-29, 0]: (k + 127) << 23 with k + 127 = t - (bits(kMagic) - 127)
+  auto two_k = b.as_f(b.ishl(b.isub(e.t, b.ci(int32_t(std::bit_cast<uint32_t>(kMagic) - 127u))), 23));
+  // -m = (1 - 2^k) - q 2^k in one rounding: rounding is symmetric in sign,
+  // so this is exactly the negation of m = q 2^k + (2^k - 1), and m + 2 is
+  // exactly 2 - (-m) (one instruction fewer than negating m)
+  auto nm = b.nmadd(e.q, two_k, b.sub(b.cf(1.0f), two_k));
+  auto r = b.div(nm, b.sub(b.cf(2.0f), nm));
+  // tanh|x| <= |x|: where r rounded above |x| (|x| below about 2^-11) |x|
+  // is the nearer float, and below 2^-24 it is tanh|x| correctly rounded
+  // (r is |x| or one ulp above there); +-0 gives +0. One min instead of a
+  // compare and select; NaN stays NaN (minps returns its second operand).
+  r = b.minx(r, ax);
   return b.vor(r, signbit(b, x));
 }
 

@@ -79,6 +79,8 @@ struct ScalarBackend {
     V s1 = f(uint32_t(k1 + 127) << 23), s2 = f(uint32_t(k2 + 127) << 23);
     return mul(mul(v, s1), s2);
   }
+  /// p 2^k with k = t - bits(kMagic) (scale_t of the code generator's backend).
+  static V scale_t(V v, I t, V /*kf*/) { return scale(v, isub(t, I(std::bit_cast<uint32_t>(kMagic)))); }
   static double dmul(double a, double b) {
     double p = a * b;
     __asm__("" : "+x"(p));
