@@ -121,6 +121,7 @@ void CompiledCallable::export_mef(const std::string& path, bool include_source_g
   c.weights = art.weight_slots();
   if (include_source_graph) c.source_text = art.source_graph().to_text();
   c.code = mef::code_of(art.plan());
+  if (const codegen::CudaExecutable* cx = art.cuda_plan()) c.cubin = cx->stored_module();
   mef::write_file_atomically(path, mef::encode(c), "export_mef");
 }
 
