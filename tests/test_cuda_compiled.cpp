@@ -153,9 +153,12 @@ TEST_SUITE("cuda_compiled") {
 
   TEST_CASE("the fused groups of the differential fuzzer's graphs compile to sm_90 cubins") {
     ScratchCache cache;
-    // CI compiles a sample (kDefaultGraphs, the first seeds); the full 1,000
-    // (scripts/gpu_check.sh): KILN_NVRTC_FUZZ_GRAPHS=1000.
-    constexpr int kDefaultGraphs = 1000;
+    // CI compiles a sample (kDefaultGraphs, seeds spread evenly over the
+    // 1,000 so the rarer fused reductions stay in it): all 1,000 took
+    // 64 s wall (34 s CPU, 1,357 distinct kernels, at most 56 registers, no
+    // spills) on a 2-core machine at load 9. The full count (scripts/
+    // gpu_check.sh): KILN_NVRTC_FUZZ_GRAPHS=1000.
+    constexpr int kDefaultGraphs = 200;
     int graphs = kDefaultGraphs;
     if (const char* e = std::getenv("KILN_NVRTC_FUZZ_GRAPHS")) graphs = std::max(1, std::atoi(e));
     const auto t0 = std::chrono::steady_clock::now();
@@ -171,8 +174,9 @@ TEST_SUITE("cuda_compiled") {
       ++modules;
       batch.clear();
     };
+    const int stride = graphs < 1000 ? 1000 / graphs : 1;
     for (int gi = 0; gi < graphs; ++gi) {
-      const uint64_t seed = 1000 + static_cast<uint64_t>(gi);
+      const uint64_t seed = 1000 + static_cast<uint64_t>(gi) * static_cast<uint64_t>(stride);
       CAPTURE(seed);
       fuzz_cases::FuzzCase c = fuzz_cases::make_case(seed);
       auto fn = [&c](std::vector<Tensor> xs) { return fuzz_cases::run_case(c, xs); };
