@@ -518,6 +518,33 @@ TEST_SUITE("cuda_compiled") {
     setenv("KILN_CUDA_CACHE_DIR", cache.dir.c_str(), 1);
   }
 
+  TEST_CASE("plans for CUDA layouts: bench_cuda's replay graph is 50 generated kernels") {
+    ScratchCache cache;
+    // x -> 49 x (x - max(x * 0.5, -1)) (benchmarks/bench_cuda.cpp's replay
+    // graph): each step's subtract, the next multiply and its max are one
+    // kernel (the max's input never stored), plus the last subtract: 50.
+    auto f = [](Tensor x) {
+      for (int i = 0; i < 49; ++i) x = x - max(x * 0.5f, {-1}, true);
+      return x;
+    };
+    CompiledCallable run = compile(f)(cuda_f32({8, 256}));
+    const codegen::CudaExecutable* cx = run.engine_model().artifact().cuda_plan();
+    REQUIRE(cx);
+    const codegen::CudaPlan& p = cx->plan();
+    INFO(p.describe());
+    int kernels = 0, reduce = 0, other = 0;
+    for (const CudaStep& s : p.steps) {
+      kernels += s.kind == CudaStep::Kind::kernel;
+      reduce += s.kind == CudaStep::Kind::kernel && s.launch.shared_bytes > 0;
+      other += s.kind != CudaStep::Kind::kernel;
+    }
+    MESSAGE("replay graph: " << kernels << " generated kernels (" << reduce << " with a fused max), " << other
+                              << " other steps");
+    CHECK(kernels == 50);
+    CHECK(reduce == 49);  // each max runs inside the group computing its input
+    CHECK(other == 0);
+  }
+
   TEST_CASE("capture on a CUDA callable: the CPU's argument errors; without a device, DeviceError") {
     ScratchCache cache;
     auto f = [](Tensor a, Tensor b) { return a * b + 1.0f; };
