@@ -182,7 +182,10 @@ class Model {
   // graph writes, until release), and the graph is launched once. A replay
   // is one cudaGraphLaunch on kiln's stream and returns without waiting:
   // reading an output (to_vector, item, cpu) waits for it. The errors are
-  // the CPU's; without a device capture raises DeviceError.
+  // the CPU's; without a device capture raises DeviceError. Captures on one
+  // device record one at a time (a capture started while another thread's
+  // is recording raises ValueError), and memory other threads allocate on
+  // that device meanwhile is held with the graph's until release.
   //
   // Capture tables are per Model (shared by every callable on it) and
   // thread-safe: different keys may be captured, replayed and released from
