@@ -6,7 +6,12 @@
 //   direct cublasLtMatmul (TFLOPS); sum of 64M float32 and softmax of
 //   [4096, 4096] float32 (bytes_per_second, beside the copy's); a linear
 //   layer 4096x4096x4096 + bias + GELU as one epilogue call vs matmul, add,
-//   gelu_tanh as three eager ops.
+//   gelu_tanh as three eager ops; a compiled 50-kernel graph (issue 13):
+//   replayed as one CUDA Graph (engine_model().capture/replay) beside the
+//   same compiled call launching its kernels one by one: host time per
+//   replay launch (Arg 0: synchronised once per 64 launches) and per
+//   replay + synchronise (Arg 1); the counter `kernels` is the plan's
+//   generated kernels.
 // Without a device every benchmark is skipped with the driver's message.
 #include <benchmark/benchmark.h>
 #include <cublasLt.h>
@@ -15,6 +20,8 @@
 #include <kiln/kiln.h>
 
 #include "../backends/cuda/cuda_backend.h"
+#include "../jit/cuda_executable.h"
+#include "../jit/engine.h"
 
 namespace {
 using namespace kiln;
@@ -170,6 +177,57 @@ void BM_cuda_linear_gelu_4096(benchmark::State& state) {
                                                 benchmark::Counter::kIsRate);
 }
 
+// x -> 49 x (x - max(x * 0.5, -1)): 50 generated kernels per call (each
+// max inside the kernel computing its input; tests/test_cuda_compiled.cpp
+// checks the count).
+CompiledCallable fifty_kernel_call() {
+  auto f = [](Tensor x) {
+    for (int i = 0; i < 49; ++i) x = x - max(x * 0.5f, {-1}, true);
+    return x;
+  };
+  return compile(f)(TensorLayout(DType::float32, {8, 256}, Device::cuda(0)));
+}
+
+int plan_kernels(const CompiledCallable& run) {
+  int k = 0;
+  for (const codegen::CudaStep& s : run.engine_model().artifact().cuda_plan()->plan().steps)
+    k += s.kind == codegen::CudaStep::Kind::kernel;
+  return k;
+}
+
+void BM_cuda_graph_replay_50(benchmark::State& state) {
+  if (skip_without_gpu(state)) return;
+  CompiledCallable run = fifty_kernel_call();
+  const engine::Model& m = run.engine_model();
+  const std::vector<Tensor> in = {random::normal({8, 256}).cuda()};
+  m.capture(1, in);
+  cuda::synchronize(0);
+  int64_t i = 0;
+  for (auto _ : state) {
+    m.replay(1, in);
+    if (state.range(0) == 1 || ++i % 64 == 0) cuda::synchronize(0);
+  }
+  cuda::synchronize(0);
+  state.counters["kernels"] = plan_kernels(run);
+  m.release(1);
+}
+
+void BM_cuda_compiled_call_50(benchmark::State& state) {
+  if (skip_without_gpu(state)) return;
+  CompiledCallable run = fifty_kernel_call();
+  const std::vector<Tensor> in = {random::normal({8, 256}).cuda()};
+  std::vector<Tensor> out;
+  int64_t i = 0;
+  for (auto _ : state) {
+    run.engine_model().execute_into(in, out);
+    if (state.range(0) == 1 || ++i % 64 == 0) cuda::synchronize(0);
+  }
+  cuda::synchronize(0);
+  state.counters["kernels"] = plan_kernels(run);
+}
+
+BENCHMARK(BM_cuda_graph_replay_50)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_cuda_compiled_call_50)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_cuda_sum_64M)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_cuda_softmax_4096)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_cuda_linear_gelu_4096)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();

@@ -5,6 +5,8 @@
 #include <cstring>
 
 #include "../backends/cpu/copy.h"
+#include "../backends/cuda/graph_capture.h"
+#include "cuda_executable.h"
 
 namespace kiln::engine {
 
@@ -63,6 +65,22 @@ std::vector<Tensor> Model::capture(uint64_t key, std::span<const Tensor> inputs)
   check_capture_inputs(g, inputs, key);
   auto cap = std::make_shared<Capture>();
   cap->inputs.assign(inputs.begin(), inputs.end());
+  if (const codegen::CudaExecutable* cx = artifact_->cuda_plan()) {
+    // One CUDA Graph of the whole call. The constants go to the device
+    // first and an ordinary run loads the module and creates cuBLASLt's
+    // handle (neither may happen inside a capture); then the recorded run,
+    // launched once to fill the outputs.
+    const std::vector<Tensor> in(inputs.begin(), inputs.end());
+    cap->keep = cx->upload_constants();
+    (void)cx->run(in, bound_, &cap->keep);
+    std::vector<Tensor> outs;
+    cap->graph = cuda::record_graph(cx->device(), [&] { outs = cx->run(in, bound_, &cap->keep); });
+    cap->graph->launch();
+    cap->outputs = outs;
+    std::lock_guard<std::mutex> lock(captures_->mu);
+    captures_->map[key] = cap;
+    return outs;
+  }
 
   std::vector<Tensor> vals(g.num_values());
   for (size_t i = 0; i < g.input_ids().size(); ++i) vals[g.input_ids()[i]] = inputs[i];
@@ -156,6 +174,10 @@ void Model::replay(uint64_t key, std::span<const Tensor> inputs) const {
                        " is not the buffer captured under this key (captured " + where(c) + ", got " +
                        (a.defined() && a.is_realized() ? where(a) : std::string("an undefined or unrealized tensor")) +
                        "); capture again for new buffers");
+  }
+  if (cap->graph) {
+    cap->graph->launch();  // stream-ordered: reading the outputs waits for it
+    return;
   }
   for (const CapturedStep& s : cap->steps) {
     switch (s.kind) {

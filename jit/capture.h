@@ -12,6 +12,10 @@
 #include "engine.h"
 #include "plan.h"
 
+namespace kiln::cuda {
+class RecordedGraph;
+}
+
 namespace kiln::engine::detail {
 
 struct CapturedStep {
@@ -35,7 +39,10 @@ struct Capture {
   std::vector<Tensor> inputs;   ///< the captured input buffers (kept alive, so their addresses stay theirs)
   std::vector<Tensor> outputs;  ///< rewritten by each replay
   std::vector<CapturedStep> steps;
-  std::vector<Tensor> keep;     ///< every intermediate buffer
+  std::vector<Tensor> keep;     ///< every intermediate buffer (CUDA: the device constants)
+  /// A CUDA callable's capture: the recorded CUDA Graph (steps is empty;
+  /// replay launches it).
+  std::shared_ptr<cuda::RecordedGraph> graph;
 };
 
 struct CaptureTable {

@@ -123,6 +123,7 @@ void CompiledCallable::export_mef(const std::string& path, bool include_source_g
   if (include_source_graph) c.source_text = art.source_graph().to_text();
   c.code = mef::code_of(art.plan());
   c.plan = mef::encode_plan(art.plan());
+  if (const codegen::CudaExecutable* cx = art.cuda_plan()) c.cubin = cx->stored_module();
   mef::write_file_atomically(path, mef::encode(c), "export_mef");
 }
 

@@ -10,7 +10,45 @@
 
 namespace kiln::codegen {
 
-CudaExecutable::CudaExecutable(std::shared_ptr<const Graph> g, const KernelOptions& opt, int device)
+int cuda_device_of(const Graph& g) {
+  int dev = -1;
+  bool cpu = false;
+  for (const Node& n : g.nodes()) {
+    if (n.kind != NodeKind::input && n.kind != NodeKind::weight) continue;
+    const Device d = g.type(n.outputs[0]).device;
+    if (d.type == DeviceType::cuda) {
+      if (dev >= 0 && dev != d.index)
+        throw DeviceError("compile: graph '" + g.name() + "' mixes cuda:" + std::to_string(dev) + " and " + d.str());
+      dev = d.index;
+    } else {
+      cpu = true;
+    }
+  }
+  if (dev >= 0 && cpu)
+    throw DeviceError("compile: graph '" + g.name() + "' mixes cpu and cuda:" + std::to_string(dev) + " inputs");
+  return dev;
+}
+
+uint64_t module_source_hash(const std::string& source) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : source) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+StoredModule CudaExecutable::stored_module() const {
+  StoredModule s;
+  if (!module_) return s;
+  s.feature_key = cuda::module_feature_key(cuda::default_arch(plan_.device), plan_.strict);
+  s.source_hash = module_source_hash(plan_.module_source);
+  s.image_arch = module_->arch;
+  s.is_cubin = module_->is_cubin;
+  s.image = module_->image;
+  s.kernels = module_->kernels;
+  return s;
+}
+
+CudaExecutable::CudaExecutable(std::shared_ptr<const Graph> g, const KernelOptions& opt, int device,
+                               const StoredModule* stored)
     : graph_(std::move(g)) {
   const Graph& gr = *graph_;
   for (const Node& n : gr.nodes())
@@ -20,10 +58,33 @@ CudaExecutable::CudaExecutable(std::shared_ptr<const Graph> g, const KernelOptio
   if (opt.dump) std::cerr << "[kiln jit] CUDA plan:\n" << plan_.describe();
   bool any = false;
   for (const CudaStep& s : plan_.steps) any = any || s.kind == CudaStep::Kind::kernel;
-  if (any) module_ = cuda::compile_module(plan_.module_source, cuda::default_arch(device), opt.dump);
+  if (!any) return;
+  const std::string arch = cuda::default_arch(device);
+  if (stored && !stored->image.empty()) {
+    const std::string key = cuda::module_feature_key(arch, opt.strict);
+    if (opt.dump) stored_note_ = "KILN_JIT_DUMP compiles the source again";
+    else if (stored->feature_key != key)
+      stored_note_ = "the file's module was compiled for '" + stored->feature_key + "', this process compiles for '" +
+                     key + "'";
+    else if (stored->source_hash != module_source_hash(plan_.module_source))
+      stored_note_ = "the file's module was compiled from another source than this plan's";
+    else
+      module_ = cuda::adopt_module(plan_.module_source, arch, opt.strict, stored->image_arch, stored->is_cubin,
+                                   stored->image, stored->kernels);
+  }
+  if (!module_) module_ = cuda::compile_module(plan_.module_source, arch, opt.dump, opt.strict);
 }
 
-std::vector<Tensor> CudaExecutable::run(const std::vector<Tensor>& inputs, const std::vector<Tensor>& weights) const {
+std::vector<Tensor> CudaExecutable::upload_constants() const {
+  std::vector<Tensor> c;
+  const Device where = Device::cuda(plan_.device);
+  for (const Node& n : graph_->nodes())
+    if (n.kind == NodeKind::constant) c.push_back(n.data.to(where));
+  return c;
+}
+
+std::vector<Tensor> CudaExecutable::run(const std::vector<Tensor>& inputs, const std::vector<Tensor>& weights,
+                                        const std::vector<Tensor>* constants) const {
   const Graph& g = *graph_;
   const int dev = plan_.device;
   if (dev >= cuda::device_count()) {
@@ -38,9 +99,13 @@ std::vector<Tensor> CudaExecutable::run(const std::vector<Tensor>& inputs, const
     throw ValueError("compiled CUDA plan: expected " + std::to_string(in_ids.size()) + " inputs, got " +
                      std::to_string(inputs.size()));
   for (size_t i = 0; i < in_ids.size(); ++i) vals[in_ids[i]] = inputs[i];
-  size_t w = 0;
+  size_t w = 0, ci = 0;
   for (const Node& n : g.nodes()) {
-    if (n.kind == NodeKind::constant) vals[n.outputs[0]] = n.data.to(where);
+    if (n.kind == NodeKind::constant) {
+      if (!constants) vals[n.outputs[0]] = n.data.to(where);
+      else if (ci < constants->size()) vals[n.outputs[0]] = (*constants)[ci++];
+      else throw ValueError("compiled CUDA plan: too few device constants given");
+    }
     else if (n.kind == NodeKind::weight) {
       if (w >= weights.size()) throw ValueError("compiled CUDA plan: too few weights bound");
       vals[n.outputs[0]] = weights[w++];

@@ -39,12 +39,46 @@ bool is_row_op(OpId op) {
 }
 bool fused_reduce_op(OpId op) { return op == OpId::Sum || op == OpId::Max || op == OpId::Min; }
 
-// The literal of a one-element constant, bit-exact.
+bool is16(DType d) { return d == DType::float16 || d == DType::bfloat16; }
+// The type a value is held in inside a generated kernel (float for the
+// 16-bit floats, as eager computes them), nullptr when not generated.
+const char* reg_type(DType d) { return is16(d) ? "float" : cuda_c_type(d); }
+// The type a value is stored as in memory.
+const char* storage_type(DType d) { return is16(d) ? "unsigned short" : cuda_c_type(d); }
+std::string load_expr(DType d, const std::string& e) {
+  if (d == DType::float16) return "kiln_rt::ld_f16(" + e + ")";
+  if (d == DType::bfloat16) return "kiln_rt::ld_bf16(" + e + ")";
+  return e;
+}
+std::string store_expr(DType d, const std::string& e) {
+  if (d == DType::float16) return "kiln_rt::st_f16(" + e + ")";
+  if (d == DType::bfloat16) return "kiln_rt::st_bf16(" + e + ")";
+  return e;
+}
+// A float result rounded to the 16-bit format `d` (and back to float), as
+// eager stores each op's result; other dtypes unchanged.
+std::string round16(DType d, const std::string& e) {
+  if (d == DType::float16) return "kiln_rt::rn_f16(" + e + ")";
+  if (d == DType::bfloat16) return "kiln_rt::rn_bf16(" + e + ")";
+  return e;
+}
+
+// The literal of a one-element constant, bit-exact (a 16-bit float as the
+// float it widens to exactly).
 std::string literal_of(const Tensor& data, DType d) {
   char buf[64];
   uint64_t bits = 0;
   std::memcpy(&bits, data.data_ptr(), size_of(d));
   switch (d) {
+    case DType::float16:
+    case DType::bfloat16: {
+      const float f = d == DType::float16 ? float(*static_cast<const float16_t*>(data.data_ptr()))
+                                          : float(*static_cast<const bfloat16_t*>(data.data_ptr()));
+      uint32_t fb = 0;
+      std::memcpy(&fb, &f, 4);
+      std::snprintf(buf, sizeof buf, "__int_as_float(0x%08xu)", unsigned(fb));
+      break;
+    }
     case DType::float32: std::snprintf(buf, sizeof buf, "__int_as_float(0x%08xu)", unsigned(bits)); break;
     case DType::float64: std::snprintf(buf, sizeof buf, "__longlong_as_double(0x%016llxull)", (unsigned long long)bits); break;
     case DType::bool_: return (bits & 0xff) ? "true" : "false";
@@ -106,41 +140,58 @@ bool group_kernel(const Graph& g, const FusionGroup& grp, bool fuse_reduce, Cuda
   std::vector<int32_t> ins;
   std::unordered_map<int32_t, std::string> reg;  // value -> register name
   std::string body;
-  auto ctype = [&](int32_t v) { return cuda_c_type(g.type(v).dtype); };
+  auto dt = [&](int32_t v) { return g.type(v).dtype; };
+  auto ctype = [&](int32_t v) { return storage_type(dt(v)); };
   for (int32_t v : outs)
     if (!ctype(v)) return false;
   auto use = [&](int32_t v) -> std::string {
     auto it = reg.find(v);
     if (it != reg.end()) return it->second;
     const TensorType& t = g.type(v);
-    if (!cuda_c_type(t.dtype)) return {};
+    if (!reg_type(t.dtype)) return {};
     const Node& prod = g.node(g.producer(v));
     std::string r = "v" + std::to_string(v);
     if (prod.kind == NodeKind::constant && t.shape.empty()) {
-      body += "    const " + std::string(cuda_c_type(t.dtype)) + " " + r + " = " + literal_of(prod.data, t.dtype) + ";\n";
+      const std::string lit = literal_of(prod.data, t.dtype);
+      if (lit.empty()) return {};
+      body += "    const " + std::string(reg_type(t.dtype)) + " " + r + " = " + lit + ";\n";
     } else {
       const size_t k = outs.size() + ins.size();
       ins.push_back(v);
-      body += "    const " + std::string(cuda_c_type(t.dtype)) + " " + r + " = p" + std::to_string(k) + "[" +
-              index_expr(t.shape, grp.shape) + "];\n";
+      body += "    const " + std::string(reg_type(t.dtype)) + " " + r + " = " +
+              load_expr(t.dtype, "p" + std::to_string(k) + "[" + index_expr(t.shape, grp.shape) + "]") + ";\n";
     }
     return reg[v] = r;
   };
   for (int32_t ni : grp.nodes) {
     const Node& n = g.node(ni);
     const int32_t ov = n.outputs[0];
-    const char* ot = ctype(ov);
-    const char* ct = cuda_c_type(compute_dtype(g, n));
+    const DType od = dt(ov);
+    const char* ot = reg_type(od);
+    const char* ct = reg_type(compute_dtype(g, n));
     if (!ot || !ct) return false;
-    std::string args;
-    for (size_t k = 0; k < n.inputs.size(); ++k) {
-      const std::string a = use(n.inputs[k]);
+    std::string expr;
+    if (n.op == OpId::Cast) {
+      // Eager's cast kernel: hd::cast_to from the source's compute type, then
+      // the store's rounding; float64 to a 16-bit float rounds once, directly.
+      const DType id = dt(n.inputs[0]);
+      const std::string a = use(n.inputs[0]);
       if (a.empty()) return false;
-      const char* at = (n.op == OpId::Where && k == 0) ? "bool" : n.op == OpId::Cast ? ot : ct;
-      args += (k ? ", " : "") + std::string(at) + "(" + a + ")";
+      if (id == DType::float64 && od == DType::bfloat16) return false;  // no one-rounding cvt before sm_90: eager
+      if (id == DType::float64 && od == DType::float16) expr = "kiln_rt::ld_f16(kiln_rt::st_f16_rn64(" + a + "))";
+      else expr = round16(od, "kiln::hd::cast_to<" + std::string(ot) + ">(" + a + ")");
+    } else {
+      std::string args;
+      for (size_t k = 0; k < n.inputs.size(); ++k) {
+        const std::string a = use(n.inputs[k]);
+        if (a.empty()) return false;
+        const char* at = (n.op == OpId::Where && k == 0) ? "bool" : ct;
+        args += (k ? ", " : "") + std::string(at) + "(" + a + ")";
+      }
+      expr = round16(od, std::string(ot) + "(" + cuda_functor_name(n.op) + "{}(" + args + "))");
     }
     const std::string r = "v" + std::to_string(ov);
-    body += "    const " + std::string(ot) + " " + r + " = " + ot + "(" + cuda_functor_name(n.op) + "{}(" + args + "));\n";
+    body += "    const " + std::string(ot) + " " + r + " = " + expr + ";\n";
     reg[ov] = r;
   }
   const size_t nops = outs.size() + ins.size();
@@ -156,7 +207,8 @@ bool group_kernel(const Graph& g, const FusionGroup& grp, bool fuse_reduce, Cuda
   std::string s = "(" + params + "long long n) {\n";
   const size_t nstore = fuse_reduce ? outs.size() - 1 : outs.size();
   std::string stores;
-  for (size_t k = 0; k < nstore; ++k) stores += "    p" + std::to_string(k) + "[i] = " + reg.at(outs[k]) + ";\n";
+  for (size_t k = 0; k < nstore; ++k)
+    stores += "    p" + std::to_string(k) + "[i] = " + store_expr(dt(outs[k]), reg.at(outs[k])) + ";\n";
   if (!fuse_reduce) {
     s += "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * "
          "blockDim.x) {\n" + body + stores + "  }\n}\n";
@@ -274,13 +326,16 @@ const char* cuda_c_type(DType d) {
 }
 
 FusionRules cuda_fusion_rules(const KernelOptions& opt) {
-  (void)opt;
   FusionRules r;
   r.max_operands = kCudaMaxOperands;
   r.reduce_in_group = [](OpId op) { return fused_reduce_op(op); };
-  r.gemm = [](const Graph& g, const Node& n, const GemmOperands&) {
+  // Strict: a matmul runs as eager runs it (its own node, its operands as
+  // given): cuBLASLt's heuristic may pick another algorithm, with another
+  // summation order, for a bias epilogue or folded transposes.
+  const bool strict = opt.strict;
+  r.gemm = [strict](const Graph& g, const Node& n, const GemmOperands&) {
     const DType d = g.type(n.outputs[0]).dtype;
-    return d == DType::float32 || d == DType::float64;
+    return !strict && (d == DType::float32 || d == DType::float64);
   };
   r.row = [](const Graph& g, const Node& n) {
     if (!is_row_op(n.op)) return false;
@@ -294,9 +349,9 @@ FusionRules cuda_fusion_rules(const KernelOptions& opt) {
 }
 
 CudaPlan lower_cuda(const Graph& g, const FusionPlan& fusion, const KernelOptions& opt, int device) {
-  (void)opt;
   CudaPlan plan;
   plan.device = device;
+  plan.strict = opt.strict;
   for (const FusionItem& it : fusion.items) {
     switch (it.kind) {
       case FusionItem::Kind::group: {
@@ -354,8 +409,27 @@ CudaPlan lower_cuda(const Graph& g, const FusionPlan& fusion, const KernelOption
   return plan;
 }
 
+namespace {
+// The 16-bit float conversions of the generated kernels, as the eager
+// kernels' cuda_fp16/cuda_bf16 intrinsics do them on sm_80 and later
+// (__half2float, __float2half_rn, __double2half, __bfloat162float,
+// __float2bfloat16_rn): the same PTX cvt instructions (NVRTC has no
+// cuda_fp16.h of its own here). rn_*: a float rounded to the format.
+const char* const kCuda16BitHelpers = R"(namespace kiln_rt {
+__device__ __forceinline__ float ld_f16(unsigned short h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
+__device__ __forceinline__ unsigned short st_f16(float f) { unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
+__device__ __forceinline__ unsigned short st_f16_rn64(double d) { unsigned short h; asm("cvt.rn.f16.f64 %0, %1;" : "=h"(h) : "d"(d)); return h; }
+__device__ __forceinline__ float ld_bf16(unsigned short h) { return __uint_as_float((unsigned)h << 16); }
+__device__ __forceinline__ unsigned short st_bf16(float f) { unsigned short h; asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
+__device__ __forceinline__ float rn_f16(float f) { return ld_f16(st_f16(f)); }
+__device__ __forceinline__ float rn_bf16(float f) { return ld_bf16(st_bf16(f)); }
+}  // namespace kiln_rt
+)";
+}  // namespace
+
 std::string cuda_module_source(const std::vector<CudaKernelSource>& kernels) {
   std::string m = "#include \"kernel_templates.h\"\nextern __shared__ __align__(16) unsigned char kiln_smem[];\n";
+  m += kCuda16BitHelpers;
   std::vector<std::string> seen;
   for (const CudaKernelSource& k : kernels)
     if (std::find(seen.begin(), seen.end(), k.name) == seen.end()) {
@@ -377,7 +451,7 @@ std::string CudaPlan::describe() const {
       o << " <<<" << s.launch.grid << ", " << s.launch.block << ", " << s.launch.shared_bytes << ">>>";
     o << "\n";
   }
-  o << "arena " << memory.arena_bytes << " bytes on cuda:" << device << "\n";
+  o << "arena " << memory.arena_bytes << " bytes on cuda:" << device << (strict ? ", strict (-fmad=false)" : "") << "\n";
   return o.str();
 }
 

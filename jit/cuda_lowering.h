@@ -12,10 +12,20 @@
 //     output row, the block size and combination order of the eager CUDA
 //     reduction (launch_plan.h reduce_launch, block_reduce.cuh), the reduced
 //     input never stored;
+//   - float16/bfloat16 values are loaded into float, each op computes in
+//     float as its eager kernel does and its result is rounded to the 16-bit
+//     format (and held as that float) before the next op reads it, as eager
+//     stores each op's result: compiled equals eager bit for bit. Casts go
+//     through the kernel templates' hd::cast_to (eager's cast kernel), so
+//     float->int casts of NaN, infinities or out-of-range values match;
+//   - strict mode (opt.strict): the module is compiled with -fmad=false
+//     (cuda::module_options), so no multiply-add is contracted across the
+//     ops of a group or into a fused reduction;
 //   - a gemm item becomes one cuBLASLt call with the bias epilogue
 //     (cuda::matmul_epilogue), a row item the eager row kernel, anything else
-//     (and a group the generator declines: float16/bfloat16 operands, more
-//     than max_operands) its eager kernel per node.
+//     (and a group the generator declines: int16/uint16/uint32/uint64
+//     values, a float64 -> bfloat16 cast, more than max_operands) its eager
+//     kernel per node.
 // Memory: plan_memory over the steps gives one device arena.
 #pragma once
 #include <cstdint>
@@ -30,7 +40,8 @@ namespace kiln::codegen {
 /// What the CUDA backend runs, for plan_fusion: up to kCudaMaxOperands
 /// operands per generated kernel, sum/max/min inside groups, 2-d
 /// float32/float64 matmuls as cuBLASLt calls, softmax/log_softmax/
-/// layer_norm/rms_norm as row steps; no column-sum steps.
+/// layer_norm/rms_norm as row steps; no column-sum steps. Strict: no GEMM
+/// steps (each matmul its eager kernel, so its bits are eager's).
 FusionRules cuda_fusion_rules(const KernelOptions& opt);
 inline constexpr int kCudaMaxOperands = 16;
 
@@ -73,6 +84,7 @@ struct CudaStep {
 /// A fusion plan lowered for CUDA device `device`.
 struct CudaPlan {
   int device = 0;
+  bool strict = false;  // compile the module with -fmad=false (KernelOptions::strict)
   std::vector<CudaStep> steps;
   MemoryPlan memory;  // one device arena of memory.arena_bytes
   /// Every generated kernel's source in one translation unit (the unit
@@ -95,8 +107,9 @@ std::string cuda_module_source(const std::vector<CudaKernelSource>& kernels);
 /// row that is not Unary/Binary/Ternary.
 std::string cuda_functor_name(OpId op);
 
-/// The CUDA C type a kernel stores `d` as ("float", "int64_t", ...);
-/// nullptr for float16/bfloat16 (not generated).
+/// The CUDA C type of `d` ("float", "int64_t", ...); nullptr for
+/// float16/bfloat16 (generated kernels store them as unsigned short and
+/// compute in float) and the dtypes without CUDA kernels.
 const char* cuda_c_type(DType d);
 
 }  // namespace kiln::codegen

@@ -127,28 +127,6 @@ MefCacheStats mef_cache_stats() {
   return g_mef_stats;
 }
 
-namespace {
-// The CUDA device a graph's inputs and weights name (-1: the CPU). Mixed
-// devices are refused.
-int cuda_device_of(const Graph& g) {
-  int dev = -1;
-  bool cpu = false;
-  for (const Node& n : g.nodes()) {
-    if (n.kind != NodeKind::input && n.kind != NodeKind::weight) continue;
-    const Device d = g.type(n.outputs[0]).device;
-    if (d.type == DeviceType::cuda) {
-      if (dev >= 0 && dev != d.index)
-        throw DeviceError("compile: graph '" + g.name() + "' mixes cuda:" + std::to_string(dev) + " and " + d.str());
-      dev = d.index;
-    } else {
-      cpu = true;
-    }
-  }
-  if (dev >= 0 && cpu)
-    throw DeviceError("compile: graph '" + g.name() + "' mixes cpu and cuda:" + std::to_string(dev) + " inputs");
-  return dev;
-}
-}  // namespace
 
 std::shared_ptr<const CompiledModel> compile_graph(const std::shared_ptr<const Graph>& staged, InferenceSession& session) {
   return compile_graph(staged, session, nullptr);
@@ -184,7 +162,7 @@ std::shared_ptr<const CompiledModel> compile_graph(const std::shared_ptr<const G
     if (session.options().dump)
       std::cerr << "[kiln jit] optimised graph:\n" << flat->to_text() << "[kiln jit] plan:\n" << plan->describe(true);
     auto model = std::make_shared<CompiledModel>(staged, flat, plan);
-    if (const int dev = cuda_device_of(*flat); dev >= 0)
+    if (const int dev = codegen::cuda_device_of(*flat); dev >= 0)
       model->set_cuda_plan(std::make_shared<const codegen::CudaExecutable>(flat, session.options(), dev));
     art = model;
     if (!session.export_mefs.empty()) {
@@ -195,6 +173,7 @@ std::shared_ptr<const CompiledModel> compile_graph(const std::shared_ptr<const G
       c.source_text = source_text;
       c.code = mef::code_of(*plan);
       c.plan = mef::encode_plan(*plan);
+      if (const codegen::CudaExecutable* cx = model->cuda_plan()) c.cubin = cx->stored_module();
       std::error_code ec;
       std::filesystem::create_directories(session.export_mefs, ec);
       mef::write_file_atomically((std::filesystem::path(session.export_mefs) / file_name).string(), mef::encode(c),

@@ -174,6 +174,19 @@ class Model {
   // lets that kernel allocate its result, which replay copies into the
   // captured buffer so every later step and the outputs stay where they were.
   //
+  // On a CUDA callable (cuda_plan() set) a capture is one CUDA Graph of the
+  // whole call: the constants are put on the device and one ordinary run
+  // loads the module and the cuBLASLt handle, then the next run is recorded
+  // from kiln's stream (cudaStreamBeginCapture) while the caching allocator
+  // holds every block it allocates (no later allocation reuses memory the
+  // graph writes, until release), and the graph is launched once. A replay
+  // is one cudaGraphLaunch on kiln's stream and returns without waiting:
+  // reading an output (to_vector, item, cpu) waits for it. The errors are
+  // the CPU's; without a device capture raises DeviceError. Captures on one
+  // device record one at a time (a capture started while another thread's
+  // is recording raises ValueError), and memory other threads allocate on
+  // that device meanwhile is held with the graph's until release.
+  //
   // Capture tables are per Model (shared by every callable on it) and
   // thread-safe: different keys may be captured, replayed and released from
   // different threads at once. One key must not be replayed by two threads at

@@ -42,6 +42,7 @@ const char* section_desc(std::string_view tag) {
   if (tag == "MUTW") return "the write-backs of in-place updates";
   if (tag == "CODE") return "the generated machine code";
   if (tag == "PLAN") return "the execution plan";
+  if (tag == "CUBN") return "the compiled CUDA module";
   return "unknown to this kiln";
 }
 
@@ -164,6 +165,59 @@ std::string encode_code(const Contents::Code& code) {
   return o;
 }
 
+uint64_t fnv1a_bytes(std::string_view b) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char ch : b) h = (h ^ ch) * 1099511628211ull;
+  return h;
+}
+
+// CUBN (see mef.h).
+std::string encode_cubin(const codegen::StoredModule& m) {
+  std::string o;
+  put_str(o, m.feature_key);
+  put_u64(o, m.source_hash);
+  put_str(o, m.image_arch);
+  put_u8(o, m.is_cubin ? 1 : 0);
+  put_u32(o, static_cast<uint32_t>(m.kernels.size()));
+  for (const auto& k : m.kernels) {
+    put_str(o, k.name);
+    put_u32(o, static_cast<uint32_t>(k.registers));
+    put_u32(o, static_cast<uint32_t>(k.spill_store_bytes));
+    put_u32(o, static_cast<uint32_t>(k.spill_load_bytes));
+  }
+  put_str(o, std::string_view(m.image.data(), m.image.size()));
+  put_u64(o, fnv1a_bytes(o));
+  return o;
+}
+
+codegen::StoredModule decode_cubin(Cursor& c) {
+  codegen::StoredModule m;
+  m.feature_key = c.str("the feature key");
+  if (m.feature_key.empty()) c.bad("an empty feature key");
+  m.source_hash = c.u64("the source hash");
+  m.image_arch = c.str("the image's architecture");
+  const uint8_t kind = c.u8("the image kind");
+  if (kind > 1) c.bad("image kind " + std::to_string(kind) + " (expected 0: PTX or 1: cubin)");
+  m.is_cubin = kind == 1;
+  const uint32_t nk = c.count("the kernel count", 16);  // name str, three u32
+  for (uint32_t i = 0; i < nk; ++i) {
+    cuda::KernelResources k;
+    k.name = c.str("a kernel's name");
+    k.registers = static_cast<int>(c.u32("a kernel's register count"));
+    k.spill_store_bytes = static_cast<int>(c.u32("a kernel's spill stores"));
+    k.spill_load_bytes = static_cast<int>(c.u32("a kernel's spill loads"));
+    m.kernels.push_back(std::move(k));
+  }
+  const std::string image = c.str("the image");
+  if (image.empty()) c.bad("an empty image");
+  m.image.assign(image.begin(), image.end());
+  const size_t checked = c.pos;
+  const uint64_t check = c.u64("the check value");
+  c.end();
+  if (fnv1a_bytes(c.s.substr(0, checked)) != check) c.bad("the check value does not match the section (corrupted)");
+  return m;
+}
+
 }  // namespace
 
 Contents::Code code_of(const codegen::ExecutionPlan& plan) {
@@ -276,6 +330,7 @@ std::string encode(const Contents& c) {
   }
   if (!c.code.feature_key.empty()) s.emplace_back("CODE", encode_code(c.code));
   if (!c.plan.empty()) s.emplace_back("PLAN", c.plan);
+  if (!c.cubin.image.empty()) s.emplace_back("CUBN", encode_cubin(c.cubin));
   return encode_sections(kFormatVersion, s);
 }
 
@@ -386,6 +441,16 @@ Contents decode(std::string_view b, const std::string& what) {
       c.code_note = e.what();
     }
   }
+  if (found.count("CUBN")) {
+    // Optional too: a damaged module is ignored and compiled from the graph.
+    Cursor cur{found["CUBN"], 0, "CUBN", what};
+    try {
+      c.cubin = decode_cubin(cur);
+    } catch (const Error& e) {
+      c.cubin = codegen::StoredModule{};
+      c.cubin_note = e.what();
+    }
+  }
   return c;
 }
 
@@ -493,8 +558,26 @@ std::shared_ptr<const engine::CompiledModel> build(const Contents& c, const Kern
     plan->set_read_note("planned on reading: " + note);
   }
   engine::MefOrigin origin{what, c.format_version, c.writer};
-  return std::make_shared<const engine::CompiledModel>(source, g, plan, std::make_shared<const engine::Signature>(s),
+  auto model = std::make_shared<engine::CompiledModel>(source, g, plan, std::make_shared<const engine::Signature>(s),
                                                        std::move(origin));
+  int dev = -1;
+  try {
+    dev = codegen::cuda_device_of(*g);
+  } catch (const Error& e) {
+    fail(what, std::string("cannot plan the graph: ") + e.what());
+  }
+  if (dev >= 0) {
+    // A CUDA graph: its CUDA plan, with the file's compiled module when it
+    // was compiled under this process's feature key from the same source.
+    std::shared_ptr<const codegen::CudaExecutable> cx;
+    try {
+      cx = std::make_shared<const codegen::CudaExecutable>(g, options, dev, c.cubin.image.empty() ? nullptr : &c.cubin);
+    } catch (const Error& e) {
+      fail(what, std::string("cannot plan the graph for cuda:") + std::to_string(dev) + ": " + e.what());
+    }
+    model->set_cuda_plan(std::move(cx));
+  }
+  return model;
 }
 
 void write_file_atomically(const std::string& path, const std::string& bytes, const std::string& op) {

@@ -45,6 +45,18 @@
 //         KILN_JIT_DUMP, plans the graph as before and says why in
 //         read_note(). Unlike CODE, a PLAN section of this reader's key that
 //         fails its checks is an error naming 'PLAN', the byte and the field.
+//   CUBN  the CUDA plan's compiled module (graphs on a CUDA device)    optional
+//         (added within version 2, like CODE): str feature key
+//         (cuda::module_feature_key: architecture, NVRTC version, hash of
+//         the kernel templates' text, NVRTC options incl. strict's
+//         -fmad=false); u64 source hash (codegen::module_source_hash of
+//         the module's CUDA source); str image architecture ("sm_90", or
+//         "compute_XY" for PTX); u8 kind (1 cubin, 0 PTX); u32 n; n kernels,
+//         each str name, u32 registers, u32 spill-store bytes, u32
+//         spill-load bytes; str image; u64 check (FNV-1a of every byte of
+//         the section before it). A reader whose feature key or plan source
+//         differs recompiles from the graph with NVRTC; a malformed section
+//         or a check mismatch is ignored the same way (cubin_note says why).
 // A reader skips sections whose tag it does not know, so a later kiln may
 // add optional sections without a new format version; anything a reader of
 // an older version could misread gets a new version.
@@ -58,6 +70,7 @@
 #include <utility>
 #include <vector>
 
+#include "cuda_executable.h"
 #include "engine.h"
 #include "kernel_source.h"
 
@@ -93,6 +106,10 @@ struct Contents {
   /// PLAN: the execution plan's payload (jit/mef_plan.h), decoded by build()
   /// against the graph; empty when absent.
   std::string plan;
+  /// CUBN: the CUDA plan's compiled module (empty image when absent).
+  codegen::StoredModule cubin;
+  /// Why decode() ignored a CUBN section (malformed, check mismatch).
+  std::string cubin_note;
 };
 
 /// The CODE section for `plan`: its kernels and generated GEMMs that have an

@@ -9,8 +9,14 @@
 #   4. the compiled CUDA plans (issue 13): the fuzzer's graphs compiled for
 #      CUDA = eager CUDA = float64 reference (KILN_CUDA_FUZZ_GRAPHS, 1000;
 #      part of ctest -L gpu above, rerun here with its summary), and the
-#      no-GPU NVRTC checks (every row, the fuzzer's groups as sm_<arch> cubins);
-#   5. the CUDA benchmarks, printing each figure beside its peer, and the
+#      no-GPU NVRTC checks (every row, the fuzzer's groups as sm_<arch> cubins:
+#      all KILN_NVRTC_FUZZ_GRAPHS=1000 here, a sample in CI);
+#   5. compiled CUDA, part 2 (tests/gpu/test_cuda_compiled_capture.cpp, part
+#      of ctest -L gpu, rerun here by name): float16/bfloat16 groups and
+#      casts = eager bitwise, strict = eager bitwise, capture/replay as one
+#      CUDA Graph, a MEF's cubin adopted;
+#   6. the CUDA benchmarks, printing each figure beside its peer (the
+#      50-kernel graph's replay beside the same compiled call), and the
 #      NVRTC compile / module-cache figures (bench_cuda_compile).
 # Exits non-zero at the first failing step and says which one.
 set -euo pipefail
@@ -56,7 +62,13 @@ say "compiled CUDA plans: fuzzer graphs compiled = eager CUDA = float64 (${KILN_
 export KILN_CUDA_FUZZ_GRAPHS
 "$build/tests/kiln_gpu_tests" -tc="compiled CUDA*" -s 2>&1 | grep -E "outputs compared|test cases|FAILED|ERROR" || true
 "$build/tests/kiln_gpu_tests" -tc="compiled CUDA*"
+export KILN_NVRTC_FUZZ_GRAPHS="${KILN_NVRTC_FUZZ_GRAPHS:-1000}"
 "$build/tests/kiln_tests" -ts="cuda_compiled" -s 2>&1 | grep -E "fuzzer graphs|rows, sm_90|disk-cache hit" || true
+
+say "compiled CUDA part 2: 16-bit groups, strict, capture/replay (CUDA Graphs), MEF cubins"
+"$build/tests/kiln_gpu_tests" -tc="compiled CUDA float16*,strict compiled CUDA*,capture/replay*,a MEF of a CUDA*" -s 2>&1 |
+  grep -E "test cases|FAILED|ERROR|skipped" || true
+"$build/tests/kiln_gpu_tests" -tc="compiled CUDA float16*,strict compiled CUDA*,capture/replay*,a MEF of a CUDA*"
 
 say "benchmarks (each beside its peer)"
 "$build/benchmarks/bench_cuda_compile" --benchmark_format=console
@@ -82,6 +94,10 @@ for arg, dt in (("0", "float32"), ("1", "bfloat16")):
     mm, peer = b.get(f"BM_cuda_matmul_4096/{arg}"), b.get(f"BM_cublaslt_matmul_4096/{arg}")
     if mm and peer and not mm.get("error_occurred") and not peer.get("error_occurred"):
         print(f"matmul 4096 {dt}: {mm['TFLOPS']:.1f} TFLOPS = {mm['TFLOPS']/peer['TFLOPS']:.2f}x direct cublasLtMatmul ({peer['TFLOPS']:.1f}); target >= 0.95")
+for arg, what in (("0", "launch (synchronised every 64)"), ("1", "launch + synchronise")):
+    rp, call = b.get(f"BM_cuda_graph_replay_50/{arg}"), b.get(f"BM_cuda_compiled_call_50/{arg}")
+    if rp and call and not rp.get("error_occurred") and not call.get("error_occurred"):
+        print(f"50-kernel graph ({rp['kernels']:.0f} generated kernels), {what}: replay {rp['real_time']:.1f} vs compiled call {call['real_time']:.1f} {rp['time_unit']} ({call['real_time']/rp['real_time']:.1f}x); replay target <= 20 us")
 PY
 step="done"
 echo "gpu_check: passed"

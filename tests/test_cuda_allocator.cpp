@@ -22,6 +22,7 @@ struct StubSource : cuda::DeviceMemorySource {
   };
   std::set<Event*> events;
   int waits = 0;
+  int recorded = 0;  // events recorded so far
 
   void* malloc(size_t n) noexcept override {
     if (used + n > capacity) return nullptr;
@@ -38,6 +39,7 @@ struct StubSource : cuda::DeviceMemorySource {
   void* record_event(void* stream) override {
     auto* e = new Event{stream};
     events.insert(e);
+    ++recorded;
     return e;
   }
   bool event_done(void* e) override { return static_cast<Event*>(e)->done; }
@@ -81,6 +83,54 @@ TEST_SUITE("cuda_allocator") {
       if (n > (1 << 20)) CHECK(double(c) <= 1.25 * double(n));
       else CHECK(c - n < 512);
     }
+  }
+
+  TEST_CASE("holds (CUDA Graph capture): blocks allocated during a hold are never reused until release_hold") {
+    StubSource src;
+    CachingAllocator a(src, "cuda:0");
+    void* before = a.allocate(1000, s1);  // a pre-hold block, live across the hold
+    void* spare = a.allocate(1000, s1);
+    a.free(spare, s1);                    // cached before the hold: the capture may take it
+    const int events0 = src.recorded;
+    const uint64_t h = a.begin_hold();
+    CHECK(h > 0);
+    CHECK_THROWS_WITH_AS(a.begin_hold(), doctest::Contains("cuda:0: a memory hold (CUDA Graph capture) is already open"),
+                         ValueError);
+    void* x = a.allocate(1000, s1);
+    CHECK(x == spare);                    // the cache serves a hold too; the block now belongs to it
+    void* y = a.allocate(1000, s1);       // new driver memory
+    CHECK(y != before);
+    a.free(y, s1);                        // a temporary of the recorded run: freed, but held
+    void* z = a.allocate(1000, s1);
+    CHECK(z != y);                        // never handed out again while held
+    a.free(before, s1);                   // a pre-hold block freed during the capture: set aside
+    void* w = a.allocate(1000, s1);
+    CHECK(w != before);
+    CHECK(src.recorded == events0);       // no event recorded on the capturing stream
+    CHECK(a.held_blocks(h) == 4);         // x, y, z, w
+    a.end_hold(h);
+    CHECK(src.recorded == events0 + 1);   // `before` cached now, with its event
+    void* u = a.allocate(1000, s1);
+    CHECK(u == before);                   // pre-hold blocks are ordinary again
+    CHECK(u != y);                        // y stays held after end_hold: the graph still writes it
+    a.free(x, s1);                        // the capture's output freed by its owner: still held
+    void* v = a.allocate(1000, s1);
+    CHECK(v != x);
+    CHECK(v != y);
+    CHECK(a.stats().bytes_cached == 0);
+    a.release_hold(h, s2);                // the graph is gone: x and y cached (freed on s2), z and w ordinary
+    CHECK(a.held_blocks(h) == 0);
+    CHECK(a.stats().bytes_cached == 2 * 1024);
+    std::set<void*> got = {a.allocate(1000, s2), a.allocate(1000, s2)};
+    CHECK(got == std::set<void*>{x, y});
+    a.free(z, s1);                        // an ordinary block now: cached at once
+    CHECK(a.allocate(1000, s1) == z);
+    a.release_hold(h, s1);                // unknown (already released): ignored
+    a.end_hold(12345);
+    const uint64_t h2 = a.begin_hold();   // a new hold may start
+    CHECK(h2 != h);
+    a.release_hold(h2, s1);               // closes it too
+    CHECK(a.begin_hold() > h2);
   }
 
   TEST_CASE("a freed block is reused by the same stream at once") {

@@ -88,7 +88,8 @@ void* CachingAllocator::allocate(size_t nbytes, void* stream) {
     ++s_.device_mallocs;
     s_.bytes_reserved += cls;
   }
-  live_.emplace(p, Live{cls, nbytes});
+  live_.emplace(p, Live{cls, nbytes, open_hold_, false});
+  if (open_hold_) holds_[open_hold_].blocks.push_back(p);
   s_.bytes_in_use += nbytes;
   s_.peak_bytes_in_use = std::max(s_.peak_bytes_in_use, s_.bytes_in_use);
   return p;
@@ -97,10 +98,23 @@ void* CachingAllocator::allocate(size_t nbytes, void* stream) {
 void CachingAllocator::free(void* p, void* stream) noexcept {
   std::lock_guard<std::mutex> lk(mu_);
   auto it = live_.find(p);
-  if (it == live_.end()) return;
-  const Live l = it->second;
-  live_.erase(it);
+  if (it == live_.end() || it->second.freed) return;
+  Live& l = it->second;
   s_.bytes_in_use -= l.nbytes;
+  if (l.hold) {  // a recorded graph may still write it: kept until release_hold
+    l.freed = true;
+    return;
+  }
+  const size_t cls = l.cls;
+  live_.erase(it);
+  if (open_hold_) {  // no event on a capturing stream: cached at end_hold
+    holds_[open_hold_].deferred.push_back({p, cls, stream});
+    return;
+  }
+  cache_block(p, cls, stream);
+}
+
+void CachingAllocator::cache_block(void* p, size_t cls, void* stream) {
   void* event = nullptr;
   try {
     event = source_.record_event(stream);
@@ -109,12 +123,57 @@ void CachingAllocator::free(void* p, void* stream) noexcept {
     // stream is impossible here too, so give the memory back to the driver
     // (cudaFree synchronises the device).
     source_.free(p);
-    s_.bytes_reserved -= l.cls;
+    s_.bytes_reserved -= cls;
     ++s_.device_frees;
     return;
   }
-  cached_.emplace(l.cls, Cached{p, stream, event});
-  s_.bytes_cached += l.cls;
+  cached_.emplace(cls, Cached{p, stream, event});
+  s_.bytes_cached += cls;
+}
+
+uint64_t CachingAllocator::begin_hold() {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (open_hold_)
+    throw ValueError(device_ + ": a memory hold (CUDA Graph capture) is already open; captures on one device run one "
+                               "at a time");
+  open_hold_ = next_hold_++;
+  holds_[open_hold_];
+  return open_hold_;
+}
+
+void CachingAllocator::end_hold(uint64_t id) {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = holds_.find(id);
+  if (it == holds_.end() || !it->second.open) return;
+  it->second.open = false;
+  if (open_hold_ == id) open_hold_ = 0;
+  for (const Deferred& d : it->second.deferred) cache_block(d.ptr, d.cls, d.stream);
+  it->second.deferred.clear();
+}
+
+void CachingAllocator::release_hold(uint64_t id, void* stream) noexcept {
+  end_hold(id);
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = holds_.find(id);
+  if (it == holds_.end()) return;
+  for (void* p : it->second.blocks) {
+    auto l = live_.find(p);
+    if (l == live_.end() || l->second.hold != id) continue;
+    if (l->second.freed) {
+      const size_t cls = l->second.cls;
+      live_.erase(l);
+      cache_block(p, cls, stream);
+    } else {
+      l->second.hold = 0;
+    }
+  }
+  holds_.erase(it);
+}
+
+size_t CachingAllocator::held_blocks(uint64_t id) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = holds_.find(id);
+  return it == holds_.end() ? 0 : it->second.blocks.size();
 }
 
 DeviceMemoryStats CachingAllocator::stats() const {

@@ -14,6 +14,12 @@
 //   that would exceed it first releases cached blocks, then fails with
 //   DeviceError; so does a driver allocation that fails after the cache was
 //   released.
+// - Holds (CUDA Graph capture): between begin_hold and end_hold every block
+//   allocated belongs to the hold and is never reused until release_hold,
+//   even once its tensor is freed (a replayed graph keeps writing the
+//   addresses it recorded); a block allocated before and freed during the
+//   hold is set aside without an event (no event may be recorded on a
+//   capturing stream) and cached at end_hold.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -21,6 +27,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "cuda_backend.h"
 
@@ -71,6 +78,21 @@ class CachingAllocator {
   /// The size class (bytes actually reserved) of a request of `nbytes`.
   static size_t size_class(size_t nbytes);
 
+  /// Starts a hold and returns its id (> 0). One hold is open at a time:
+  /// ValueError while another is open. Blocks allocated from now on (from
+  /// any thread) belong to it.
+  uint64_t begin_hold();
+  /// Closes hold `id` (no-op when it is not open): later allocations are
+  /// ordinary again; blocks freed during it that predate it are cached now
+  /// (their events recorded on the streams that freed them).
+  void end_hold(uint64_t id);
+  /// Ends hold `id` for good (closing it first if open): its blocks whose
+  /// tensors were freed go back to the cache as freed on `stream`; the others
+  /// become ordinary live blocks. Unknown ids are ignored. Never throws.
+  void release_hold(uint64_t id, void* stream) noexcept;
+  /// Blocks belonging to hold `id` (0 when unknown): tests.
+  size_t held_blocks(uint64_t id) const;
+
  private:
   struct Cached {
     void* ptr;
@@ -80,7 +102,20 @@ class CachingAllocator {
   struct Live {
     size_t cls;
     size_t nbytes;
+    uint64_t hold = 0;   // the hold it belongs to (0: none)
+    bool freed = false;  // held and freed by its owner: waits for release_hold
   };
+  struct Deferred {
+    void* ptr;
+    size_t cls;
+    void* stream;
+  };
+  struct Hold {
+    bool open = true;
+    std::vector<void*> blocks;
+    std::vector<Deferred> deferred;  // pre-hold blocks freed while it was open
+  };
+  void cache_block(void* p, size_t cls, void* stream);  // mu_ held
   // mu_ held by the callers of these.
   void release(std::multimap<size_t, Cached>::iterator it);
   void release_until(size_t reserved_target);
@@ -91,7 +126,13 @@ class CachingAllocator {
   mutable std::mutex mu_;
   std::multimap<size_t, Cached> cached_;  // size class -> block
   std::unordered_map<void*, Live> live_;
+  std::map<uint64_t, Hold> holds_;
+  uint64_t open_hold_ = 0, next_hold_ = 1;
   DeviceMemoryStats s_;
 };
+
+/// Device `dev`'s caching allocator (the CUDA build's runtime.cpp; CUDA
+/// Graph capture holds its blocks). Throws DeviceError without the device.
+CachingAllocator& device_allocator(int dev);
 
 }  // namespace kiln::cuda

@@ -1,5 +1,6 @@
 // Built when the CUDA backend is off: the CUDA entry points throw NotBuiltError.
 #include "cuda_backend.h"
+#include "graph_capture.h"
 #include "nvrtc_compiler.h"
 
 #include "../../tensor/error.h"
@@ -27,9 +28,22 @@ Tensor matmul_epilogue(const Tensor&, const Tensor&, const Tensor&, Epilogue) { 
 const KernelResources* CompiledModule::resources(const std::string&) const { return nullptr; }
 std::string default_arch(int) { return "sm_90"; }
 std::string kernel_cache_dir() { not_built("kernel_cache_dir"); }
-std::shared_ptr<const CompiledModule> compile_module(const std::string&, const std::string&, bool) {
+std::vector<std::string> module_options(const std::string&, bool) { not_built("module_options (NVRTC)"); }
+std::string module_feature_key(const std::string&, bool) { return {}; }
+std::shared_ptr<const CompiledModule> compile_module(const std::string&, const std::string&, bool, bool) {
   not_built("compile_module (NVRTC)");
 }
+std::shared_ptr<const CompiledModule> adopt_module(const std::string&, const std::string&, bool, const std::string&,
+                                                   bool, std::vector<char>, std::vector<KernelResources>) {
+  not_built("adopt_module");
+}
+int64_t nvrtc_compilations() { return 0; }
+std::string compile_ptx(const std::string&, const std::string&, bool) { not_built("compile_ptx (NVRTC)"); }
+RecordedGraph::RecordedGraph(int dev, void*, void*, uint64_t) : dev_(dev), graph_(nullptr), exec_(nullptr), hold_(0) {}
+RecordedGraph::~RecordedGraph() = default;
+void RecordedGraph::launch() const { not_built("RecordedGraph::launch"); }
+size_t RecordedGraph::num_nodes() const { return 0; }
+std::shared_ptr<RecordedGraph> record_graph(int, const std::function<void()>&) { not_built("record_graph (CUDA Graphs)"); }
 void clear_module_memory_cache() {}
 void launch_kernel(const std::shared_ptr<const CompiledModule>&, const std::string&, int, uint32_t, uint32_t, uint32_t,
                    void**) {

@@ -6,6 +6,7 @@
 #include <nvrtc.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -173,35 +174,86 @@ void clear_module_memory_cache() {
   g_modules.clear();
 }
 
-std::shared_ptr<const CompiledModule> compile_module(const std::string& source, const std::string& arch, bool dump) {
-  if (dump) std::cerr << "[kiln jit] CUDA source (" << arch << "):\n" << source;
+std::vector<std::string> module_options(const std::string& arch, bool strict) {
+  std::vector<std::string> o = {"-std=c++17", "-default-device", "-arch=" + arch, "-Xptxas=-v"};
+  if (strict) o.push_back("-fmad=false");
+  return o;
+}
+
+namespace {
+const std::string& templates_hash() {
+  static const std::string h = [] {
+    char buf[24];
+    std::snprintf(buf, sizeof buf, "%016llx",
+                  static_cast<unsigned long long>(fnv1a(1469598103934665603ull, kKernelTemplates)));
+    return std::string(buf);
+  }();
+  return h;
+}
+
+void check_arch(const std::string& arch) {
   const bool arch_ok = arch.size() >= 5 && arch.compare(0, 3, "sm_") == 0 &&
                       std::all_of(arch.begin() + 3, arch.end() - 1, [](char c) { return c >= '0' && c <= '9'; }) &&
                       ((arch.back() >= '0' && arch.back() <= '9') || (arch.back() >= 'a' && arch.back() <= 'z'));
   if (!arch_ok)
     throw ValueError("cuda compile_module: arch: expected \"sm_<major><minor>\" (\"sm_90\"), got \"" + arch + "\"");
-  const std::vector<std::string> common = {"-std=c++17", "-default-device"};
-  // The key's fixed part (kernel templates, NVRTC version, options) once.
-  static const uint64_t fixed = [&] {
-    uint64_t f = fnv1a(1469598103934665603ull, kKernelTemplates);
-    f = fnv1a(f, " nvrtc " + nvrtc_version());
-    for (const auto& o : common) f = fnv1a(f, o);
-    return f;
-  }();
-  const uint64_t h = fnv1a(fnv1a(fixed, arch + "\n"), source);
+}
+
+// The cache key of `source` under `feature_key`.
+uint64_t module_hash(const std::string& feature_key, const std::string& source) {
+  return fnv1a(fnv1a(1469598103934665603ull, feature_key + "\n"), source);
+}
+
+std::atomic<int64_t> g_compilations{0};
+
+void remember(uint64_t h, const std::shared_ptr<const CompiledModule>& m) {
+  // Later callers get the cached copy, marked as a memory hit.
+  auto hit = std::make_shared<CompiledModule>(*m);
+  hit->from = CompiledModule::From::memory;
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_modules[h] = std::move(hit);
+}
+}  // namespace
+
+std::string module_feature_key(const std::string& arch, bool strict) {
+  std::string k = arch + " nvrtc=" + nvrtc_version() + " templates=" + templates_hash();
+  for (const std::string& o : module_options(arch, strict))
+    if (o.compare(0, 6, "-arch=") != 0) k += " " + o;
+  return k;
+}
+
+int64_t nvrtc_compilations() { return g_compilations.load(); }
+
+std::string compile_ptx(const std::string& source, const std::string& arch, bool strict) {
+  check_arch(arch);
+  std::vector<std::string> opts = {"-std=c++17", "-default-device", "-arch=compute_" + arch.substr(3)};
+  if (strict) opts.push_back("-fmad=false");
+  CompiledModule m;
+  if (!run_nvrtc(source, opts, false, m))
+    throw ValueError("cuda compile_ptx: the source does not compile for compute_" + arch.substr(3) + ":\n" + m.log);
+  return std::string(m.image.begin(), std::find(m.image.begin(), m.image.end(), '\0'));
+}
+
+std::shared_ptr<const CompiledModule> compile_module(const std::string& source, const std::string& arch, bool dump,
+                                                     bool strict) {
+  if (dump) std::cerr << "[kiln jit] CUDA source (" << arch << (strict ? ", strict" : "") << "):\n" << source;
+  check_arch(arch);
+  const uint64_t h = module_hash(module_feature_key(arch, strict), source);
   {
     std::lock_guard<std::mutex> lock(g_mu);
     auto it = g_modules.find(h);
     if (it != g_modules.end()) return it->second;
   }
+  const std::vector<std::string> opts = module_options(arch, strict);
   std::shared_ptr<CompiledModule> m = read_cached(h);
-  if (!m) {
+  if (m) {
+    m->options = opts;
+  } else {
     m = std::make_shared<CompiledModule>();
     m->arch = arch;
     m->hash = h;
-    std::vector<std::string> opts = common;
-    opts.push_back("-arch=" + arch);
-    opts.push_back("-Xptxas=-v");
+    m->options = opts;
+    ++g_compilations;
     if (run_nvrtc(source, opts, true, *m)) {
       m->kernels = parse_resources(m->log);
     } else {
@@ -212,21 +264,34 @@ std::shared_ptr<const CompiledModule> compile_module(const std::string& source, 
       std::vector<int> archs(static_cast<size_t>(n));
       if (n) nvrtcGetSupportedArchs(archs.data());
       const int newest = archs.empty() ? 90 : archs.back();
-      std::vector<std::string> popts = common;
-      popts.push_back("-arch=compute_" + std::to_string(newest));
+      std::vector<std::string> popts = {"-std=c++17", "-default-device", "-arch=compute_" + std::to_string(newest)};
+      if (strict) popts.push_back("-fmad=false");
       m->is_cubin = false;
       if (!run_nvrtc(source, popts, false, *m))
         throw ValueError("cuda compile_module: the generated source does not compile for " + arch + ":\n" + cubin_log +
                          (dump ? "" : "\n(KILN_JIT_DUMP=1 prints the source)"));
       m->arch = "compute_" + std::to_string(newest);
+      m->options = popts;
     }
     write_cached(*m);
   }
-  // Later callers get the cached copy, marked as a memory hit.
-  auto hit = std::make_shared<CompiledModule>(*m);
-  hit->from = CompiledModule::From::memory;
-  std::lock_guard<std::mutex> lock(g_mu);
-  g_modules[h] = std::move(hit);
+  remember(h, m);
+  return m;
+}
+
+std::shared_ptr<const CompiledModule> adopt_module(const std::string& source, const std::string& arch, bool strict,
+                                                   const std::string& image_arch, bool is_cubin,
+                                                   std::vector<char> image, std::vector<KernelResources> kernels) {
+  check_arch(arch);
+  auto m = std::make_shared<CompiledModule>();
+  m->arch = image_arch;
+  m->is_cubin = is_cubin;
+  m->image = std::move(image);
+  m->kernels = std::move(kernels);
+  m->hash = module_hash(module_feature_key(arch, strict), source);
+  m->options = module_options(arch, strict);
+  m->from = CompiledModule::From::mef;
+  remember(m->hash, m);
   return m;
 }
 

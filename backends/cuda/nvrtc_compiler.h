@@ -29,7 +29,10 @@ struct CompiledModule {
   std::vector<KernelResources> kernels;  ///< per kernel (cubin only)
   std::string log;           ///< NVRTC's log (ptxas -v lines included)
   uint64_t hash = 0;         ///< the cache key
-  enum class From : uint8_t { compiled, memory, disk } from = From::compiled;
+  std::vector<std::string> options;  ///< the NVRTC options it was compiled with
+  /// compiled: by NVRTC now; memory/disk: the caches; mef: a MEF file's
+  /// CUBN section (adopt_module), no NVRTC run.
+  enum class From : uint8_t { compiled, memory, disk, mef } from = From::compiled;
   /// The kernel named `name`'s figures; nullptr when absent.
   const KernelResources* resources(const std::string& name) const;
 };
@@ -41,14 +44,49 @@ std::string default_arch(int dev);
 /// $XDG_CACHE_HOME/kiln/cuda, else ~/.cache/kiln/cuda ("" disables it).
 std::string kernel_cache_dir();
 
+/// The NVRTC options of a module for `arch`: "-std=c++17",
+/// "-default-device", "-arch=<arch>", "-Xptxas=-v", and in strict mode
+/// "-fmad=false" (no multiply-add contraction anywhere in the module, so no
+/// contraction across the ops of a fused group: each op rounds as its eager
+/// kernel does). Without strict NVRTC's default -fmad=true applies.
+std::vector<std::string> module_options(const std::string& arch, bool strict);
+
+/// What a compiled module depends on besides its source, as one string:
+/// the architecture, NVRTC's version, a hash of the kernel templates' text
+/// and the options ("sm_90 nvrtc=12.4 templates=0123456789abcdef -std=c++17
+/// ..."). A cubin stored under one key (a MEF's CUBN section) is valid for a
+/// reader with the same key and the same source; "" without the CUDA build.
+std::string module_feature_key(const std::string& arch, bool strict);
+
 /// Compiles `source` for `arch` ("sm_90") to a cubin; if NVRTC cannot make
 /// a cubin for it (an architecture newer than this NVRTC), to PTX for the
-/// newest virtual architecture it knows. Looks in the in-process cache,
-/// then the disk cache, first; stores into both. `dump` prints the source
-/// to stderr. Throws ValueError with NVRTC's log when the source does not
-/// compile.
+/// newest virtual architecture it knows. `strict`: see module_options.
+/// Looks in the in-process cache, then the disk cache, first; stores into
+/// both. `dump` prints the source to stderr. Throws ValueError with NVRTC's
+/// log when the source does not compile.
 std::shared_ptr<const CompiledModule> compile_module(const std::string& source, const std::string& arch,
-                                                     bool dump = false);
+                                                     bool dump = false, bool strict = false);
+
+/// A module made elsewhere for this exact `source` under `feature_key`
+/// (module_feature_key(arch, strict) of this process: the caller checked
+/// it), adopted without running NVRTC: `image` is the cubin (or PTX, with
+/// `is_cubin` false, built for `image_arch`), `kernels` its ptxas figures.
+/// The result is marked From::mef and enters the in-process cache under
+/// the hash compile_module would give.
+std::shared_ptr<const CompiledModule> adopt_module(const std::string& source, const std::string& arch, bool strict,
+                                                   const std::string& image_arch, bool is_cubin,
+                                                   std::vector<char> image, std::vector<KernelResources> kernels);
+
+/// The PTX NVRTC makes of `source` for the virtual architecture of `arch`
+/// ("sm_90" -> compute_90) with module_options' semantics (strict:
+/// -fmad=false); no cache. For tests and dumps: the instructions show
+/// whether multiply-adds were contracted (fma.rn) or not (mul.rn, add.rn).
+/// Throws ValueError with NVRTC's log when the source does not compile.
+std::string compile_ptx(const std::string& source, const std::string& arch, bool strict);
+
+/// NVRTC compilations run by this process so far (cache hits and adopted
+/// modules do not count): tests check that reading a MEF skipped NVRTC.
+int64_t nvrtc_compilations();
 
 /// Empties the in-process cache (tests measure disk hits with it).
 void clear_module_memory_cache();

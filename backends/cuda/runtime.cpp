@@ -253,6 +253,7 @@ void use_device(int dev) {
 
 cudaStream_t stream(int dev) { return per_device(dev).stream; }
 const cudaDeviceProp& properties(int dev) { return per_device(dev).props; }
+CachingAllocator& device_allocator(int dev) { return per_device(dev).allocator; }
 
 bool is_built() { return true; }
 int device_count() { return discovery().count; }
