@@ -4,9 +4,12 @@
 // every dtype, shape and layout) against the float64 reference
 // (ref_select_row, tensor/ref_ops.cpp), compiled = eager bit for bit, the
 // errors, and hand-computed literals.
+#include <unistd.h>
+
 #include <algorithm>
 #include <bit>
 #include <cfloat>
+#include <filesystem>
 #include <limits>
 #include <string>
 
@@ -75,10 +78,12 @@ Shape with_extent(Shape s, int64_t at, int64_t e) {
 
 }  // namespace
 
-int check_select_row(OpId op, DType d, const Shape& s, ViewKind k, uint64_t seed) {
+int check_select_row(OpId op, DType d, const Shape& shape, ViewKind k, uint64_t seed) {
   int cases = 0;
+  // shape {} arrives as 0-d; random_tensor makes it [1] (from_vector's default), 0-d is made here
+  const Tensor x = relayout(shape.empty() ? random_tensor({1}, d, seed, true).reshape({}) : random_tensor(shape, d, seed, true), k);
+  const Shape s = x.shape();
   const int64_t nd = static_cast<int64_t>(s.size());
-  const Tensor x = relayout(random_tensor(s, d, seed, true), k);
   switch (op) {
     case OpId::TopK: {
       if (nd == 0) {
@@ -238,6 +243,16 @@ TEST_SUITE("select rows") {
       const std::vector<Tensor> got = run(x, v, seq).as<std::vector<Tensor>>();
       REQUIRE(got.size() == want.size());
       for (size_t i = 0; i < got.size(); ++i) CHECK_MESSAGE(same_bits(got[i], want[i]), "output " << i);
+      if (d == DType::float32) {  // the attributes survive a MEF file (its graph text): same bits read back
+        const std::string path = (std::filesystem::temp_directory_path() /
+                                  ("kiln_select_rows_" + std::to_string(getpid()) + ".mef")).string();
+        run.export_mef(path, false);
+        CompiledCallable back = CompiledCallable::from_mef(path, run.weights());
+        std::filesystem::remove(path);
+        const std::vector<Tensor> gb = back(x, v, seq).as<std::vector<Tensor>>();
+        REQUIRE(gb.size() == want.size());
+        for (size_t i = 0; i < gb.size(); ++i) CHECK_MESSAGE(same_bits(gb[i], want[i]), "MEF output " << i);
+      }
       if (is_floating(d)) {
         auto g = [](Tensor a) {
           return std::vector<Tensor>{avg_pool2d(a, {3, 2}, {2, 1}, {1, 1}, false), avg_pool2d(a, {2, 2})};

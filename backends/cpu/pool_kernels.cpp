@@ -4,7 +4,9 @@
 // skipped: the window's row and column ranges are clipped once per output).
 #include <algorithm>
 #include <limits>
+#include <memory>
 #include <type_traits>
+#include <vector>
 
 #include "../../tensor/dispatch.h"
 #include "accumulate.h"
@@ -38,11 +40,26 @@ inline void tap_range(int64_t start, int64_t dil, int64_t k, int64_t n, int64_t&
   if (t1 < t0) t1 = t0;
 }
 
+// Per output row: the taps in row-major window order (i, then j), each
+// applied to every output of the row whose window holds it, so each output
+// sees its taps in the same order as a loop per output would (same result,
+// NaN and -0/+0 included), and the loop over the row's outputs is a
+// strided compare-and-select the compiler can vectorize.
 template <class T>
 void max_planes(const T* x, T* out, const PoolGeo& g, int64_t p0, int64_t p1) {
   using C = detail::compute_t<T>;
+  constexpr bool kSame = std::is_same_v<C, T>;  // 16-bit floats also keep the winning tap's bits
   const C lowest = std::numeric_limits<C>::has_infinity ? -std::numeric_limits<C>::infinity()
                                                         : std::numeric_limits<C>::lowest();
+  const std::unique_ptr<C[]> m(new C[static_cast<size_t>(std::max<int64_t>(g.ow, 1))]);
+  const std::unique_ptr<T[]> best(new T[kSame ? 1 : static_cast<size_t>(std::max<int64_t>(g.ow, 1))]);
+  // Output columns ox whose tap j lies inside x: 0 <= ox*sw - pw + j*dw < w.
+  auto cols = [&](int64_t j, int64_t& o0, int64_t& o1) {
+    const int64_t off = j * g.dw - g.pw;  // ix = ox*sw + off
+    o0 = off >= 0 ? 0 : (-off + g.sw - 1) / g.sw;
+    o1 = g.w - off <= 0 ? 0 : std::min(g.ow, (g.w - off + g.sw - 1) / g.sw);
+    if (o1 < o0) o1 = o0;
+  };
   for (int64_t pl = p0; pl < p1; ++pl) {
     const int64_t n = pl / g.c, ch = pl % g.c;
     const T* xp = x + n * g.xs[0] + ch * g.xs[1];
@@ -51,24 +68,38 @@ void max_planes(const T* x, T* out, const PoolGeo& g, int64_t p0, int64_t p1) {
       const int64_t hs = oy * g.sh - g.ph;
       int64_t i0, i1;
       tap_range(hs, g.dh, g.kh, g.h, i0, i1);
-      for (int64_t ox = 0; ox < g.ow; ++ox) {
-        const int64_t ws = ox * g.sw - g.pw;
-        int64_t j0, j1;
-        tap_range(ws, g.dw, g.kw, g.w, j0, j1);
-        C m = lowest;
-        T best = detail::convert<T>(lowest);
-        for (int64_t i = i0; i < i1; ++i) {
-          const int64_t row = (hs + i * g.dh) * g.xs[2];
-          for (int64_t j = j0; j < j1; ++j) {
-            const T v = xp[row + (ws + j * g.dw) * g.xs[3]];
-            const C c = detail::convert<C>(v);
-            if (c > m || is_nan(c)) {  // torch: a NaN tap wins (and stays unless another NaN comes)
-              m = c;
-              best = v;
+      std::fill(m.get(), m.get() + g.ow, lowest);
+      if constexpr (!kSame) std::fill(best.get(), best.get() + g.ow, detail::convert<T>(lowest));
+      for (int64_t i = i0; i < i1; ++i) {
+        const T* row = xp + (hs + i * g.dh) * g.xs[2];
+        for (int64_t j = 0; j < g.kw; ++j) {
+          int64_t o0, o1;
+          cols(j, o0, o1);
+          if (o0 >= o1) continue;
+          const int64_t step = g.sw * g.xs[3], first = (o0 * g.sw + j * g.dw - g.pw) * g.xs[3];
+          const T* src = row + first;
+          C* mm = m.get();
+          if constexpr (kSame) {
+            for (int64_t o = o0; o < o1; ++o, src += step) {
+              const C v = *src;
+              mm[o] = (v > mm[o] || is_nan(v)) ? v : mm[o];  // torch: a NaN tap wins
+            }
+          } else {
+            T* bb = best.get();
+            for (int64_t o = o0; o < o1; ++o, src += step) {
+              const C v = detail::convert<C>(*src);
+              if (v > mm[o] || is_nan(v)) {
+                mm[o] = v;
+                bb[o] = *src;
+              }
             }
           }
         }
-        op[oy * g.os[2] + ox * g.os[3]] = best;  // the tap's own bits
+      }
+      T* orow = op + oy * g.os[2];
+      for (int64_t o = 0; o < g.ow; ++o) {
+        if constexpr (kSame) orow[o * g.os[3]] = m[o];
+        else orow[o * g.os[3]] = best[o];
       }
     }
   }
