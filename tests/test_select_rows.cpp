@@ -13,6 +13,7 @@
 #include <limits>
 #include <string>
 
+#include "../tensor/kernel_registry.h"
 #include "../tensor/ref_ops.h"
 #include "op_table_checks.h"
 #include "test_util.h"
@@ -346,5 +347,14 @@ TEST_SUITE("select rows") {
     CHECK_THROWS_WITH_AS(tril(zeros({3})), doctest::Contains("tril: x must have at least 2 axes"), ShapeError);
     CHECK_THROWS_WITH_AS(diag(zeros({2, 2, 2})), doctest::Contains("diag: x must be 1-d"), ShapeError);
     CHECK_THROWS_AS(diag(zeros({2}), int64_t(1) << 50), ValueError);
+    // No CUDA kernels yet: a CUDA tensor's call raises the registry's DeviceError (docs/cuda_numerics.md).
+    for (OpId op : {OpId::TopK, OpId::SearchSorted, OpId::MaxPool2d, OpId::AvgPool2d, OpId::Tril, OpId::Triu, OpId::Diag,
+                    OpId::NanToNum, OpId::Cross}) {
+      CAPTURE(op_name(op));
+      CHECK(detail::has_kernel(op, DeviceType::cpu, DType::float32));
+      const std::string want = std::string(op_name(op)) + ": no kernel for cuda:0";
+      CHECK_THROWS_WITH_AS(detail::kernel_for(op, Device::cuda(0), DType::float32), doctest::Contains(want.c_str()),
+                           DeviceError);
+    }
   }
 }
