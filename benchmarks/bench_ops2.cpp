@@ -1,12 +1,14 @@
 // Issue 17 speed figures: conv2d (ResNet 3x3 block) and a batched attention
 // einsum beside LibTorch (bench_ops2_torch.cpp, when LibTorch is installed),
-// sort / topk of 16M float32 beside std::sort / std::nth_element, and
+// sort / topk of 16M float32 beside std::sort / std::nth_element, max_pool2d
+// (ResNet's stem pool) beside LibTorch and a plain loop, and
 // linalg::solve 512x512 beside LAPACK's dgesv called directly (and Eigen's
 // PartialPivLU, the engine kiln's solve runs on).
 #include <benchmark/benchmark.h>
 
 #include <Eigen/LU>
 #include <algorithm>
+#include <limits>
 #include <kiln/kiln.h>
 #include <random>
 #include <vector>
@@ -92,6 +94,42 @@ void BM_std_nth_element_topk100_16M(benchmark::State& st) {
 }
 BENCHMARK(BM_std_nth_element_topk100_16M)->UseRealTime()->Unit(benchmark::kMillisecond);
 
+// ---- max_pool2d 3x3 stride 2 padding 1 of 1x64x112x112 float32 (ResNet's stem pool) ----------
+constexpr int64_t kPc = 64, kPh = 112, kPo = 56;
+void BM_kiln_max_pool2d(benchmark::State& st) {
+  kb::set_threads(static_cast<int>(st.range(0)));
+  kiln::Tensor x = kiln::random::normal({1, kPc, kPh, kPh});
+  for (auto _ : st) benchmark::DoNotOptimize(kiln::max_pool2d(x, {3, 3}, {2, 2}, {1, 1}).realize());
+  st.SetItemsProcessed(st.iterations() * kPc * kPo * kPo * 9);
+}
+BENCHMARK(BM_kiln_max_pool2d)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMicrosecond);
+// The peer without LibTorch: the plain loop one writes by hand (one thread,
+// taps clipped per output, NaN propagating as torch's and kiln's).
+void BM_loop_max_pool2d(benchmark::State& st) {
+  std::vector<float> x(size_t(kPc * kPh * kPh)), y(size_t(kPc * kPo * kPo));
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd;
+  for (float& e : x) e = nd(rng);
+  for (auto _ : st) {
+    for (int64_t c = 0; c < kPc; ++c)
+      for (int64_t oy = 0; oy < kPo; ++oy)
+        for (int64_t ox = 0; ox < kPo; ++ox) {
+          float m = -std::numeric_limits<float>::infinity();
+          const int64_t y0 = oy * 2 - 1, x0 = ox * 2 - 1;
+          for (int64_t i = std::max<int64_t>(y0, 0); i < std::min<int64_t>(y0 + 3, kPh); ++i)
+            for (int64_t j = std::max<int64_t>(x0, 0); j < std::min<int64_t>(x0 + 3, kPh); ++j) {
+              const float v = x[size_t((c * kPh + i) * kPh + j)];
+              if (v > m || v != v) m = v;
+            }
+          y[size_t((c * kPo + oy) * kPo + ox)] = m;
+        }
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  st.SetItemsProcessed(st.iterations() * kPc * kPo * kPo * 9);
+}
+BENCHMARK(BM_loop_max_pool2d)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
 // ---- solve 512 x 512, one right-hand side, float64 --------------------------------------------
 constexpr int kN = 512;
 std::vector<double> solve_matrix() {
@@ -146,6 +184,8 @@ int main(int argc, char** argv) {
     compare({"sort 16M float32" + th, "BM_kiln_sort_16M" + s, {"BM_std_sort_16M/real_time"}, "beside std::sort"});
     compare({"topk k=100 of 16M float32" + th, "BM_kiln_topk100_16M" + s, {"BM_std_nth_element_topk100_16M/real_time"},
              "beside std::nth_element"});
+    compare({"max_pool2d 3x3 s2 p1, 1x64x112x112 float32" + th, "BM_kiln_max_pool2d" + s,
+             {"BM_torch_max_pool2d" + s, "BM_loop_max_pool2d/real_time"}, "beside LibTorch and a plain loop"});
     compare({"linalg::solve 512x512 float64, 1 rhs" + th, "BM_kiln_solve_512" + s,
              {"BM_lapack_dgesv_512" + s, "BM_eigen_lu_solve_512" + s}, "beside LAPACK dgesv"});
   }

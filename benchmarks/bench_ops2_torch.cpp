@@ -26,4 +26,13 @@ void BM_torch_einsum_attn(benchmark::State& st) {
   st.SetItemsProcessed(st.iterations() * 2 * 8 * 12 * 128 * 128 * 64);
 }
 BENCHMARK(BM_torch_einsum_attn)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+void BM_torch_max_pool2d(benchmark::State& st) {
+  kb::set_threads(static_cast<int>(st.range(0)));
+  torch::NoGradGuard no_grad;
+  at::Tensor x = at::randn({1, 64, 112, 112});
+  for (auto _ : st) benchmark::DoNotOptimize(at::max_pool2d(x, {3, 3}, {2, 2}, {1, 1}).data_ptr());
+  st.SetItemsProcessed(st.iterations() * 64 * 56 * 56 * 9);
+}
+BENCHMARK(BM_torch_max_pool2d)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMicrosecond);
 }  // namespace

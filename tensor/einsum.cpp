@@ -272,7 +272,7 @@ Tensor einsum(std::string_view subscripts, const std::vector<Tensor>& operands) 
   return permute_to(last, out);
 }
 
-// ---- convolution and pooling -------------------------------------------------
+// ---- convolution (the pools are rows: ops_select.cpp) -------------------------------------------------
 
 namespace {
 
@@ -287,28 +287,6 @@ std::vector<int64_t> pair_of(std::vector<int64_t> v, const char* op, const char*
   return v;
 }
 
-Window window(const Tensor& x, const std::vector<int64_t>& k, std::vector<int64_t> stride, std::vector<int64_t> padding,
-              std::vector<int64_t> dilation, const char* op) {
-  if (x.ndim() != 4) throw ShapeError(std::string(op) + ": x must be 4-d [N, C, H, W], got shape " + shape_str(x.shape()));
-  const auto kk = pair_of(k, op, "kernel"), s = pair_of(std::move(stride), op, "stride"),
-             p = pair_of(std::move(padding), op, "padding"), d = pair_of(std::move(dilation), op, "dilation");
-  for (int i = 0; i < 2; ++i) {
-    if (s[i] <= 0 || d[i] <= 0 || kk[i] <= 0)
-      throw ValueError(std::string(op) + ": kernel, stride and dilation must be positive, got kernel " + shape_str(kk) +
-                       ", stride " + shape_str(s) + (d[0] == 1 && d[1] == 1 ? "" : ", dilation " + shape_str(d)));
-    if (p[i] < 0) throw ValueError(std::string(op) + ": padding must not be negative, got " + shape_str(p));
-  }
-  Window w{kk[0], kk[1], s[0], s[1], p[0], p[1], d[0], d[1], 0, 0};
-  const int64_t hp = x.shape()[2] + 2 * w.ph, wp = x.shape()[3] + 2 * w.pw;
-  const int64_t eh = w.dh * (w.kh - 1) + 1, ew = w.dw * (w.kw - 1) + 1;
-  if (eh > hp || ew > wp)
-    throw ShapeError(std::string(op) + ": the kernel spans " + str(eh) + "x" + str(ew) + " but the padded input is " +
-                     str(hp) + "x" + str(wp) + " (x shape " + shape_str(x.shape()) + ")");
-  w.oh = (hp - eh) / w.sh + 1;
-  w.ow = (wp - ew) / w.sw + 1;
-  return w;
-}
-
 // [N, C, KH*KW, OH, OW]: the input under each kernel position, from strided
 // slices of the padded input.
 Tensor patches(const Tensor& x, const Window& w, Scalar pad_value) {
@@ -320,21 +298,6 @@ Tensor patches(const Tensor& x, const Window& w, Scalar pad_value) {
       cols.push_back(unsqueeze(slice(r, 3, j * w.dw, j * w.dw + (w.ow - 1) * w.sw + 1, w.sw), 2));
     }
   return cols.size() == 1 ? cols[0] : concat(cols, 2);
-}
-
-Scalar lowest_of(DType d) {
-  if (is_floating(d)) return -std::numeric_limits<double>::infinity();
-  switch (d) {
-    case DType::bool_: return false;
-    case DType::uint8: return int64_t(0);
-    case DType::int8: return int64_t(-128);
-    case DType::int16: return int64_t(std::numeric_limits<int16_t>::min());
-    case DType::int32: return int64_t(std::numeric_limits<int32_t>::min());
-    case DType::uint16:
-    case DType::uint32:
-    case DType::uint64: return int64_t(0);
-    default: return std::numeric_limits<int64_t>::min();
-  }
 }
 
 }  // namespace
@@ -374,29 +337,6 @@ Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t
                      (weight.defined() ? shape_str(weight.shape()) : "undefined"));
   Tensor y = conv2d(unsqueeze(x, 2), unsqueeze(weight, 2), bias, {1, stride}, {0, padding}, {1, dilation}, groups);
   return squeeze(y, {2});
-}
-
-// torch's rule: padding at most half the kernel, so no window is all padding.
-static void check_pool_padding(const Window& w, const char* op) {
-  if (2 * w.ph > w.kh || 2 * w.pw > w.kw)
-    throw ValueError(std::string(op) + ": padding must be at most half the kernel, got padding [" + str(w.ph) + ", " +
-                     str(w.pw) + "] for kernel [" + str(w.kh) + ", " + str(w.kw) + "]");
-}
-
-Tensor max_pool2d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride,
-                  std::vector<int64_t> padding) {
-  const Window w = window(x, kernel, stride.empty() ? kernel : std::move(stride), std::move(padding), {1, 1},
-                          "max_pool2d");
-  check_pool_padding(w, "max_pool2d");
-  return max(patches(x, w, lowest_of(x.dtype())), {2});
-}
-
-Tensor avg_pool2d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride,
-                  std::vector<int64_t> padding) {
-  const Window w = window(x, kernel, stride.empty() ? kernel : std::move(stride), std::move(padding), {1, 1},
-                          "avg_pool2d");
-  check_pool_padding(w, "avg_pool2d");
-  return mean(patches(x, w, 0), {2});
 }
 
 }  // namespace kiln

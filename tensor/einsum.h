@@ -36,12 +36,23 @@ Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, in
 /// dilation or groups and negative padding.
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, std::vector<int64_t> stride = {1, 1},
               std::vector<int64_t> padding = {0, 0}, std::vector<int64_t> dilation = {1, 1}, int64_t groups = 1);
-/// Max / average pooling over [N, C, H, W] windows of `kernel` {kh, kw}
-/// (stride defaults to the kernel). max_pool2d pads with -inf, avg_pool2d
-/// with zeros counted in the average (torch's count_include_pad=true).
+/// Max / average pooling of x [N, C, H, W] over windows of `kernel` {kh, kw}
+/// (or one value for both; stride defaults to the kernel; padding {h, w} at
+/// most half the kernel), result [N, C, OH, OW] with OH = floor((H + 2 ph -
+/// dh (kh - 1) - 1) / sh) + 1 (floor mode), likewise OW. The op table's
+/// MaxPool2d / AvgPool2d rows: one pass over each window, no im2col.
+/// max_pool2d: every dtype, x's dtype; padding never wins (torch's -inf
+/// padding), a NaN in the window gives NaN; `dilation` spaces the window's
+/// taps. avg_pool2d: float dtypes only (DTypeError otherwise), the window
+/// summed in float64 in row-major order and divided by kh * kw
+/// (`count_include_pad`, torch's default) or by the number of taps inside x.
+/// Throws ShapeError unless x is 4-d or when the (dilated) kernel is larger
+/// than the padded input; ValueError for a non-positive kernel, stride or
+/// dilation, negative padding or padding above half the kernel, or a
+/// kernel/stride/padding/dilation list of another length than 1 or 2.
 Tensor max_pool2d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride = {},
-                  std::vector<int64_t> padding = {0, 0});
+                  std::vector<int64_t> padding = {0, 0}, std::vector<int64_t> dilation = {1, 1});
 Tensor avg_pool2d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride = {},
-                  std::vector<int64_t> padding = {0, 0});
+                  std::vector<int64_t> padding = {0, 0}, bool count_include_pad = true);
 
 }  // namespace kiln

@@ -36,12 +36,6 @@ struct DeviceUtilities {
   std::optional<int64_t> (*first_index_outside)(const Tensor&, int64_t lo, int64_t hi) = nullptr;
   /// Name of the GEMM library this device's matmul calls ("openblas", ...).
   const char* (*blas_name)() = nullptr;
-  /// topk by selection (the first k of argsort(x, axis, largest), same
-  /// bits): values and int64 indices into preallocated outputs (x's shape
-  /// with k along the normalized `axis`); null where the device has none
-  /// (topk then argsorts).
-  void (*topk)(const Tensor& x, int64_t k, int64_t axis, bool largest, const Tensor& values,
-               const Tensor& indices) = nullptr;
 };
 
 /// A bit per DType code: the dtypes a kernel accepts.

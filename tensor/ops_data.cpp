@@ -1,5 +1,6 @@
 // kiln: the Data category (concat, pad, tile, gather, index_select, one_hot,
-// scatter, scatter_add, index_add, conv2d):
+// scatter, scatter_add, index_add, conv2d; the selection rows' shapes are
+// ops_select.cpp's):
 // shape/dtype rules and the eager entry point. The rules here check every
 // attribute and input; the CPU kernels (backends/cpu/data_kernels.cpp) only
 // move data.
@@ -9,6 +10,7 @@
 
 #include "kernel_registry.h"
 #include "op_table.h"
+#include "ops_select.h"
 
 namespace kiln::detail {
 namespace {
@@ -216,7 +218,13 @@ DataOut data_out(OpId op, std::span<const InDesc> in, const Attrs& a) {
     case OpId::ScatterAdd: o.shape = scatter_shape(op, in[0], in[1], in[2], a); break;
     case OpId::IndexAdd: o.shape = index_add_shape(in[0], in[1], in[2], a); break;
     case OpId::Conv2d: o.shape = conv2d_shape(in[0], in[1], a); break;
-    default: throw ValueError(op_prefix(op) + "is not a data op");
+    default: {
+      if (!is_select_row(op)) throw ValueError(op_prefix(op) + "is not a data op");
+      std::vector<const Shape*> shapes(in.size());
+      for (size_t i = 0; i < in.size(); ++i) shapes[i] = in[i].shape;
+      o.shape = select_row_shape(op, dts, shapes, a);  // topk, searchsorted, pools, tril/triu/diag, nan_to_num, cross
+      break;
+    }
   }
   checked_numel(o.shape, op_name(op));
   return o;

@@ -1,5 +1,7 @@
 #include "ref_ops.h"
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <numbers>
@@ -313,6 +315,216 @@ double ref_atol(OpId, DType) {
   // form) below -1 and gelu_tanh below -3 are evaluated in double by the
   // eager kernels, where float forms cancel (backends/cpu/unary_kernels.cpp).
   return 0.0;
+}
+
+// ---- the selection, window and matrix-structure rows -------------------------------
+
+namespace {
+
+std::vector<int64_t> unravel_ix(int64_t i, const Shape& s) {
+  std::vector<int64_t> ix(s.size());
+  for (size_t d = s.size(); d-- > 0;) {
+    ix[d] = i % s[d];
+    i /= s[d];
+  }
+  return ix;
+}
+
+int64_t ravel_ix(const std::vector<int64_t>& ix, const Shape& s) {
+  int64_t r = 0;
+  for (size_t d = 0; d < s.size(); ++d) r = r * s[d] + ix[d];
+  return r;
+}
+
+int64_t numel_of(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t e : s) n *= e;
+  return n;
+}
+
+int64_t norm_axis(int64_t axis, int64_t nd) { return axis < 0 ? axis + nd : axis; }
+
+// NaN above everything: numpy's sort order.
+bool lt_nan_last(double a, double b) {
+  if (std::isnan(a)) return false;
+  if (std::isnan(b)) return true;
+  return a < b;
+}
+
+// The smallest value of dtype d (-inf for floats).
+double lowest_value(DType d) {
+  if (is_floating(d)) return -kInf;
+  switch (d) {
+    case DType::bool_:
+    case DType::uint8:
+    case DType::uint16:
+    case DType::uint32:
+    case DType::uint64: return 0.0;
+    default: return -std::ldexp(1.0, 8 * static_cast<int>(size_of(d)) - 1);
+  }
+}
+
+// The element of `a` (broadcast, right-aligned) at result index ix.
+double at_broadcast(const RefArray& a, const std::vector<int64_t>& ix) {
+  const size_t off = ix.size() - a.shape.size();
+  int64_t r = 0;
+  for (size_t d = 0; d < a.shape.size(); ++d) r = r * a.shape[d] + (a.shape[d] == 1 ? 0 : ix[off + d]);
+  return a.v[static_cast<size_t>(r)];
+}
+
+double cross_term(double x1, double y2, double x2, double y1, DType d) {
+  if (is_floating(d)) {
+    const DType c = d == DType::float16 || d == DType::bfloat16 ? DType::float32 : d;
+    const double p = ref_cast(x1 * y2, c), q = ref_cast(x2 * y1, c);
+    return ref_cast(ref_cast(p - q, c), d);
+  }
+  auto i = [](double v) { return static_cast<int64_t>(v); };
+  const int64_t p = ref_binary_int(OpId::Mul, i(x1), i(y2), d), q = ref_binary_int(OpId::Mul, i(x2), i(y1), d);
+  const int64_t r = ref_binary_int(OpId::Sub, p, q, d);
+  return d == DType::uint64 ? static_cast<double>(static_cast<uint64_t>(r)) : static_cast<double>(r);
+}
+
+RefArray ref_pool(OpId op, const RefArray& x, const Attrs& a, DType d) {
+  const Shape& s = x.shape;
+  const bool mx = op == OpId::MaxPool2d;
+  const int64_t kh = a.ints[0], kw = a.ints[1], sh = a.ints[2], sw = a.ints[3], ph = a.ints[4], pw = a.ints[5];
+  const int64_t dh = mx ? a.ints[6] : 1, dw = mx ? a.ints[7] : 1;
+  const int64_t oh = (s[2] + 2 * ph - dh * (kh - 1) - 1) / sh + 1, ow = (s[3] + 2 * pw - dw * (kw - 1) - 1) / sw + 1;
+  RefArray r{{s[0], s[1], oh, ow}, {}};
+  for (int64_t n = 0; n < s[0]; ++n)
+    for (int64_t c = 0; c < s[1]; ++c)
+      for (int64_t y = 0; y < oh; ++y)
+        for (int64_t z = 0; z < ow; ++z) {
+          const int64_t y0 = y * sh - ph, z0 = z * sw - pw;
+          double m = lowest_value(d), sum = 0.0;
+          int64_t inside = 0;
+          for (int64_t i = 0; i < kh; ++i)
+            for (int64_t j = 0; j < kw; ++j) {
+              const int64_t yy = y0 + i * dh, zz = z0 + j * dw;
+              if (yy < 0 || yy >= s[2] || zz < 0 || zz >= s[3]) continue;
+              const double v = x.v[static_cast<size_t>(((n * s[1] + c) * s[2] + yy) * s[3] + zz)];
+              if (v > m || std::isnan(v)) m = v;
+              sum += v;
+              ++inside;
+            }
+          if (mx) {
+            r.v.push_back(m);
+          } else {
+            // torch: the window clipped to the padded input, or the taps inside x
+            const int64_t hh = std::min(y0 + kh, s[2] + ph) - y0, ww = std::min(z0 + kw, s[3] + pw) - z0;
+            const double div = a.flag ? static_cast<double>(hh * ww) : static_cast<double>(inside);
+            r.v.push_back(ref_cast(sum / div, d));
+          }
+        }
+  return r;
+}
+
+}  // namespace
+
+RefArray ref_select_row(OpId op, std::span<const RefArray> in, const Attrs& a, DType d) {
+  const RefArray& x = in[0];
+  const Shape& s = x.shape;
+  const int64_t nd = static_cast<int64_t>(s.size());
+  switch (op) {
+    case OpId::TopK: {
+      const int64_t ax = norm_axis(a.axis, nd), n = s[ax], k = a.ints[0];
+      Shape rs = s;
+      rs[ax] = k;
+      RefArray r{rs, std::vector<double>(static_cast<size_t>(numel_of(rs)))};
+      for (int64_t o = 0; o < numel_of(rs); ++o) {
+        std::vector<int64_t> ix = unravel_ix(o, rs);
+        const int64_t rank = ix[ax];
+        std::vector<int64_t> pos(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i) pos[i] = i;
+        auto key = [&](int64_t i) {
+          ix[ax] = i;
+          return x.v[static_cast<size_t>(ravel_ix(ix, s))];
+        };
+        std::stable_sort(pos.begin(), pos.end(), [&](int64_t p, int64_t q) {
+          const double kp = key(p), kq = key(q);
+          return a.flag ? lt_nan_last(kq, kp) : lt_nan_last(kp, kq);
+        });
+        r.v[static_cast<size_t>(o)] = static_cast<double>(pos[rank]);
+      }
+      return r;
+    }
+    case OpId::SearchSorted: {
+      const RefArray& v = in[1];
+      const int64_t n = s.back(), m = v.shape.empty() ? 1 : v.shape.back();
+      RefArray r{v.shape, std::vector<double>(v.v.size())};
+      for (size_t e = 0; e < v.v.size(); ++e) {
+        const int64_t row = nd > 1 ? static_cast<int64_t>(e) / m : 0;  // the sequence this value searches
+        int64_t i = 0;
+        for (; i < n; ++i) {
+          const double q = x.v[static_cast<size_t>(row * n + i)];
+          if (a.flag ? lt_nan_last(v.v[e], q) : !lt_nan_last(q, v.v[e])) break;
+        }
+        r.v[e] = static_cast<double>(i);
+      }
+      return r;
+    }
+    case OpId::MaxPool2d:
+    case OpId::AvgPool2d: return ref_pool(op, x, a, d);
+    case OpId::Tril:
+    case OpId::Triu: {
+      RefArray r{s, x.v};
+      for (int64_t e = 0; e < numel_of(s); ++e) {
+        const std::vector<int64_t> ix = unravel_ix(e, s);
+        const int64_t diff = ix[nd - 1] - ix[nd - 2];
+        if (op == OpId::Tril ? diff > a.axis : diff < a.axis) r.v[static_cast<size_t>(e)] = 0.0;
+      }
+      return r;
+    }
+    case OpId::Diag: {
+      const int64_t k = a.axis;
+      if (nd == 1) {
+        const int64_t n = s[0] + (k >= 0 ? k : -k);
+        RefArray r{{n, n}, std::vector<double>(static_cast<size_t>(n * n), 0.0)};
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t j = 0; j < n; ++j)
+            if (j - i == k) r.v[static_cast<size_t>(i * n + j)] = x.v[static_cast<size_t>(k >= 0 ? i : j)];
+        return r;
+      }
+      RefArray r{{0}, {}};
+      for (int64_t i = 0; i < s[0]; ++i)
+        for (int64_t j = 0; j < s[1]; ++j)
+          if (j - i == k) r.v.push_back(x.v[static_cast<size_t>(i * s[1] + j)]);
+      r.shape[0] = static_cast<int64_t>(r.v.size());
+      return r;
+    }
+    case OpId::NanToNum: {
+      RefArray r{s, x.v};
+      if (!is_floating(d)) return r;
+      for (double& e : r.v) {
+        if (std::isnan(e)) e = ref_cast(a.scalar, d);
+        else if (e == kInf) e = ref_cast(std::bit_cast<double>(a.ints[0]), d);
+        else if (e == -kInf) e = ref_cast(std::bit_cast<double>(a.ints[1]), d);
+      }
+      return r;
+    }
+    case OpId::Cross: {
+      const RefArray& b = in[1];
+      Shape rs(std::max(s.size(), b.shape.size()), 1);
+      for (size_t i = 0; i < rs.size(); ++i) {
+        const size_t ia = i + s.size(), ib = i + b.shape.size();
+        const int64_t ea = ia >= rs.size() ? s[ia - rs.size()] : 1, eb = ib >= rs.size() ? b.shape[ib - rs.size()] : 1;
+        rs[i] = ea == 1 ? eb : ea;
+      }
+      const int64_t ax = norm_axis(a.axis, static_cast<int64_t>(rs.size()));
+      RefArray r{rs, std::vector<double>(static_cast<size_t>(numel_of(rs)))};
+      for (int64_t e = 0; e < numel_of(rs); ++e) {
+        std::vector<int64_t> ix = unravel_ix(e, rs);
+        const int64_t c = ix[ax];
+        auto ea = [&](int64_t i) { ix[ax] = i; return at_broadcast(x, ix); };
+        auto eb = [&](int64_t i) { ix[ax] = i; return at_broadcast(b, ix); };
+        const int64_t i1 = (c + 1) % 3, i2 = (c + 2) % 3;  // component c = a[i1] b[i2] - a[i2] b[i1]
+        const double x1 = ea(i1), y2 = eb(i2), x2 = ea(i2), y1 = eb(i1);
+        r.v[static_cast<size_t>(e)] = cross_term(x1, y2, x2, y1, d);
+      }
+      return r;
+    }
+    default: throw ValueError("ref_select_row: '" + std::string(op_name(op)) + "' is not a selection row");
+  }
 }
 
 }  // namespace kiln

@@ -24,6 +24,8 @@
 // gelu/gelu_tanh/silu(-inf) = -0 (the limit).
 #pragma once
 #include <cstdint>
+#include <span>
+#include <vector>
 
 #include "dtype.h"
 #include "op_table.h"
@@ -79,5 +81,35 @@ int64_t ref_cast_int(int64_t x, DType d);
 /// Absolute error the eager kernels may add to the relative bound for row
 /// `op` with results in dtype d (see the header comment); 0 for most rows.
 double ref_atol(OpId op, DType d);
+
+/// A dense row-major float64 array: an operand or result of ref_select_row.
+struct RefArray {
+  Shape shape;
+  std::vector<double> v;
+};
+
+/// Float64 reference of the selection, window and matrix-structure rows,
+/// written from their definitions (torch/numpy) with plain loops, for
+/// operands whose values are given as doubles (integers exactly, so below
+/// 2^53) and the row's compute dtype `d` (the result dtype; for TopK and
+/// SearchSorted the operands' dtype). Shapes and attributes are those the
+/// row's shape rule accepted (not checked again):
+///   TopK          positions (as doubles) of the first k of a stable sort
+///                 along attrs.axis, descending when attrs.flag; NaN largest
+///   SearchSorted  the first i with !(s[i] < v) (right: v < s[i]) in the
+///                 order where NaN sorts last, n when none
+///   MaxPool2d     start at -inf (integers: d's minimum, bool 0), take a tap
+///                 when it is greater or NaN, taps outside x skipped
+///   AvgPool2d     float64 sum of the taps inside x in row-major order over
+///                 the divisor (window clipped to the padded input, or the
+///                 taps inside x), rounded to d
+///   Tril/Triu/Diag  element positions; zeros elsewhere
+///   NanToNum      NaN/+inf/-inf replaced by the attributes rounded to d
+///   Cross         a and b broadcast; x1*y2 - x2*y1 with each product and
+///                 the difference rounded to the compute dtype (float32 for
+///                 float16/bfloat16, then rounded to d), integers wrapping
+///                 to d's width (ref_binary_int)
+/// Throws ValueError for a row outside this group.
+RefArray ref_select_row(OpId op, std::span<const RefArray> in, const Attrs& a, DType d);
 
 }  // namespace kiln

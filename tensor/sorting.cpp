@@ -1,50 +1,17 @@
-// topk, searchsorted, unique, nonzero and argwhere, built on the Scan rows
-// (sort, argsort) and elementwise rows.
+// unique, nonzero and argwhere, built on the Scan rows (sort, argsort) and
+// elementwise rows (topk and searchsorted are rows: ops_select.cpp).
 #include "sorting.h"
 
 #include <string>
 
 #include "creation.h"
 #include "error.h"
-#include "kernel_registry.h"
 #include "matrix_ops.h"
 #include "ops.h"
-#include "realize_hook.h"
 
 namespace kiln {
 
-TopK topk(const Tensor& x, int64_t k, int64_t axis, bool largest) {
-  if (x.ndim() == 0) throw IndexError("topk: a 0-d tensor has no axis " + std::to_string(axis));
-  const int64_t n = x.shape()[normalize_axis(axis, x.ndim(), "topk")];
-  if (k < 0 || k > n)
-    throw ValueError("topk: k must be in [0, " + std::to_string(n) + "] (the extent of axis " + std::to_string(axis) +
-                     " of shape " + shape_str(x.shape()) + "), got " + std::to_string(k));
-  // The first k of a stable sort: ties keep the lower index first, as
-  // torch.topk's sorted CPU result does. Eagerly, a device's selection
-  // kernel gives the same bits without sorting whole lines; while a graph
-  // records, the composite below is what gets traced.
-  if (detail::active_context() == nullptr) {
-    x.realize();
-    const auto topk_kernel = detail::device_utilities(x.device(), "topk").topk;
-    if (topk_kernel != nullptr) {
-      const int64_t ax = normalize_axis(axis, x.ndim(), "topk");
-      Shape s = x.shape();
-      s[ax] = k;
-      TopK r{detail::output_tensor(s, x.dtype(), x.device()), detail::output_tensor(s, DType::int64, x.device())};
-      topk_kernel(x, k, ax, largest, r.values, r.indices);
-      return r;
-    }
-  }
-  Tensor idx = slice(argsort(x, axis, largest), axis, 0, k);
-  return {gather(x, axis, idx), idx};
-}
-
 namespace {
-
-/// a < b in numpy's sort order (NaN above everything), elementwise.
-Tensor nan_last_less(const Tensor& a, const Tensor& b) {
-  return logical_or(less(a, b), logical_and(isnan(b), logical_not(isnan(a))));
-}
 
 /// The host values of a data-dependent op's input, or a RealizationError
 /// naming `op` inside a traced function.
@@ -68,15 +35,6 @@ Tensor truth_positions(const Tensor& mask, const char* op) {
 }
 
 }  // namespace
-
-Tensor searchsorted(const Tensor& sorted_sequence, const Tensor& values, bool right) {
-  if (sorted_sequence.ndim() != 1)
-    throw ShapeError("searchsorted: sorted_sequence must be 1-d, got shape " + shape_str(sorted_sequence.shape()));
-  Tensor v = unsqueeze(values, -1);  // [..., 1] against [n]
-  // left: count of s < v; right: count of s <= v, i.e. not (v < s).
-  Tensor below = right ? logical_not(nan_last_less(v, sorted_sequence)) : nan_last_less(sorted_sequence, v);
-  return sum(below, {-1});
-}
 
 std::vector<Tensor> nonzero(const Tensor& x) {
   const std::vector<bool> t = truth_values(x, "nonzero");

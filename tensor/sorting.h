@@ -1,4 +1,4 @@
-// kiln: sorting along an axis: sort, argsort, topk.
+// kiln: sorting along an axis: sort, argsort, topk, searchsorted, unique.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -18,19 +18,27 @@ Tensor argsort(const Tensor& x, int64_t axis = -1, bool descending = false);
 
 /// The k largest (or smallest) elements along `axis`, sorted, and their
 /// int64 positions; ties keep the lower position first (torch.topk's sorted
-/// order). values and indices have x's shape with extent k along `axis`.
+/// order), NaN counts as the largest value (first when `largest`, last
+/// otherwise). values and indices have x's shape with extent k along `axis`;
+/// values have x's dtype (every dtype). The op table's TopK row gives the
+/// indices (a selection per line, not a sort), values = gather(x, axis,
+/// indices).
 struct TopK {
   Tensor values;
   Tensor indices;
 };
-/// Throws ValueError unless 0 <= k <= the axis' extent.
+/// Throws ValueError unless 0 <= k <= the axis' extent, IndexError for a
+/// 0-d x or an axis outside [-ndim, ndim).
 TopK topk(const Tensor& x, int64_t k, int64_t axis = -1, bool largest = true);
 
-/// For each value, its insertion position in the 1-d ascending
-/// `sorted_sequence` (numpy.searchsorted): the first position whose element
-/// is not below the value (`right`: not at or below it); NaN sorts last.
-/// int64, values' shape. Runs as one broadcast comparison (O(n m) work):
-/// meant for short sequences. ShapeError unless the sequence is 1-d.
+/// Insertion positions of `values` in `sorted_sequence` (ascending along its
+/// last axis; numpy.searchsorted / torch.searchsorted): the first position
+/// whose element is not below the value (`right`: not at or below it), by
+/// binary search in the order where NaN sorts last. sorted_sequence is 1-d
+/// [n] (values of any shape) or [..., n] with values [..., m] of the same
+/// leading extents (one sequence per row). The operands are promoted to one
+/// dtype first. int64, values' shape. The op table's SearchSorted row.
+/// Throws ShapeError for a 0-d sequence or leading extents that differ.
 Tensor searchsorted(const Tensor& sorted_sequence, const Tensor& values, bool right = false);
 
 // The results below have shapes that depend on the data: they run eagerly

@@ -23,6 +23,9 @@ int check_view_op(kiln::OpId op);
 int check_data_op(kiln::OpId op);
 /// The Conv2d row on x of shape s (made 4-d) laid out as k (tests/test_einsum_conv.cpp).
 int check_conv2d_row(kiln::DType d, const kiln::Shape& s, ViewKind k, uint64_t seed);
+/// The selection, window and matrix-structure rows (TopK ... Cross) on
+/// inputs derived from shape s laid out as k (tests/test_select_rows.cpp).
+int check_select_row(kiln::OpId op, kiln::DType d, const kiln::Shape& s, ViewKind k, uint64_t seed);
 /// The Linalg rows by reconstruction (tests/test_linalg_decomp.cpp).
 int check_linalg_op(kiln::OpId op);
 }  // namespace kt

@@ -217,6 +217,31 @@ OpCase op_case(OpId id) {
         case OpId::ScatterAdd: return {{x23, TensorType(DType::int64, {2, 1}), f32({2, 2})}, axis_attr(1)};
         case OpId::IndexAdd: return {{x23, i64_2, f32({2, 2})}, axis_attr(1)};
         case OpId::Conv2d: return {{f32({1, 2, 5, 4}), f32({4, 1, 3, 2})}, ints({2, 1, 1, 0, 1, 2}, 2)};
+        case OpId::TopK: {
+          Attrs a = ints({2}, -1);
+          a.flag = true;
+          return {{x23}, a};
+        }
+        case OpId::SearchSorted: {
+          Attrs a;
+          a.flag = true;
+          return {{x23, f32({2, 4})}, a};
+        }
+        case OpId::MaxPool2d: return {{f32({1, 2, 5, 4})}, ints({3, 2, 2, 1, 1, 0, 1, 2})};
+        case OpId::AvgPool2d: {
+          Attrs a = ints({3, 2, 2, 1, 1, 1});
+          a.flag = true;
+          return {{f32({1, 2, 5, 4})}, a};
+        }
+        case OpId::Tril:
+        case OpId::Triu:
+        case OpId::Diag: return {{x23}, axis_attr(-1)};
+        case OpId::NanToNum: {
+          Attrs a = ints({std::bit_cast<int64_t>(7.5), std::bit_cast<int64_t>(-0.25)});
+          a.scalar = 0.5;
+          return {{x23}, a};
+        }
+        case OpId::Cross: return {{f32({2, 3}), f32({3})}, axis_attr(-1)};
         default: {  // one_hot
           Attrs a = axis_attr(5);
           a.dtype = DType::int32;

@@ -568,7 +568,7 @@ int check_data_op(OpId op) {
           case OpId::ScatterAdd: cases += check_scatter(op, d, s, k, seed); break;
           case OpId::IndexAdd: cases += check_index_add(d, s, k, seed); break;
           case OpId::Conv2d: cases += check_conv2d_row(d, s, k, seed); break;
-          default: break;
+          default: cases += check_select_row(op, d, s, k, seed); break;
         }
       }
   return cases;

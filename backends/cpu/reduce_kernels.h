@@ -48,9 +48,5 @@ void cumprod(const Tensor& x, int64_t axis, const Tensor& out);
 /// Stable sort of each line along `axis` (NaN above +inf): the values into
 /// `out` (x's dtype), or with `indices` their int64 positions along the axis.
 void sort(const Tensor& x, int64_t axis, bool descending, bool indices, const Tensor& out);
-/// The first k of that stable sort of each line (descending when `largest`)
-/// without sorting the line: values (x's dtype) and int64 positions into
-/// `values` / `indices` (x's shape with k along `axis`). 0 <= k <= extent.
-void topk(const Tensor& x, int64_t k, int64_t axis, bool largest, const Tensor& values, const Tensor& indices);
 
 }  // namespace kiln::cpu

@@ -2,6 +2,7 @@
 // op-table row, when libkiln is loaded. Each adapter unpacks KernelArgs for
 // the kernel family of its category; the front end (tensor/ops_*.cpp) has
 // done every check and conversion already.
+#include <bit>
 #include <vector>
 
 #include "../../tensor/kernel_registry.h"
@@ -13,6 +14,7 @@
 #include "matmul.h"
 #include "reduce_kernels.h"
 #include "rownorm_kernels.h"
+#include "select_kernels.h"
 
 namespace kiln::cpu {
 namespace {
@@ -86,6 +88,20 @@ void data(const KernelArgs& k) {
                    k.op != OpId::Scatter);
       break;
     case OpId::Conv2d: conv2d_into(k.out, x, k.in[1], k.attrs.ints, k.attrs.axis); break;
+    case OpId::TopK:
+      topk_into(k.out, x, k.attrs.ints[0], normalize_axis(k.attrs.axis, x.ndim(), "topk"), k.attrs.flag);
+      break;
+    case OpId::SearchSorted: searchsorted_into(k.out, x, k.in[1], k.attrs.flag); break;
+    case OpId::MaxPool2d: max_pool2d_into(k.out, x, k.attrs.ints); break;
+    case OpId::AvgPool2d: avg_pool2d_into(k.out, x, k.attrs.ints, k.attrs.flag); break;
+    case OpId::Tril:
+    case OpId::Triu: triangle_into(k.out, x, k.attrs.axis, k.op == OpId::Tril); break;
+    case OpId::Diag: diag_into(k.out, x, k.attrs.axis); break;
+    case OpId::NanToNum:
+      nan_to_num_into(k.out, x, k.attrs.scalar, std::bit_cast<double>(k.attrs.ints[0]),
+                      std::bit_cast<double>(k.attrs.ints[1]));
+      break;
+    case OpId::Cross: cross_into(k.out, x, k.in[1], normalize_axis(k.attrs.axis, k.out.ndim(), "cross")); break;
     default: break;
   }
 }
@@ -116,7 +132,6 @@ Kernel kernel_of(OpCategory c) {
   u.any_negative = [](const Tensor& t) { return any_element(t, ElementTest::negative); };
   u.first_index_outside = first_index_outside;
   u.blas_name = gemm_backend;
-  u.topk = topk;
   detail::register_device_utilities(DeviceType::cpu, u);
   return true;
 }();

@@ -157,74 +157,12 @@ void sort_lines(const Tensor& x, int64_t axis, bool descending, bool indices, co
   });
 }
 
-/// a ranks before b in topk's order: the first k of a stable sort (NaN
-/// largest; equal keys, -0/+0 included, by lower position).
-template <bool Largest, class C>
-bool ranks_before(C ka, int64_t a, C kb, int64_t b) {
-  const bool na = is_nan(ka), nb = is_nan(kb);
-  if (na || nb) {
-    if (na && nb) return a < b;
-    return Largest ? na : nb;
-  }
-  if (Largest ? kb < ka : ka < kb) return true;
-  if (Largest ? ka < kb : kb < ka) return false;
-  return a < b;
-}
-
-template <bool Largest>
-void topk_lines(const Tensor& x, int64_t k, int64_t axis, const Tensor& values, const Tensor& idx) {
-  detail::visit_dtype(x.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    using C = detail::compute_t<T>;
-    // The outputs differ from x only in the axis' extent (k); for_each_line
-    // walks x's lines and uses only the outputs' strides.
-    for_each_line<3>(x.shape(), axis, {&values, &idx, &x}, [&](const auto& p, const auto& st, int64_t len) {
-      const char* s = p[2];
-      auto at = [&](int64_t i) { return detail::convert<C>(*reinterpret_cast<const T*>(s + i * st[2])); };
-      thread_local std::vector<std::pair<C, int64_t>> best;  // (key, position)
-      const auto before = [](const std::pair<C, int64_t>& l, const std::pair<C, int64_t>& r) {
-        return ranks_before<Largest>(l.first, l.second, r.first, r.second);
-      };
-      best.clear();
-      if (k <= 1024 && k * 16 <= len) {
-        // Bounded heap (worst kept on top): one comparison per element mostly.
-        for (int64_t i = 0; i < k; ++i) best.emplace_back(at(i), i);
-        std::make_heap(best.begin(), best.end(), before);
-        for (int64_t i = k; i < len; ++i) {
-          const C c = at(i);
-          if (!ranks_before<Largest>(c, i, best.front().first, best.front().second)) continue;
-          std::pop_heap(best.begin(), best.end(), before);
-          best.back() = {c, i};
-          std::push_heap(best.begin(), best.end(), before);
-        }
-        std::sort_heap(best.begin(), best.end(), before);
-      } else {
-        for (int64_t i = 0; i < len; ++i) best.emplace_back(at(i), i);
-        if (k < len) std::nth_element(best.begin(), best.begin() + k, best.end(), before);
-        std::sort(best.begin(), best.begin() + k, before);
-      }
-      char* vo = p[0];
-      char* io = p[1];
-      for (int64_t i = 0; i < k; ++i, vo += st[0], io += st[1]) {
-        const int64_t j = best[static_cast<size_t>(i)].second;
-        *reinterpret_cast<T*>(vo) = *reinterpret_cast<const T*>(s + j * st[2]);  // the element's own bits
-        *reinterpret_cast<int64_t*>(io) = j;
-      }
-    });
-  });
-}
-
 }  // namespace
 
 void cumsum(const Tensor& x, int64_t axis, const Tensor& out) { running<false>(x, axis, out); }
 void cumprod(const Tensor& x, int64_t axis, const Tensor& out) { running<true>(x, axis, out); }
 void sort(const Tensor& x, int64_t axis, bool descending, bool indices, const Tensor& out) {
   sort_lines(x, axis, descending, indices, out);
-}
-void topk(const Tensor& x, int64_t k, int64_t axis, bool largest, const Tensor& values, const Tensor& indices) {
-  if (values.numel() == 0) return;
-  if (largest) topk_lines<true>(x, k, axis, values, indices);
-  else topk_lines<false>(x, k, axis, values, indices);
 }
 
 }  // namespace kiln::cpu

@@ -52,8 +52,10 @@ bool canonical_attrs(const Graph& g, const Node& n, Attrs& a) {
         default: return true;
       }
     case OpCategory::Data:
-      if (n.op == OpId::Concat || n.op == OpId::Gather || n.op == OpId::IndexSelect) return norm_axis(a.axis, nd);
-      return true;  // one_hot's axis is the class count, pad/tile have no axes
+      if (n.op == OpId::Concat || n.op == OpId::Gather || n.op == OpId::IndexSelect || n.op == OpId::TopK)
+        return norm_axis(a.axis, nd);
+      if (n.op == OpId::Cross) return norm_axis(a.axis, static_cast<int64_t>(g.type(n.outputs[0]).shape.size()));
+      return true;  // one_hot's axis is the class count, tril/triu/diag's the diagonal offset
     default: return true;
   }
 }
