@@ -87,7 +87,14 @@ class CompiledModel {
 /// Reads a MEF file written by CompiledCallable::export_mef (or by a session's
 /// export folder) without tracing anything: parses and verifies the graph,
 /// checks the signature and the weight list against it, and builds the
-/// execution plan for this machine's CPU (code from a CODE section if its key matches, else generated).
+/// execution plan for this machine's CPU: restored from the PLAN section
+/// without planning when its key (PLAN layout version, codegen feature key,
+/// fusion and inter-op flags) is this reader's, else planned again
+/// (ExecutionPlan::read_note() says why); machine code from the CODE section
+/// where its key matches, else generated. A graph on a CUDA device also gets
+/// its CUDA plan, with the CUBN section's module where its key matches.
+/// A PLAN section of this reader's key that fails its checks is a ValueError
+/// naming 'PLAN', the byte offset and the field.
 /// `session` (null = the process default) gives the kernel options.
 /// Every problem is a ValueError starting "engine::read: '<path>': " that says
 /// which: not a MEF file (bad magic), a newer format version, a truncated file
