@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cfloat>
 #include <filesystem>
 #include <limits>
@@ -311,6 +312,20 @@ TEST_SUITE("select rows") {
     // nan_to_num of float16: the default +inf replacement is float16's largest (65504)
     Tensor h = nan_to_num(tensor({nan, std::numeric_limits<double>::infinity()}).to(DType::float16));
     CHECK(h.to(DType::float64).to_vector<double>() == std::vector<double>{0.0, 65504.0});
+  }
+
+  TEST_CASE("pools: a window far larger than the input costs the input's size; its tap count does not overflow") {
+    const Tensor x = arange(25, DType::float32).reshape({1, 1, 5, 5});
+    // kernel 2^30 with padding 2^29: every one of the 6x6 windows holds all of x
+    const Tensor m = max_pool2d(x, {int64_t(1) << 30}, {1}, {int64_t(1) << 29});
+    CHECK(m.shape() == Shape{1, 1, 6, 6});
+    for (float v : m.to_vector<float>()) CHECK(v == 24.0f);
+    // count_include_pad divides by the window's 2^40 x 2^40 taps (2^80, beyond int64): 300 / 2^80
+    const Tensor a = avg_pool2d(x, {int64_t(1) << 40}, {1}, {int64_t(1) << 39}, true);
+    const float want = static_cast<float>(300.0 / std::ldexp(1.0, 80));
+    for (float v : a.to_vector<float>()) CHECK(v == want);
+    const Tensor b = avg_pool2d(x, {int64_t(1) << 40}, {1}, {int64_t(1) << 39}, false);
+    for (float v : b.to_vector<float>()) CHECK(v == 12.0f);
   }
 
   TEST_CASE("bad inputs raise kiln errors naming the op and the argument") {

@@ -60,6 +60,13 @@ void max_planes(const T* x, T* out, const PoolGeo& g, int64_t p0, int64_t p1) {
     o1 = g.w - off <= 0 ? 0 : std::min(g.ow, (g.w - off + g.sw - 1) / g.sw);
     if (o1 < o0) o1 = o0;
   };
+  // Column taps j that lie inside x for some output column: the first
+  // output column's tap (j dw - pw) must not start past x's last column, the
+  // last output column's (j dw - pw + (ow - 1) sw) must reach column 0. A
+  // window far wider than x then costs what x's width does, not its own.
+  const int64_t j1 = std::min(g.kw, (g.w - 1 + g.pw) / g.dw + 1);
+  const int64_t reach = g.pw - (g.ow - 1) * g.sw;  // j dw >= reach
+  const int64_t j0 = reach <= 0 ? 0 : std::min(j1, (reach + g.dw - 1) / g.dw);
   for (int64_t pl = p0; pl < p1; ++pl) {
     const int64_t n = pl / g.c, ch = pl % g.c;
     const T* xp = x + n * g.xs[0] + ch * g.xs[1];
@@ -72,7 +79,7 @@ void max_planes(const T* x, T* out, const PoolGeo& g, int64_t p0, int64_t p1) {
       if constexpr (!kSame) std::fill(best.get(), best.get() + g.ow, detail::convert<T>(lowest));
       for (int64_t i = i0; i < i1; ++i) {
         const T* row = xp + (hs + i * g.dh) * g.xs[2];
-        for (int64_t j = 0; j < g.kw; ++j) {
+        for (int64_t j = j0; j < j1; ++j) {
           int64_t o0, o1;
           cols(j, o0, o1);
           if (o0 >= o1) continue;
@@ -125,9 +132,12 @@ void avg_planes(const T* x, T* out, const PoolGeo& g, bool count_include_pad, in
           const T* row = xp + i * g.xs[2];
           for (int64_t j = ws_in; j < we_in; ++j) s += detail::convert<double>(row[j * g.xs[3]]);
         }
-        const int64_t div = count_include_pad ? (he - hs) * (we - ws)
-                                              : std::max<int64_t>(he_in - hs_in, 0) * std::max<int64_t>(we_in - ws_in, 0);
-        op[oy * g.os[2] + ox * g.os[3]] = detail::convert<T>(s / static_cast<double>(div));
+        // in float64: a huge window's tap count overflows int64 (2^40 x 2^40)
+        const double div = count_include_pad
+                               ? static_cast<double>(he - hs) * static_cast<double>(we - ws)
+                               : static_cast<double>(std::max<int64_t>(he_in - hs_in, 0)) *
+                                     static_cast<double>(std::max<int64_t>(we_in - ws_in, 0));
+        op[oy * g.os[2] + ox * g.os[3]] = detail::convert<T>(s / div);
       }
     }
   }
@@ -143,7 +153,7 @@ void max_pool2d_into(const Tensor& out, const Tensor& x, const std::vector<int64
     using T = typename decltype(tag)::type;
     const T* xb = static_cast<const T*>(x.data_ptr());
     T* ob = static_cast<T*>(out.data_ptr());
-    parallel_ranges(planes, out.numel() * g.kh * g.kw,
+    parallel_ranges(planes, out.numel() * std::min(g.kh, g.h) * std::min(g.kw, g.w),
                     [&](int64_t p0, int64_t p1) { max_planes<T>(xb, ob, g, p0, p1); });
   });
 }
@@ -157,7 +167,7 @@ void avg_pool2d_into(const Tensor& out, const Tensor& x, const std::vector<int64
     if constexpr (std::is_same_v<T, float16_t> || std::is_same_v<T, bfloat16_t> || std::is_floating_point_v<T>) {
       const T* xb = static_cast<const T*>(x.data_ptr());
       T* ob = static_cast<T*>(out.data_ptr());
-      parallel_ranges(planes, out.numel() * g.kh * g.kw,
+      parallel_ranges(planes, out.numel() * std::min(g.kh, g.h) * std::min(g.kw, g.w),
                       [&](int64_t p0, int64_t p1) { avg_planes<T>(xb, ob, g, count_include_pad, p0, p1); });
     }
   });
