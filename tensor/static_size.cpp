@@ -26,13 +26,41 @@ Tensor first_padded(const Tensor& order, int64_t n, int64_t size) {
   return concat({head, zeros({size - k}, DType::int64)}, 0);
 }
 
+// Runs f, naming `op` in front of a kiln error raised by an op it is built
+// from ("full: cannot convert ..." -> "unique_static: full: cannot convert
+// ..."), keeping the error's type.
+template <class F>
+auto named(const char* op, F&& f) {
+  auto msg = [op](const Error& e) {
+    const std::string w = e.what();
+    return w.rfind(std::string(op) + ":", 0) == 0 ? w : std::string(op) + ": " + w;
+  };
+  try {
+    return f();
+  } catch (const ShapeError& e) {
+    throw ShapeError(msg(e));
+  } catch (const DTypeError& e) {
+    throw DTypeError(msg(e));
+  } catch (const IndexError& e) {
+    throw IndexError(msg(e));
+  } catch (const ValueError& e) {
+    throw ValueError(msg(e));
+  } catch (const RealizationError&) {
+    throw;
+  } catch (const Error& e) {  // e.g. Buffer::allocate's out of memory
+    throw Error(msg(e));
+  }
+}
+
 // The positions of the true elements of the 1-d bool `mask`, in ascending
 // order, followed by the false ones: a stable argsort of !mask.
 Tensor true_first(const Tensor& mask) { return argsort(cast(logical_not(mask), DType::int32), 0); }
 
 }  // namespace
 
-std::vector<Tensor> nonzero_static(const Tensor& x, int64_t size, int64_t fill) {
+namespace {
+
+std::vector<Tensor> nonzero_static_impl(const Tensor& x, int64_t size, int64_t fill) {
   check_size(size, "nonzero_static");
   if (x.ndim() == 0)
     throw ShapeError("nonzero_static: a 0-d tensor has no axis to give coordinates along (reshape it to [1] first)");
@@ -58,7 +86,7 @@ std::vector<Tensor> nonzero_static(const Tensor& x, int64_t size, int64_t fill) 
   return out;
 }
 
-UniqueStatic unique_static(const Tensor& x, int64_t size, Scalar fill) {
+UniqueStatic unique_static_impl(const Tensor& x, int64_t size, Scalar fill) {
   check_size(size, "unique_static");
   const Tensor fill_t = full({}, fill, x.dtype());
   const int64_t n = x.numel();
@@ -90,6 +118,16 @@ UniqueStatic unique_static(const Tensor& x, int64_t size, Scalar fill) {
   u.counts = slice(scatter_add(zeros({size + 1}, DType::int64), 0, slot, ones({n}, DType::int64)), 0, 0, size);
   u.inverse = reshape(gather(gid, 0, argsort(perm, 0)), x.shape());
   return u;
+}
+
+}  // namespace
+
+std::vector<Tensor> nonzero_static(const Tensor& x, int64_t size, int64_t fill) {
+  return named("nonzero_static", [&] { return nonzero_static_impl(x, size, fill); });
+}
+
+UniqueStatic unique_static(const Tensor& x, int64_t size, Scalar fill) {
+  return named("unique_static", [&] { return unique_static_impl(x, size, fill); });
 }
 
 }  // namespace kiln

@@ -129,6 +129,15 @@ TEST_SUITE("composite op table") {
     CHECK_THROWS_AS(nonzero_static(zeros({}), 2), ShapeError);
     CHECK_THROWS_WITH_AS(unique_static(zeros({3}), -2), "unique_static: size must be >= 0, got -2", ValueError);
     CHECK_THROWS_AS(unique_static(zeros({3}, DType::int32), 2, std::nan("")), ValueError);  // NaN into int32
+    // errors of the ops they are built from name them first
+    CHECK_THROWS_WITH_AS(unique_static(zeros({3}, DType::int32), 2, std::nan("")),
+                         doctest::Contains("unique_static: "), ValueError);
+    try {
+      nonzero_static(zeros({3}), INT64_MAX);
+      FAIL("expected an error");
+    } catch (const Error& e) {
+      CHECK(std::string(e.what()).rfind("nonzero_static: ", 0) == 0);
+    }
     // size 0: empty results, the count still counts
     const UniqueStatic u = unique_static(Tensor::from_vector(std::vector<float>{3, 3, 1}), 0);
     CHECK(u.values.shape() == Shape{0});
