@@ -10,6 +10,7 @@
 #include <array>
 #include <bit>
 #include <cfloat>
+#include <limits>
 #include <string>
 
 #include "einsum.h"
@@ -73,13 +74,20 @@ Shape pool_shape(OpId op, const Shape& s, const Attrs& a) {
     if (dl[i] <= 0) throw ValueError(p + "dilation must be positive, got " + pair(dl));
     if (pd[i] < 0) throw ValueError(p + "padding must not be negative, got " + pair(pd));
     // torch's rule: padding at most half the kernel, so no window is all padding.
-    if (2 * pd[i] > k[i])
+    if (pd[i] > k[i] / 2)
       throw ValueError(p + "padding must be at most half the kernel, got padding " + pair(pd) + " for kernel " + pair(k));
-    const int64_t padded = s[2 + i] + 2 * pd[i], span = dl[i] * (k[i] - 1) + 1;
+    int64_t padded = 0, span = 0;
+    if (__builtin_add_overflow(s[2 + i], 2 * pd[i], &padded))
+      throw ValueError(p + "the padded input's " + std::string(i ? "width" : "height") + " (" + str(s[2 + i]) +
+                       " + 2 x " + str(pd[i]) + ") exceeds 2^63 - 1");
+    if (__builtin_mul_overflow(dl[i], k[i] - 1, &span) || span == std::numeric_limits<int64_t>::max())
+      throw ValueError(p + "the kernel's span (dilation " + pair(dl) + " x (kernel " + pair(k) +
+                       " - 1) + 1) exceeds 2^63 - 1");
+    span += 1;
     if (span > padded)
-      throw ShapeError(p + "the kernel spans " + str(dl[0] * (k[0] - 1) + 1) + "x" + str(dl[1] * (k[1] - 1) + 1) +
-                       " but the padded input is " + str(s[2] + 2 * pd[0]) + "x" + str(s[3] + 2 * pd[1]) +
-                       " (x shape " + shape_str(s) + ", kernel " + pair(k) + ", padding " + pair(pd) + ")");
+      throw ShapeError(p + "the kernel spans " + str(span) + " along " + std::string(i ? "W" : "H") +
+                       " but the padded input is " + str(padded) + " (x shape " + shape_str(s) + ", kernel " +
+                       pair(k) + ", padding " + pair(pd) + (max ? ", dilation " + pair(dl) : std::string()) + ")");
     r[2 + i] = (padded - span) / st[i] + 1;  // floor mode
   }
   return r;

@@ -335,11 +335,18 @@ TEST_SUITE("select rows") {
     CHECK_THROWS_AS(topk(x, 1, 2), IndexError);
     CHECK_THROWS_WITH_AS(topk(zeros({}), 0), doctest::Contains("topk: a 0-d tensor"), IndexError);
     Tensor img = zeros({1, 1, 3, 3});
-    CHECK_THROWS_WITH_AS(max_pool2d(img, {5, 5}, {1, 1}, {0, 0}), doctest::Contains("max_pool2d: the kernel spans 5x5"),
+    CHECK_THROWS_WITH_AS(max_pool2d(img, {5, 5}, {1, 1}, {0, 0}), doctest::Contains("max_pool2d: the kernel spans 5 along H but the padded input is 3"),
                          ShapeError);
-    CHECK_THROWS_WITH_AS(max_pool2d(img, {2, 2}, {1, 1}, {0, 0}, {3, 3}), doctest::Contains("kernel spans 4x4"),
+    CHECK_THROWS_WITH_AS(max_pool2d(img, {2, 2}, {1, 1}, {0, 0}, {3, 3}), doctest::Contains("kernel spans 4 along H"),
                          ShapeError);
     CHECK_THROWS_WITH_AS(avg_pool2d(img, {2, 2}, {1, 1}, {2, 2}), doctest::Contains("avg_pool2d: padding must be at most half"),
+                         ValueError);
+    // sizes whose arithmetic would overflow int64 are refused by name, not wrapped into the message
+    const int64_t big = std::numeric_limits<int64_t>::max();
+    CHECK_THROWS_WITH_AS(max_pool2d(img, {2}, {}, {0}, {big}), doctest::Contains("max_pool2d: the kernel's span"),
+                         ValueError);
+    CHECK_THROWS_WITH_AS(max_pool2d(img, {big}, {1}, {big / 2}),
+                         doctest::Contains("max_pool2d: the padded input's height (3 + 2 x 4611686018427387903)"),
                          ValueError);
     CHECK_THROWS_WITH_AS(max_pool2d(img, {2, 2}, {0, 1}), doctest::Contains("max_pool2d: stride must be positive"),
                          ValueError);
