@@ -3,8 +3,12 @@
 // (for testing the narrower paths on a wide machine).
 #include <asmjit/core.h>
 
+#include <strings.h>
+
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <string>
 
 #include "../../../jit/elementwise_program.h"
@@ -34,9 +38,18 @@ CpuTarget detect_cpu_target() {
   CpuTarget t = host_cpu_target();
   if (const char* e = std::getenv("KILN_JIT_TARGET")) {
     CpuTarget cap = t;
-    if (!std::strcmp(e, "sse2")) cap = CpuTarget::sse2;
-    else if (!std::strcmp(e, "avx2")) cap = CpuTarget::avx2;
-    else if (!std::strcmp(e, "avx512")) cap = CpuTarget::avx512;
+    if (!strcasecmp(e, "sse2")) cap = CpuTarget::sse2;
+    else if (!strcasecmp(e, "avx2")) cap = CpuTarget::avx2;
+    else if (!strcasecmp(e, "avx512")) cap = CpuTarget::avx512;
+    else if (*e) {
+      // Read on every code generation, often where an exception could not
+      // be thrown: said once on stderr instead.
+      static std::once_flag warned;
+      std::call_once(warned, [e] {
+        std::fprintf(stderr, "kiln: KILN_JIT_TARGET='%s' is not sse2, avx2 or avx512; ignored (generating for %s)\n",
+                     e, cpu_target_name(host_cpu_target()));
+      });
+    }
     if (cap < t) t = cap;
   }
   return t;
