@@ -18,6 +18,16 @@ args=()
 for a in "$@"; do
   if [[ "$a" == "--clang" ]]; then clang=1; else args+=("$a"); fi
 done
+# --timing and --echo are kiln-repl's; clang-repl would stop at them with
+# "Unknown command line argument".
+if ((clang)); then
+  for a in "${args[@]+"${args[@]}"}"; do
+    if [[ "$a" == "--echo" || "$a" == "--timing" ]]; then
+      echo "repl.sh: $a is an option of kiln-repl (the Cling prompt, without --clang); kiln-clang-repl does not take it" >&2
+      exit 2
+    fi
+  done
+fi
 build_dir="${KILN_BUILD_DIR:-build/release}"
 jobs="${KILN_JOBS:-$(nproc)}"
 
