@@ -12,12 +12,14 @@
 #include "../jit/engine.h"
 #include "../jit/plan.h"
 #include "../jit/step_pairs.h"
+#include "ref_matmul.h"
 #include "same_bits.h"
 #include "test_util.h"
 
 namespace {
 using namespace kiln;
 using codegen::PlanStep;
+using kt::ref_matmul;
 
 const codegen::ExecutionPlan& plan_of(const CompiledCallable& c) { return c.engine_model().artifact().plan(); }
 int pairs(const codegen::ExecutionPlan& p) {
@@ -39,14 +41,6 @@ struct Threads {
   ~Threads() { set_num_threads(saved); }
 };
 
-std::vector<double> ref_matmul(const std::vector<double>& x, const std::vector<double>& w, int64_t m, int64_t k,
-                               int64_t n) {
-  std::vector<double> r(size_t(m * n), 0.0);
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t kk = 0; kk < k; ++kk)
-      for (int64_t j = 0; j < n; ++j) r[size_t(i * n + j)] += x[size_t(i * k + kk)] * w[size_t(kk * n + j)];
-  return r;
-}
 }  // namespace
 
 TEST_SUITE("interop") {

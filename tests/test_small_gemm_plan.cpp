@@ -12,12 +12,14 @@
 #include "../backends/cpu/jit/small_gemm.h"
 #include "../jit/engine.h"
 #include "../jit/plan.h"
+#include "ref_matmul.h"
 #include "same_bits.h"
 #include "test_util.h"
 
 namespace {
 using namespace kiln;
 using codegen::PlanStep;
+using kt::ref_matmul;
 
 const codegen::ExecutionPlan& plan_of(const CompiledCallable& c) { return c.engine_model().artifact().plan(); }
 int count(const codegen::ExecutionPlan& p, PlanStep::Kind kind) {
@@ -32,15 +34,6 @@ CompileOptions with(KernelOptions k) {
 }
 bool generated_target() { return codegen::detect_cpu_target() >= codegen::CpuTarget::avx2; }
 
-// float64 reference of x @ w with x [m, k], w [k, n] given as values
-std::vector<double> ref_matmul(const std::vector<double>& x, const std::vector<double>& w, int64_t m, int64_t k,
-                               int64_t n) {
-  std::vector<double> r(size_t(m * n), 0.0);
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t kk = 0; kk < k; ++kk)
-      for (int64_t j = 0; j < n; ++j) r[size_t(i * n + j)] += x[size_t(i * k + kk)] * w[size_t(kk * n + j)];
-  return r;
-}
 }  // namespace
 
 TEST_SUITE("small_gemm") {

@@ -7,6 +7,7 @@
 
 #include "../../tensor/dispatch.h"
 #include "copy.h"
+#include "element_width.h"
 #include "strided_loop.h"
 
 namespace kiln::cpu {
@@ -21,17 +22,6 @@ decltype(auto) visit_index(DType d, F&& f) {
   return f(TypeTag<int64_t>{});
 }
 
-// Calls f(TypeTag<W>{}) for an unsigned type as wide as one element: data
-// movement copies bits and never interprets them.
-template <class F>
-void visit_width(size_t bytes, F&& f) {
-  switch (bytes) {
-    case 1: f(TypeTag<uint8_t>{}); break;
-    case 2: f(TypeTag<uint16_t>{}); break;
-    case 4: f(TypeTag<uint32_t>{}); break;
-    default: f(TypeTag<uint64_t>{}); break;
-  }
-}
 
 // Another view of t's storage.
 Tensor view_of(const Tensor& t, Shape shape, Strides strides, int64_t offset) {

@@ -15,6 +15,7 @@
 #include "../../tensor/dispatch.h"
 #include "accumulate.h"
 #include "copy.h"
+#include "element_width.h"
 #include "data_kernels.h"
 #include "parallel_ranges.h"
 
@@ -23,17 +24,6 @@ namespace {
 
 using detail::TypeTag;
 
-// Calls f(TypeTag<W>{}) for an unsigned type as wide as one element (bits
-// are moved, never interpreted).
-template <class F>
-void visit_width(size_t bytes, F&& f) {
-  switch (bytes) {
-    case 1: f(TypeTag<uint8_t>{}); break;
-    case 2: f(TypeTag<uint16_t>{}); break;
-    case 4: f(TypeTag<uint32_t>{}); break;
-    default: f(TypeTag<uint64_t>{}); break;
-  }
-}
 
 char* base_of(const Tensor& t) { return static_cast<char*>(t.data_ptr()); }
 
