@@ -5,6 +5,9 @@
 #include <new>
 #include <ostream>
 #include <sstream>
+#include <string>
+
+#include <sys/sysinfo.h>
 
 #include "cpu_memory_pools.h"
 #include "cpu_devices.h"
@@ -29,6 +32,19 @@ struct Storage {
     else detail::cpu_free_on(device.index, data, capacity);  // back to its device's pool
   }
 };
+
+// Memory plus swap, in bytes: no single CPU allocation beyond it can succeed
+// (Linux's default overcommit heuristic refuses it too), so such a request is
+// refused before malloc, the same way on every allocator (ASan's included).
+size_t cpu_memory_bound() {
+  static const size_t bound = [] {
+    struct sysinfo si {};
+    if (sysinfo(&si) != 0) return SIZE_MAX;
+    const unsigned __int128 b = (unsigned __int128)(si.totalram + si.totalswap) * si.mem_unit;
+    return b > SIZE_MAX ? SIZE_MAX : size_t(b);
+  }();
+  return bound;
+}
 }  // namespace detail
 
 Buffer Buffer::allocate(size_t nbytes, Device device) {
@@ -37,6 +53,10 @@ Buffer Buffer::allocate(size_t nbytes, Device device) {
   // size is what Storage frees.
   const size_t padded = nbytes == 0 ? 64 : nbytes;
   if (device.is_cpu()) [[likely]] {
+    if (nbytes > detail::cpu_memory_bound()) [[unlikely]]
+      throw ValueError("Buffer::allocate: out of memory allocating " + std::to_string(nbytes) +
+                       " bytes (more than this machine's " + std::to_string(detail::cpu_memory_bound()) +
+                       " bytes of memory and swap)");
     if (device.index == 0) [[likely]] {
       s->data = detail::cpu_allocate(padded);
     } else {

@@ -1,6 +1,7 @@
 #include "op_table.h"
 
 #include <array>
+#include <string_view>
 #include <string>
 
 #include "realize_hook.h"
@@ -108,20 +109,35 @@ Tensor detail::output_tensor(const Shape& shape, DType dtype, Device device) {
 detail::ScopedOutput::ScopedOutput(const Tensor& dst) { t_output_dst = &dst; }
 detail::ScopedOutput::~ScopedOutput() { t_output_dst = nullptr; }
 
-Tensor detail::eager_execute(OpId op, std::span<const Tensor> in, const Attrs& attrs) {
+namespace {
+Tensor eager_dispatch(OpId op, std::span<const Tensor> in, const Attrs& attrs) {
   switch (op_info(op).category) {
-    case OpCategory::Unary: return eager_unary(op, in, attrs);
-    case OpCategory::Binary: return eager_binary(op, in, attrs);
-    case OpCategory::Ternary: return eager_ternary(op, in, attrs);
-    case OpCategory::Reduce: return eager_reduce(op, in, attrs);
-    case OpCategory::Scan: return eager_scan(op, in, attrs);
-    case OpCategory::RowNorm: return eager_rownorm(op, in, attrs);
-    case OpCategory::Matmul: return eager_matmul(op, in, attrs);
-    case OpCategory::View: return eager_view(op, in, attrs);
-    case OpCategory::Data: return eager_data(op, in, attrs);
-    case OpCategory::Linalg: return eager_linalg(op, in, attrs);
+    case OpCategory::Unary: return detail::eager_unary(op, in, attrs);
+    case OpCategory::Binary: return detail::eager_binary(op, in, attrs);
+    case OpCategory::Ternary: return detail::eager_ternary(op, in, attrs);
+    case OpCategory::Reduce: return detail::eager_reduce(op, in, attrs);
+    case OpCategory::Scan: return detail::eager_scan(op, in, attrs);
+    case OpCategory::RowNorm: return detail::eager_rownorm(op, in, attrs);
+    case OpCategory::Matmul: return detail::eager_matmul(op, in, attrs);
+    case OpCategory::View: return detail::eager_view(op, in, attrs);
+    case OpCategory::Data: return detail::eager_data(op, in, attrs);
+    case OpCategory::Linalg: return detail::eager_linalg(op, in, attrs);
   }
   return {};
+}
+}  // namespace
+
+Tensor detail::eager_execute(OpId op, std::span<const Tensor> in, const Attrs& attrs) {
+  try {
+    return eager_dispatch(op, in, attrs);
+  } catch (const ValueError& e) {
+    // An output too large for memory (diag with a huge k, say) is reported by
+    // Buffer::allocate, which cannot know the op: name it here.
+    static constexpr std::string_view kOom = "Buffer::allocate: out of memory";
+    const std::string_view m = e.what();
+    if (m.substr(0, kOom.size()) != kOom) throw;
+    throw ValueError(detail::op_prefix(op) + "out of memory for its result" + std::string(m.substr(kOom.size())));
+  }
 }
 
 Tensor apply(OpId op, std::span<const Tensor> inputs, const Attrs& attrs) {

@@ -369,6 +369,9 @@ TEST_SUITE("select rows") {
     CHECK_THROWS_WITH_AS(tril(zeros({3})), doctest::Contains("tril: x must have at least 2 axes"), ShapeError);
     CHECK_THROWS_WITH_AS(diag(zeros({2, 2, 2})), doctest::Contains("diag: x must be 1-d"), ShapeError);
     CHECK_THROWS_AS(diag(zeros({2}), int64_t(1) << 50), ValueError);
+    // A result too large for memory names the op (it used to say only "Buffer::allocate: out of memory").
+    CHECK_THROWS_WITH_AS(diag(zeros({2}), int64_t(1) << 30), doctest::Contains("diag: out of memory for its result"),
+                         ValueError);
     // No CUDA kernels yet: a CUDA tensor's call raises the registry's DeviceError (docs/cuda_numerics.md).
     for (OpId op : {OpId::TopK, OpId::SearchSorted, OpId::MaxPool2d, OpId::AvgPool2d, OpId::Tril, OpId::Triu, OpId::Diag,
                     OpId::NanToNum, OpId::Cross}) {
