@@ -89,6 +89,13 @@ marked "vs Eigen built for AVX2" compare with Eigen compiled for AVX2+FMA only
 EOF
   KILN_JIT_TARGET=avx2 run_all "$@"
 fi
+# Hand-run sections (measured by hand, each with its date and conditions)
+# are kept: everything from the marker line on.
+marker='<!-- hand-run sections below: run_benchmarks.sh keeps everything from this line on -->'
+if [[ -f "$out" ]] && grep -qF -- "$marker" "$out"; then
+  printf '\n' >>"$tmp"
+  awk -v m="$marker" 'index($0, m) == 1 { keep = 1 } keep' "$out" >>"$tmp"
+fi
 mv "$tmp" "$out"
 chmod 644 "$out"
 echo "run_benchmarks: wrote $out"
