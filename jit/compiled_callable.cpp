@@ -220,6 +220,10 @@ void CompiledCallable::check_captured() const {
 
 CallResult CompiledCallable::inline_call(GraphRealizationContext& outer, const std::vector<Tensor>& leaves) const {
   check_captured();
+  // Its captured tensors become the outer trace's captured constants, so the
+  // outer compiled call checks them before each call as this one does (their
+  // values are baked into the constants copied in below).
+  for (const CapturedConstant& c : staged_.captured) (void)outer.value_of(c.source);
   // The optimised graph: calls already inlined, weights named in full.
   const Graph& g = model_->artifact().graph();
   Graph& og = outer.graph();
