@@ -1,5 +1,6 @@
 #include "compiled_callable.h"
 
+#include <algorithm>
 #include <atomic>
 #include <ostream>
 #include <set>
@@ -149,6 +150,32 @@ void check_signature_against(const Graph& g, const std::vector<TensorLayout>& in
     throw ValueError(std::string(who) + ": out_tree " + out_tree.str() + " has " + std::to_string(out_tree.num_leaves()) +
                      " tensor leaves for " + std::to_string(out_layouts.size()) + " out_layouts");
 }
+
+// A result that eager execution computes as a new tensor (x * 1, x - 0,
+// -(-x): an op that is not a view in the staged graph) but that the optimiser
+// reduced to an argument or a weight is copied, so that writing into the
+// result does not write into the caller's tensor. A result the function
+// returns as the argument itself or a view of it (return x, x.reshape(...))
+// aliases it, as it does eagerly; so does one that is an argument's written
+// value (x.add_(1); return x), which write_back handles.
+void copy_results_reduced_to_inputs(const StagedGraph& staged, std::vector<Tensor>& results,
+                                    std::span<const Tensor> args, const std::map<std::string, Tensor>& weights) {
+  if (!staged.graph) return;
+  const Graph& g = *staged.graph;
+  const auto& outs = g.output_ids();
+  const size_t nres = results.size() - std::min(results.size(), staged.writes.size());
+  for (size_t i = 0; i < nres && i < outs.size(); ++i) {
+    const Node& prod = g.node(g.producer(outs[i]));
+    if (prod.kind != NodeKind::op || op_info(prod.op).category == OpCategory::View) continue;
+    bool written_value = false;
+    for (size_t k = nres; k < outs.size(); ++k) written_value = written_value || outs[k] == outs[i];
+    if (written_value || !results[i].is_realized()) continue;
+    bool shares = false;
+    for (const Tensor& a : args) shares = shares || (a.is_realized() && may_share_memory(results[i], a));
+    for (const auto& [name, w] : weights) shares = shares || (w.is_realized() && may_share_memory(results[i], w));
+    if (shares) results[i] = results[i].clone();
+  }
+}
 }  // namespace
 
 CompiledCallable::CompiledCallable(FromParts, StagedGraph staged, std::map<std::string, Tensor> weights,
@@ -220,6 +247,10 @@ void CompiledCallable::check_captured() const {
 
 CallResult CompiledCallable::inline_call(GraphRealizationContext& outer, const std::vector<Tensor>& leaves) const {
   check_captured();
+  // Its captured tensors become the outer trace's captured constants, so the
+  // outer compiled call checks them before each call as this one does (their
+  // values are baked into the constants copied in below).
+  for (const CapturedConstant& c : staged_.captured) (void)outer.value_of(c.source);
   // The optimised graph: calls already inlined, weights named in full.
   const Graph& g = model_->artifact().graph();
   Graph& og = outer.graph();
@@ -315,6 +346,7 @@ CallResult CompiledCallable::call_flat(const std::vector<Tensor>& leaves, const 
   check_captured();
   CallResult r;
   r.leaves = run_model(leaves);  // as given: op steps see eager's layouts; fused steps make operands contiguous
+  copy_results_reduced_to_inputs(staged_, r.leaves, leaves, weights_);
   r.tree = staged_.out_tree;
   if (!staged_.writes.empty()) write_back(r.leaves, leaves);
   return r;

@@ -40,6 +40,12 @@ WriteMode begin_write(const Tensor& dst, const char* who);
 /// Rebinds `dst` (functional mode) to `value`, an unrealized tensor of the
 /// current context with dst's dtype and shape.
 void functional_write(const Tensor& dst, const Tensor& value);
+/// clone()/contiguous() of `t` while a context records: for an unrealized
+/// tensor of the current context, a same-dtype Cast (a copy, a value of its
+/// own) when `always` (clone) or when t is a view of another value
+/// (contiguous), else t itself; an undefined Tensor for anything else (the
+/// caller realizes t and copies eagerly).
+Tensor recorded_copy(const Tensor& t, bool always);
 /// Called before an eager write into `b`: lazy scopes that recorded a source
 /// in `b` keep a copy of its old contents.
 void before_memory_write(const Buffer& b);

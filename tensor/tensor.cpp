@@ -187,12 +187,17 @@ template std::vector<bfloat16_t> Tensor::to_vector<bfloat16_t>() const;
 #undef KILN_INSTANTIATE
 
 Tensor Tensor::contiguous() const {
+  // Recorded (jit/compile/stage, lazy scopes): a view of another value is
+  // copied, any other value is returned as is (its layout is the plan's).
+  if (Tensor r = detail::recorded_copy(*this, false); r.defined()) return r;
   realize();
   if (is_contiguous()) return *this;
   return clone();
 }
 
 Tensor Tensor::clone() const {
+  // Recorded: a copy in the graph (realizing here would fail while tracing).
+  if (Tensor r = detail::recorded_copy(*this, true); r.defined()) return r;
   realize();
   Tensor out = empty(shape(), dtype(), device());
   detail::copy_into(*this, out);

@@ -45,6 +45,16 @@ Tensor detail::context_apply(RealizationContext* ctx, OpId op, std::span<const T
   return ctx->apply_op(op, in, attrs);
 }
 
+Tensor detail::recorded_copy(const Tensor& t, bool always) {
+  const auto& st = t.impl().state;
+  RealizationContext* cur = active_context();
+  if (!st || !cur || st->context() != cur) return Tensor();
+  if (!always && !cur->is_view_value(st->values[0].id)) return t;
+  Attrs a;
+  a.dtype = t.dtype();
+  return apply(OpId::Cast, t, a);
+}
+
 void detail::realize_tensor(const Tensor& t) {
   const auto& st = t.impl().state;
   if (!st) return;

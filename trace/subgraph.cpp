@@ -57,6 +57,11 @@ std::vector<Tensor> call_subgraph(
                                "; in-place writes do not cross a subgraph call (compile with "
                                "allow_subgraphs = false to inline it)");
       body.output(outs);
+      // Tensors the body captured are the root trace's captured constants
+      // too, so a compiled call checks their contents as it checks its own
+      // (a changed tensor is an error, never a stale result), and a later
+      // in-place write to one by the caller is refused as for any constant.
+      for (const auto& [t, v] : child.sources()) (void)parent.value_of(t);
     } catch (...) {
       parent.graph().remove_subgraph(name);
       throw;
