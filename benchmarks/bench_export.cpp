@@ -21,6 +21,7 @@
 #include <kiln/kiln.h>
 
 #include "../jit/mef.h"
+#include "../jit/mef_graph.h"
 #include "../jit/mef_plan.h"
 #include "../jit/plan.h"
 
@@ -124,6 +125,7 @@ mef::Contents contents_1000(bool with_code, bool with_plan, const CompiledCallab
   const engine::CompiledModel& art = run.engine_model().artifact();
   mef::Contents c;
   c.graph_text = art.graph().to_text();
+  c.graph_binary = mef::encode_graph_binary(art.graph());
   c.signature = run.signature();
   c.weights = art.weight_slots();
   if (with_code) c.code = mef::code_of(art.plan());
@@ -153,6 +155,8 @@ BENCHMARK(BM_read_1000_code_plan)->Unit(benchmark::kMillisecond);
 //   BM_stage_decode_1000      framing, checksum (zlib crc32 of the whole file), section decoding
 //   BM_stage_crc_1000         the checksum alone
 //   BM_stage_parse_1000       Graph::parse of the graph section (parse + verify)
+//   BM_stage_binary_1000      the graph built from its GRPB section (decode + verify)
+//   BM_stage_verify_1000      Graph::verify alone
 //   BM_stage_images_1000      the CODE section's images checked (hashes) for this key
 //   BM_stage_plan_1000        the plan restored from PLAN (steps, kernels placed, checks)
 void BM_stage_decode_1000(benchmark::State& st) {
@@ -179,6 +183,19 @@ void BM_stage_parse_1000(benchmark::State& st) {
   st.counters["text_bytes"] = static_cast<double>(text.size());
 }
 BENCHMARK(BM_stage_parse_1000)->Unit(benchmark::kMicrosecond);
+void BM_stage_binary_1000(benchmark::State& st) {
+  CompiledCallable run(big_staged());
+  const std::string bin = mef::encode_graph_binary(run.engine_model().artifact().graph());
+  for (auto _ : st) benchmark::DoNotOptimize(mef::decode_graph_binary(bin, "bench").get());
+  st.counters["binary_bytes"] = static_cast<double>(bin.size());
+}
+BENCHMARK(BM_stage_binary_1000)->Unit(benchmark::kMicrosecond);
+void BM_stage_verify_1000(benchmark::State& st) {
+  CompiledCallable run(big_staged());
+  const Graph& g = run.engine_model().artifact().graph();
+  for (auto _ : st) g.verify();
+}
+BENCHMARK(BM_stage_verify_1000)->Unit(benchmark::kMicrosecond);
 void BM_stage_images_1000(benchmark::State& st) {
   CompiledCallable run(big_staged());
   const mef::Contents c = contents_1000(true, true, run);
