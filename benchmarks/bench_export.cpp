@@ -14,6 +14,10 @@
 //   BM_read_1000_plan     the file with its PLAN section: no planning (code generated)
 //   BM_read_1000_code_plan  CODE and PLAN: no planning, no code generation
 //                         (issue 18: budget <= 0.2 ms); BM_stage_* split it up
+//   BM_read_1000_code_plan_kept        the same without freeing the previous read's model
+//   BM_read_1000_code_plan_first_call  that read + binding + the first call
+//   BM_read_1000_text_code_plan_kept   the read of a file without GRPB (the graph from its text)
+//   BM_call_1000          a cached call of the compiled graph (execute_raw), for reference
 // The graph of the last two has about 1,000 nodes after optimisation (see
 // the `nodes` counter): 250 rounds of matmul -> add a constant -> tanh.
 #include <benchmark/benchmark.h>
@@ -150,6 +154,48 @@ void BM_read_1000_plan(benchmark::State& st) { read_1000(st, false, true); }
 BENCHMARK(BM_read_1000_plan)->Unit(benchmark::kMillisecond);
 void BM_read_1000_code_plan(benchmark::State& st) { read_1000(st, true, true); }
 BENCHMARK(BM_read_1000_code_plan)->Unit(benchmark::kMillisecond);
+
+// The same file read without the time it takes to free what the previous
+// read made (the models are kept and freed 64 at a time, timing paused), and
+// read + the first call (engine::Model bound, one execute on 4x8 and 8x8
+// inputs), with the cached call alone for reference.
+void read_kept(benchmark::State& st, bool call, bool with_binary) {
+  CompiledCallable run(big_staged());
+  mef::Contents c = contents_1000(true, true, run);
+  if (!with_binary) c.graph_binary.clear();
+  const std::string bytes = mef::encode(c);
+  const std::vector<Tensor> in{ones({4, 8}) * 0.1f, ones({8, 8}) * 0.1f};
+  std::vector<std::shared_ptr<const engine::CompiledModel>> kept;
+  std::vector<std::vector<Tensor>> results;
+  kept.reserve(64);
+  results.reserve(64);
+  for (auto _ : st) {
+    kept.push_back(engine::read_bytes(bytes, "bench"));
+    if (call) {
+      engine::Model m(kept.back(), {});
+      results.push_back(m.execute(in));
+    }
+    if (kept.size() == 64) {
+      st.PauseTiming();
+      kept.clear();
+      results.clear();
+      st.ResumeTiming();
+    }
+  }
+  st.counters["file_bytes"] = static_cast<double>(bytes.size());
+}
+void BM_read_1000_code_plan_kept(benchmark::State& st) { read_kept(st, false, true); }
+BENCHMARK(BM_read_1000_code_plan_kept)->Unit(benchmark::kMicrosecond);
+void BM_read_1000_code_plan_first_call(benchmark::State& st) { read_kept(st, true, true); }
+BENCHMARK(BM_read_1000_code_plan_first_call)->Unit(benchmark::kMicrosecond);
+void BM_read_1000_text_code_plan_kept(benchmark::State& st) { read_kept(st, false, false); }
+BENCHMARK(BM_read_1000_text_code_plan_kept)->Unit(benchmark::kMicrosecond);
+void BM_call_1000(benchmark::State& st) {
+  CompiledCallable run(big_staged());
+  const std::vector<Tensor> in{ones({4, 8}) * 0.1f, ones({8, 8}) * 0.1f};
+  for (auto _ : st) benchmark::DoNotOptimize(run.execute_raw(std::span<const Tensor>(in)));
+}
+BENCHMARK(BM_call_1000)->Unit(benchmark::kMicrosecond);
 
 // The stages of BM_read_1000_code_plan, each alone:
 //   BM_stage_decode_1000      framing, checksum (zlib crc32 of the whole file), section decoding

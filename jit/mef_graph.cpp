@@ -108,6 +108,10 @@ std::string encode_graph_binary(const Graph& g) {
     id[static_cast<size_t>(n.outputs[0])] = next++;
     ++nnodes;
   }
+  uint64_t pool = 0;  // the constants on cpu:0, each rounded up to 64 bytes
+  for (const Node& n : g.nodes())
+    if (n.kind == NodeKind::constant && g.type(n.outputs[0]).device == Device::cpu())
+      pool += (static_cast<uint64_t>(n.data.numel()) * n.data.itemsize() + 63) / 64 * 64;
   std::string o;
   put_u32(o, kGraphLayoutVersion);
   put_str(o, g.name());
@@ -117,6 +121,7 @@ std::string encode_graph_binary(const Graph& g) {
   o += types;
   o += inputs;
   put_u32(o, nnodes);
+  put_u64(o, pool);
   o += body;
   put_u32(o, static_cast<uint32_t>(g.output_ids().size()));
   for (int32_t v : g.output_ids()) {
@@ -240,6 +245,22 @@ std::shared_ptr<Graph> decode_graph_binary(std::string_view payload, const std::
                        std::to_string(vtype.size()) + " are defined)");
     return static_cast<int32_t>(v);
   };
+  // One buffer for the constants on cpu:0 (each at a multiple of 64 bytes,
+  // as Buffer::allocate aligns), instead of an allocation per constant.
+  const size_t pool_at = c.pos;
+  const uint64_t pool_bytes = c.u64("the constant pool size");
+  if (pool_bytes > c.left() + 64 * static_cast<uint64_t>(nn))
+    c.bad_at(pool_at, "a constant pool of " + std::to_string(pool_bytes) + " bytes for " + std::to_string(c.left()) +
+                          " bytes of nodes");
+  Buffer pool;
+  if (pool_bytes) {
+    try {
+      pool = Buffer::allocate(static_cast<size_t>(pool_bytes));
+    } catch (const Error& e) {
+      c.bad_at(pool_at, "a constant pool of " + std::to_string(pool_bytes) + " bytes: " + e.what());
+    }
+  }
+  uint64_t pool_used = 0;
   TypeCheck check;
   std::string key;                 // reused
   std::vector<uint32_t> operand_types;  // reused
@@ -317,10 +338,19 @@ std::shared_ptr<Graph> decode_graph_binary(std::string_view payload, const std::
       const size_t nb = static_cast<size_t>(tt.layout().numel()) * size_of(tt.dtype);  // numel checked by Cursor::shape
       c.need(nb, "a constant's bytes");
       Tensor d;
-      try {
-        d = Tensor::empty(tt.shape, tt.dtype, tt.device);
-      } catch (const Error& e) {
-        c.bad("a constant of type " + tt.str() + ": " + e.what());
+      if (tt.device == Device::cpu() && nb > 0) {
+        const uint64_t padded = (static_cast<uint64_t>(nb) + 63) / 64 * 64;
+        if (padded > pool_bytes - pool_used)
+          c.bad_at(pool_at, "the constant pool of " + std::to_string(pool_bytes) + " bytes is too small for the constants");
+        d = Tensor(pool, tt.dtype, tt.shape, contiguous_strides(tt.shape),
+                   static_cast<int64_t>(pool_used / size_of(tt.dtype)));
+        pool_used += padded;
+      } else {
+        try {
+          d = Tensor::empty(tt.shape, tt.dtype, tt.device);
+        } catch (const Error& e) {
+          c.bad("a constant of type " + tt.str() + ": " + e.what());
+        }
       }
       if (nb) std::memcpy(d.data_ptr(), payload.data() + c.pos, nb);
       if (tt.dtype == DType::bool_)
@@ -336,6 +366,9 @@ std::shared_ptr<Graph> decode_graph_binary(std::string_view payload, const std::
     nodes.push_back(std::move(n));
     vtype.push_back(t);
   }
+  if (pool_used != pool_bytes)
+    c.bad_at(pool_at, "a constant pool of " + std::to_string(pool_bytes) + " bytes for constants of " +
+                          std::to_string(pool_used));
   // results
   const uint32_t nr = c.count("the result count", 4);
   std::vector<GraphValue> outs;

@@ -12,7 +12,9 @@
 //   u32 T types, each u8 dtype, u8 device type, u32 device index, u32 rank,
 //       rank x i64 extents
 //   u32 I inputs, each u32 type index: values 0 .. I-1
-//   u32 N nodes, each u8 kind and then (each defines the next value, I + n):
+//   u32 N nodes, u64 constant pool bytes (the sum over the constants on cpu:0
+//       of their byte sizes rounded up to 64: the reader keeps them in one
+//       buffer), then each node: u8 kind and (each defines the next value, I + n):
 //     1 op:       u32 op name index, u32 m + m x u32 operand values, u8 attribute
 //                 mask (1 ints, 2 axis, 4 scalar, 8 flag, 16 dtype: the
 //                 attributes that differ from their defaults), then the

@@ -115,6 +115,9 @@ bool contains(const std::string& s, const std::string& part) { return s.find(par
 void put_u32(std::string& o, uint32_t v) {
   for (int i = 0; i < 4; ++i) o += static_cast<char>((v >> (8 * i)) & 0xff);
 }
+void put_u64(std::string& o, uint64_t v) {
+  for (int i = 0; i < 8; ++i) o += static_cast<char>((v >> (8 * i)) & 0xff);
+}
 void put_str(std::string& o, std::string_view s) {
   put_u32(o, static_cast<uint32_t>(s.size()));
   o.append(s);
@@ -194,6 +197,7 @@ TEST_SUITE("mef graph") {
       put_u32(o, 1);  // inputs
       put_u32(o, 0);
       put_u32(o, 1);  // nodes
+      put_u64(o, 0);  // no constants
       o += static_cast<char>(1);
       put_u32(o, 0);  // op name 0
       put_u32(o, 1);
@@ -224,6 +228,17 @@ TEST_SUITE("mef graph") {
       CHECK(named);
     }
     CHECK(contains(decode_error(good + "x"), "1 unexpected bytes at the end"));
+    // a constant pool that does not match the constants
+    {
+      std::string bad_pool = good;
+      const size_t at = good.size() - 4 - 4 - 4 - 1 - 4 - 4 - 4 - 1 - 8;  // the pool field, before the node
+      bad_pool[at] = 64;
+      CHECK(contains(decode_error(bad_pool), "at byte " + std::to_string(at) +
+                                                 " of " + std::to_string(good.size()) +
+                                                 ": a constant pool of 64 bytes for constants of 0"));
+      bad_pool[at + 7] = 1;
+      CHECK(contains(decode_error(bad_pool), "bytes of nodes"));
+    }
     // in a file
     CompiledCallable run = cases()[0].make();
     mef::Contents c = contents_of(run);
@@ -250,6 +265,7 @@ TEST_SUITE("mef graph") {
     put_u32(o, 1);  // inputs
     put_u32(o, 0);
     put_u32(o, 2);  // nodes
+    put_u64(o, 0);  // no constants
     for (uint32_t t : {0u, 1u}) {
       o += static_cast<char>(1);
       put_u32(o, 0);
