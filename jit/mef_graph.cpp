@@ -286,7 +286,9 @@ std::shared_ptr<Graph> decode_graph_binary(std::string_view payload, const std::
       vtype.push_back(t);
       continue;
     }
-    Node n;
+    // built in place (the node a failed read leaves goes with the graph)
+    const int32_t idx = static_cast<int32_t>(nodes.size());
+    Node& n = nodes.emplace_back();
     uint32_t t = 0;
     if (kind == kOp) {
       n.kind = NodeKind::op;
@@ -327,7 +329,7 @@ std::shared_ptr<Graph> decode_graph_binary(std::string_view payload, const std::
       for (uint32_t ot : operand_types) put_u32(key, ot);
       key.append(attr_bytes);
       check.check(key, n.op, operand_types, a, t, types, [&](const std::string& msg) {
-        fail(what, "section " + tag_str("GRPB") + " fails verification: node " + std::to_string(nodes.size()) + " (" +
+        fail(what, "section " + tag_str("GRPB") + " fails verification: node " + std::to_string(idx) + " (" +
                        std::string(op_name(n.op)) + ", at byte " + std::to_string(at) + "): " + msg);
       });
     } else if (kind == kConstant) {
@@ -361,9 +363,7 @@ std::shared_ptr<Graph> decode_graph_binary(std::string_view payload, const std::
     } else {
       c.bad_at(at, "unknown node kind " + std::to_string(kind));
     }
-    const int32_t idx = static_cast<int32_t>(nodes.size());
     n.outputs.push_back(g->new_value(types[t], idx));
-    nodes.push_back(std::move(n));
     vtype.push_back(t);
   }
   if (pool_used != pool_bytes)
