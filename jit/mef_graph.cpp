@@ -323,10 +323,11 @@ std::shared_ptr<Graph> decode_graph_binary(std::string_view payload, const std::
       t = type_index("an op node's result type");
       // the check's key: op, operand count and types, attribute bytes (the
       // count first, so no two different nodes share a key)
-      key.clear();
-      put_u32(key, oi);
-      put_u32(key, m);
-      for (uint32_t ot : operand_types) put_u32(key, ot);
+      // (in this process's byte order: the key never leaves it)
+      key.resize(8 + 4 * static_cast<size_t>(m));
+      std::memcpy(key.data(), &oi, 4);
+      std::memcpy(key.data() + 4, &m, 4);
+      if (m) std::memcpy(key.data() + 8, operand_types.data(), 4 * static_cast<size_t>(m));
       key.append(attr_bytes);
       check.check(key, n.op, operand_types, a, t, types, [&](const std::string& msg) {
         fail(what, "section " + tag_str("GRPB") + " fails verification: node " + std::to_string(idx) + " (" +
