@@ -193,8 +193,14 @@ std::shared_ptr<Graph> decode_graph_binary(std::string_view payload, const std::
       c.bad_at(at, "layout version " + std::to_string(version) + " (this kiln reads " +
                        std::to_string(kGraphLayoutVersion) + ")");
   }
+  const size_t name_at = c.pos;
   std::string name(c.str_view("the graph name"));
-  if (name.empty()) c.bad("an empty graph name");
+  // what Graph::parse accepts as a name, so the text form reads back
+  if (name.empty()) c.bad_at(name_at, "an empty graph name");
+  for (char ch : name)
+    if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || ch == '_' || ch == '.' ||
+          ch == ':' || ch == '-'))
+      c.bad_at(name_at, "the graph name has a character other than letters, digits and _ . : -");
   // op names
   const uint32_t nop = c.count("the op name count", 4);
   std::vector<OpId> ops(nop);
@@ -271,6 +277,7 @@ std::shared_ptr<Graph> decode_graph_binary(std::string_view payload, const std::
       const size_t nat = c.pos;
       const std::string_view wname = c.str_view("a weight's name");
       if (wname.empty()) c.bad_at(nat, "a weight without a name");
+      if (wname.find('\n') != std::string_view::npos) c.bad_at(nat, "a weight name with a line break");
       const size_t pat = c.pos;
       const uint8_t placeholder = c.u8("a weight's placeholder flag");
       if (placeholder > 1) c.bad_at(pat, "a weight's placeholder flag " + std::to_string(placeholder) + " is not 0 or 1");

@@ -31,11 +31,14 @@
 //
 // Reading checks everything before it is used: counts against the bytes
 // that remain, every index in range, every operand an earlier value, each
-// weight named once, each constant's length against its type; the graph is
-// then verified (Graph::verify: every op's result type is what infer_layout
-// gives). A violation is a ValueError "engine::read: '<what>': section
-// 'GRPB' (the optimised graph, binary) is malformed at byte N of M: ..." (or
-// "... fails verification: ..."); no input makes the read crash.
+// weight named once (and without a line break), the graph name one that
+// Graph::parse reads, each constant's length against its type; the graph is
+// then checked as Graph::verify checks it (every op's result type is what
+// infer_layout gives; run once per distinct op, operand types and
+// attributes, the rest holds by construction). A violation is a ValueError
+// "engine::read: '<what>': section 'GRPB' (the optimised graph, binary) is
+// malformed at byte N of M: ..." (or "... fails verification: ..."); no
+// input makes the read crash.
 #pragma once
 #include <memory>
 #include <string>

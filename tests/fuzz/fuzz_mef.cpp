@@ -54,6 +54,16 @@ void read_one(const std::string& bytes) {
       std::fprintf(stderr, "a graph engine::read accepted fails Graph::verify: %s\n", e.what());
       std::abort();
     }
+    // ... and its text form reads back to the same graph (GRPB and GRPH agree).
+    try {
+      if (!kiln::Graph::parse(m->graph().to_text())->equals(m->graph())) {
+        std::fprintf(stderr, "a graph engine::read accepted does not survive its text form\n");
+        std::abort();
+      }
+    } catch (const kiln::Error& e) {
+      std::fprintf(stderr, "the text form of a graph engine::read accepted does not parse: %s\n", e.what());
+      std::abort();
+    }
     // A file that loads must also describe itself without trouble.
     (void)m->graph().to_text();
     (void)m->plan().describe(false);
