@@ -183,6 +183,23 @@ TEST_SUITE("mef graph") {
     CHECK(contains(read_error(mef::encode(d)), "the graph section does not parse"));
   }
 
+  TEST_CASE("a reader of another key (other CPU features, strict mode) plans the graph GRPB gives, as it plans GRPH's") {
+    const Case k = cases()[0];
+    CompiledCallable run = k.make();
+    const std::vector<Tensor> in = k.inputs();
+    auto strict = std::make_shared<InferenceSession>(KernelOptions{.strict = true});
+    auto with_bin = engine::read_bytes(mef::encode(contents_of(run)), "g.mef", strict);
+    auto text_only = engine::read_bytes(mef::encode(contents_of(run, false)), "g.mef", strict);
+    CHECK(with_bin->plan().read_note().find("planned on reading: the file's plan was made for '") == 0);
+    CHECK(with_bin->plan().describe(false) == text_only->plan().describe(false));
+    check_same(run_model(with_bin, in), run_model(text_only, in));
+    // and strict mode keeps eager's bits
+    const std::vector<Tensor> got = run_model(with_bin, in);
+    Tensor h = in[0];
+    for (int i = 0; i < 6; ++i) h = tanh(matmul(h, in[1]) + static_cast<float>(i) * 0.25f);
+    CHECK(kt::same_bits(got[0], h));
+  }
+
   TEST_CASE("each kind of damage to GRPB is a ValueError naming GRPB, the byte and the field") {
     const std::string pre = "engine::read: 'g.mef': section 'GRPB' (the optimised graph, binary) is malformed at byte ";
     // a hand-written payload: exp(%0) with result float32[3]
