@@ -14,6 +14,10 @@
 //   BM_read_1000_plan     the file with its PLAN section: no planning (code generated)
 //   BM_read_1000_code_plan  CODE and PLAN: no planning, no code generation
 //                         (issue 18: budget <= 0.2 ms); BM_stage_* split it up
+//   BM_read_1000_code_plan_kept        the same without freeing the previous read's model
+//   BM_read_1000_code_plan_first_call  that read + binding + the first call
+//   BM_read_1000_text_code_plan_kept   the read of a file without GRPB (the graph from its text)
+//   BM_call_1000          a cached call of the compiled graph (execute_raw), for reference
 // The graph of the last two has about 1,000 nodes after optimisation (see
 // the `nodes` counter): 250 rounds of matmul -> add a constant -> tanh.
 #include <benchmark/benchmark.h>
@@ -21,6 +25,7 @@
 #include <kiln/kiln.h>
 
 #include "../jit/mef.h"
+#include "../jit/mef_graph.h"
 #include "../jit/mef_plan.h"
 #include "../jit/plan.h"
 
@@ -124,6 +129,7 @@ mef::Contents contents_1000(bool with_code, bool with_plan, const CompiledCallab
   const engine::CompiledModel& art = run.engine_model().artifact();
   mef::Contents c;
   c.graph_text = art.graph().to_text();
+  c.graph_binary = mef::encode_graph_binary(art.graph());
   c.signature = run.signature();
   c.weights = art.weight_slots();
   if (with_code) c.code = mef::code_of(art.plan());
@@ -149,10 +155,54 @@ BENCHMARK(BM_read_1000_plan)->Unit(benchmark::kMillisecond);
 void BM_read_1000_code_plan(benchmark::State& st) { read_1000(st, true, true); }
 BENCHMARK(BM_read_1000_code_plan)->Unit(benchmark::kMillisecond);
 
+// The same file read without the time it takes to free what the previous
+// read made (the models are kept and freed 64 at a time, timing paused), and
+// read + the first call (engine::Model bound, one execute on 4x8 and 8x8
+// inputs), with the cached call alone for reference.
+void read_kept(benchmark::State& st, bool call, bool with_binary) {
+  CompiledCallable run(big_staged());
+  mef::Contents c = contents_1000(true, true, run);
+  if (!with_binary) c.graph_binary.clear();
+  const std::string bytes = mef::encode(c);
+  const std::vector<Tensor> in{ones({4, 8}) * 0.1f, ones({8, 8}) * 0.1f};
+  std::vector<std::shared_ptr<const engine::CompiledModel>> kept;
+  std::vector<std::vector<Tensor>> results;
+  kept.reserve(64);
+  results.reserve(64);
+  for (auto _ : st) {
+    kept.push_back(engine::read_bytes(bytes, "bench"));
+    if (call) {
+      engine::Model m(kept.back(), {});
+      results.push_back(m.execute(in));
+    }
+    if (kept.size() == 64) {
+      st.PauseTiming();
+      kept.clear();
+      results.clear();
+      st.ResumeTiming();
+    }
+  }
+  st.counters["file_bytes"] = static_cast<double>(bytes.size());
+}
+void BM_read_1000_code_plan_kept(benchmark::State& st) { read_kept(st, false, true); }
+BENCHMARK(BM_read_1000_code_plan_kept)->Unit(benchmark::kMicrosecond);
+void BM_read_1000_code_plan_first_call(benchmark::State& st) { read_kept(st, true, true); }
+BENCHMARK(BM_read_1000_code_plan_first_call)->Unit(benchmark::kMicrosecond);
+void BM_read_1000_text_code_plan_kept(benchmark::State& st) { read_kept(st, false, false); }
+BENCHMARK(BM_read_1000_text_code_plan_kept)->Unit(benchmark::kMicrosecond);
+void BM_call_1000(benchmark::State& st) {
+  CompiledCallable run(big_staged());
+  const std::vector<Tensor> in{ones({4, 8}) * 0.1f, ones({8, 8}) * 0.1f};
+  for (auto _ : st) benchmark::DoNotOptimize(run.execute_raw(std::span<const Tensor>(in)));
+}
+BENCHMARK(BM_call_1000)->Unit(benchmark::kMicrosecond);
+
 // The stages of BM_read_1000_code_plan, each alone:
 //   BM_stage_decode_1000      framing, checksum (zlib crc32 of the whole file), section decoding
 //   BM_stage_crc_1000         the checksum alone
 //   BM_stage_parse_1000       Graph::parse of the graph section (parse + verify)
+//   BM_stage_binary_1000      the graph built from its GRPB section (decode + verify)
+//   BM_stage_verify_1000      Graph::verify alone
 //   BM_stage_images_1000      the CODE section's images checked (hashes) for this key
 //   BM_stage_plan_1000        the plan restored from PLAN (steps, kernels placed, checks)
 void BM_stage_decode_1000(benchmark::State& st) {
@@ -179,6 +229,19 @@ void BM_stage_parse_1000(benchmark::State& st) {
   st.counters["text_bytes"] = static_cast<double>(text.size());
 }
 BENCHMARK(BM_stage_parse_1000)->Unit(benchmark::kMicrosecond);
+void BM_stage_binary_1000(benchmark::State& st) {
+  CompiledCallable run(big_staged());
+  const std::string bin = mef::encode_graph_binary(run.engine_model().artifact().graph());
+  for (auto _ : st) benchmark::DoNotOptimize(mef::decode_graph_binary(bin, "bench").get());
+  st.counters["binary_bytes"] = static_cast<double>(bin.size());
+}
+BENCHMARK(BM_stage_binary_1000)->Unit(benchmark::kMicrosecond);
+void BM_stage_verify_1000(benchmark::State& st) {
+  CompiledCallable run(big_staged());
+  const Graph& g = run.engine_model().artifact().graph();
+  for (auto _ : st) g.verify();
+}
+BENCHMARK(BM_stage_verify_1000)->Unit(benchmark::kMicrosecond);
 void BM_stage_images_1000(benchmark::State& st) {
   CompiledCallable run(big_staged());
   const mef::Contents c = contents_1000(true, true, run);

@@ -8,6 +8,7 @@
 #include "../tensor/mutation.h"
 #include "../tensor/realize_hook.h"
 #include "mef.h"
+#include "mef_graph.h"
 #include "mef_plan.h"
 #include "plan.h"
 #include "write_in_place.h"
@@ -119,6 +120,7 @@ void CompiledCallable::export_mef(const std::string& path, bool include_source_g
   const engine::CompiledModel& art = model_->artifact();
   mef::Contents c;
   c.graph_text = art.graph().to_text();
+  c.graph_binary = mef::encode_graph_binary(art.graph());
   c.signature = signature();
   c.weights = art.weight_slots();
   if (include_source_graph) c.source_text = art.source_graph().to_text();

@@ -14,6 +14,7 @@
 #include "capture.h"
 #include "cuda_executable.h"
 #include "mef.h"
+#include "mef_graph.h"
 #include "mef_plan.h"
 #include "plan.h"
 
@@ -168,6 +169,7 @@ std::shared_ptr<const CompiledModel> compile_graph(const std::shared_ptr<const G
     if (!session.export_mefs.empty()) {
       mef::Contents c;
       c.graph_text = flat->to_text();
+      c.graph_binary = mef::encode_graph_binary(*flat);
       c.signature = sig;
       c.weights = plan->weight_slots();
       c.source_text = source_text;

@@ -17,6 +17,7 @@
 
 #include "../backends/cpu/jit/small_gemm.h"
 #include "../trace/treedef_io.h"
+#include "mef_graph.h"
 #include "mef_io.h"
 #include "mef_plan.h"
 #include "plan.h"
@@ -36,6 +37,7 @@ constexpr size_t kChecksumBytes = 4;
 const char* section_desc(std::string_view tag) {
   if (tag == "META") return "the writer";
   if (tag == "GRPH") return "the optimised graph";
+  if (tag == "GRPB") return "the optimised graph, binary";
   if (tag == "SIGN") return "the signature";
   if (tag == "WGTS") return "the weight list";
   if (tag == "SRCG") return "the source graph";
@@ -316,6 +318,7 @@ std::string encode(const Contents& c) {
   std::vector<std::pair<std::string, std::string>> s;
   s.emplace_back("META", c.writer.empty() ? writer_string() : c.writer);
   s.emplace_back("GRPH", c.graph_text);
+  if (!c.graph_binary.empty()) s.emplace_back("GRPB", c.graph_binary);
   s.emplace_back("SIGN", encode_signature(c.signature));
   s.emplace_back("WGTS", encode_weights(c.weights));
   if (!c.source_text.empty()) s.emplace_back("SRCG", c.source_text);
@@ -416,6 +419,7 @@ Contents decode(std::string_view b, const std::string& what) {
     if (!found.count(req)) fail(what, "the file has no section " + tag_str(req));
   if (found.count("META")) c.writer = std::string(found["META"]);
   c.graph_text = std::string(found["GRPH"]);
+  if (found.count("GRPB")) c.graph_binary = std::string(found["GRPB"]);
   if (found.count("SRCG")) c.source_text = std::string(found["SRCG"]);
   if (found.count("PLAN")) c.plan = std::string(found["PLAN"]);
   {
@@ -475,7 +479,10 @@ std::string mismatch(const std::string& what_sig, const std::string& a, const st
 
 std::shared_ptr<const engine::CompiledModel> build(const Contents& c, const KernelOptions& options,
                                                    const std::string& what) {
-  std::shared_ptr<Graph> g = parse_graph_section(c.graph_text, "the graph section", what);
+  std::shared_ptr<Graph> g =
+      !c.graph_binary.empty() && graph_binary_layout(c.graph_binary) == kGraphLayoutVersion
+          ? decode_graph_binary(c.graph_binary, what)
+          : parse_graph_section(c.graph_text, "the graph section", what);
   if (!g->subgraphs().empty())
     fail(what, "the graph section is not flat: it defines subgraphs (a MEF holds the optimised, inlined graph)");
   for (size_t v = 0; v < g->num_values(); ++v) {

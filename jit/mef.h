@@ -10,6 +10,16 @@
 // Sections of format version 1:
 //   META  the writer ("kiln 0.1.0")                                optional
 //   GRPH  the optimised, flat graph in kiln's text form (Graph::to_text)
+//   GRPB  the same graph in a compact binary form                    optional
+//         (added within version 2; layout in jit/mef_graph.h): the op
+//         names, a table of the distinct types, then per node its kind, op,
+//         operand values, attributes that differ from their defaults and
+//         result type (constants: their raw bytes). A reader that knows its
+//         layout version builds the graph from it (no text parsing) and
+//         ignores GRPH; one that does not (an older kiln, another layout)
+//         parses GRPH. The writer writes both from the same graph. Unlike
+//         CODE, a GRPB section of this reader's layout that fails its checks
+//         is an error naming 'GRPB', the byte and the field.
 //   SIGN  the signature: u32 n, n layouts; str in_tree; u32 m, m layouts;
 //         str out_tree. A layout is u8 dtype, u8 device type, i32 device
 //         index, u8 stride class, u32 ndim, ndim x i64 extents; a str is a
@@ -87,6 +97,9 @@ struct Contents {
   uint32_t format_version = kFormatVersion;
   std::string writer;       ///< META; empty when absent
   std::string graph_text;   ///< GRPH
+  /// GRPB: the same graph in binary (jit/mef_graph.h); empty when absent.
+  /// A reader that knows its layout builds the graph from it, not from GRPH.
+  std::string graph_binary;
   engine::Signature signature;  ///< SIGN
   std::vector<std::pair<std::string, TensorType>> weights;  ///< WGTS
   std::string source_text;  ///< SRCG; empty when absent

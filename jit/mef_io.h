@@ -81,9 +81,13 @@ struct Cursor {
                    std::to_string(s.size()) + ": " + msg);
   }
   size_t left() const { return s.size() - pos; }
+  // The check inline, the message out of line (need() runs for every field).
   void need(size_t n, const char* field) const {
-    if (n > left())
-      bad(std::string("needs ") + std::to_string(n) + " bytes for " + field + ", " + std::to_string(left()) + " remain");
+    if (n > left()) [[unlikely]]
+      too_short(n, field);
+  }
+  [[noreturn, gnu::cold, gnu::noinline]] void too_short(size_t n, const char* field) const {
+    bad(std::string("needs ") + std::to_string(n) + " bytes for " + field + ", " + std::to_string(left()) + " remain");
   }
   uint8_t u8(const char* field) {
     need(1, field);

@@ -253,8 +253,8 @@ TEST_SUITE("export") {
     CHECK(read_error(good.substr(0, grph + 20)).find("ends inside section 'GRPH' (the optimised graph)") !=
           std::string::npos);
     CHECK(read_error(good.substr(0, good.size() - 2)).find("ends inside the checksum") != std::string::npos);
-    // META GRPH SIGN WGTS CODE PLAN
-    CHECK(read_error(good.substr(0, grph + 6)).find("ends inside the header of section 2 of 6") != std::string::npos);
+    // META GRPH GRPB SIGN WGTS CODE PLAN
+    CHECK(read_error(good.substr(0, grph + 6)).find("ends inside the header of section 2 of 7") != std::string::npos);
     CHECK(read_error(good + "xx").find("has 2 bytes after its end") != std::string::npos);
     std::string flipped = good;
     flipped[grph + 40] ^= 0x20;

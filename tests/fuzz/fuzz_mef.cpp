@@ -8,6 +8,8 @@
 // Built and run by scripts/fuzz_mef.sh (clang, -fsanitize=fuzzer,address).
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <string>
@@ -44,6 +46,24 @@ void run_one(const std::shared_ptr<const kiln::engine::CompiledModel>& m) {
 void read_one(const std::string& bytes) {
   try {
     auto m = kiln::engine::read_bytes(bytes, "<fuzz>");
+    // A graph that loaded was verified, by Graph::parse (GRPH) or by the
+    // GRPB decoder's checks: Graph::verify must agree.
+    try {
+      m->graph().verify();
+    } catch (const kiln::Error& e) {
+      std::fprintf(stderr, "a graph engine::read accepted fails Graph::verify: %s\n", e.what());
+      std::abort();
+    }
+    // ... and its text form reads back to the same graph (GRPB and GRPH agree).
+    try {
+      if (!kiln::Graph::parse(m->graph().to_text())->equals(m->graph())) {
+        std::fprintf(stderr, "a graph engine::read accepted does not survive its text form\n");
+        std::abort();
+      }
+    } catch (const kiln::Error& e) {
+      std::fprintf(stderr, "the text form of a graph engine::read accepted does not parse: %s\n", e.what());
+      std::abort();
+    }
     // A file that loads must also describe itself without trouble.
     (void)m->graph().to_text();
     (void)m->plan().describe(false);
