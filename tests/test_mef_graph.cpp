@@ -25,7 +25,7 @@ struct Case {
   const char* name;
   std::function<CompiledCallable()> make;
   std::function<std::vector<Tensor>()> inputs;
-  std::map<std::string, Tensor> weights;
+  std::map<std::string, Tensor> weights = {};
 };
 
 std::vector<Case> cases() {

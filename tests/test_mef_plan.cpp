@@ -148,9 +148,6 @@ std::vector<Case> cases() {
   };
 }
 
-// Offset of the PLAN payload in the file encode(c) makes (the last section).
-size_t plan_offset(const std::string& file, const mef::Contents& c) { return file.size() - 4 - c.plan.size(); }
-
 uint32_t u32_at(const std::string& b, size_t at) {
   uint32_t v;
   std::memcpy(&v, b.data() + at, 4);
