@@ -309,7 +309,7 @@ Tensor with_stride_class(const Tensor& t, StrideClass c, std::string& why) {
   }
   if (r.stride_class() != c) {
     why = std::string("no ") + class_name(c) + " layout exists for shape " + TensorType(t.layout()).str() +
-          "; the callable was compiled for one";
+          ", so no tensor can match the compiled layout in a checked call";
     return t;
   }
   return r;
