@@ -8,6 +8,7 @@
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <set>
 
 #include "../trace/passes/passes.h"
 #include "../trace/treedef_io.h"
@@ -129,6 +130,38 @@ MefCacheStats mef_cache_stats() {
 }
 
 
+namespace {
+// Writes one file of a session's export folder. The folder is a cache: a
+// failure (no permission, a full disk, a file where the folder should be)
+// never fails the compile; it is reported once per folder on stderr, naming
+// the folder and the OS error. Returns whether the file was written.
+bool export_mef_file(const std::string& folder, const std::string& file_name, const std::string& bytes) {
+  std::string why;
+  std::error_code ec;
+  std::filesystem::create_directories(folder, ec);
+  if (ec) {
+    why = "cannot create the folder: " + ec.message();
+  } else {
+    try {
+      mef::write_file_atomically((std::filesystem::path(folder) / file_name).string(), bytes,
+                                 "InferenceSession export_mefs");
+      return true;
+    } catch (const Error& e) {
+      why = e.what();
+    }
+  }
+  static std::mutex mu;
+  static std::set<std::string> warned;
+  std::lock_guard<std::mutex> lock(mu);
+  if (warned.insert(folder).second)
+    std::cerr << "kiln: warning: InferenceSession export_mefs folder '" << folder
+              << "' is not writable, so compiled graphs are not exported there (compiling goes on; this is reported "
+                 "once per folder): "
+              << why << "\n";
+  return false;
+}
+}  // namespace
+
 std::shared_ptr<const CompiledModel> compile_graph(const std::shared_ptr<const Graph>& staged, InferenceSession& session) {
   return compile_graph(staged, session, nullptr);
 }
@@ -176,12 +209,10 @@ std::shared_ptr<const CompiledModel> compile_graph(const std::shared_ptr<const G
       c.code = mef::code_of(*plan);
       c.plan = mef::encode_plan(*plan);
       if (const codegen::CudaExecutable* cx = model->cuda_plan()) c.cubin = cx->stored_module();
-      std::error_code ec;
-      std::filesystem::create_directories(session.export_mefs, ec);
-      mef::write_file_atomically((std::filesystem::path(session.export_mefs) / file_name).string(), mef::encode(c),
-                                 "InferenceSession export_mefs");
-      std::lock_guard<std::mutex> lock(g_mef_stats_mu);
-      ++g_mef_stats.exported;
+      if (export_mef_file(session.export_mefs, file_name, mef::encode(c))) {
+        std::lock_guard<std::mutex> lock(g_mef_stats_mu);
+        ++g_mef_stats.exported;
+      }
     }
   }
   std::lock_guard<std::mutex> lock(g_artifacts_mu);

@@ -13,6 +13,7 @@
 #include "op_table.h"
 #include "ops.h"
 #include "sorting.h"
+#include "sorting_detail.h"
 
 namespace kiln {
 namespace {
@@ -99,7 +100,7 @@ Plan basic(const Tensor& x, const std::vector<TensorIndex>& indices) {
               throw IndexError("index: boolean index did not match the indexed tensor along axis " + str(axis + j) +
                                "; size of axis is " + str(p.view.shape()[dim + j]) +
                                " but size of corresponding boolean axis is " + str(t.shape()[j]));
-          const std::vector<Tensor> nz = nonzero(t);
+          const std::vector<Tensor> nz = detail::bool_index_positions(t);
           for (int64_t j = 0; j < t.ndim(); ++j) p.adv.push_back({dim++, axis++, nz[j]});
         } else {
           if (t.dtype() != DType::int32 && t.dtype() != DType::int64)

@@ -25,6 +25,7 @@
 #include "dispatch.h"
 #include "num_str.h"
 #include "print_options.h"
+#include "realize_hook.h"
 #include "tensor.h"
 
 namespace kiln {
@@ -431,6 +432,7 @@ std::string detail::shortest_str(double v, DType dt) {
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t) {
   if (!t.defined()) return os << "Tensor(undefined)";
+  if (!t.is_realized()) detail::realize_for(t, "print");
   if (!t.device().is_cpu()) return os << t.cpu();  // waits for the device
   if (t.numel() == 0) return os << "[]";  // numpy prints every empty array as []
   Printer p(t, get_print_options());

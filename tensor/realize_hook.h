@@ -12,6 +12,11 @@ namespace detail {
 /// Realizes an unrealized tensor through its RealizationState's context.
 /// Throws RealizationError when that is not possible.
 void realize_tensor(const Tensor& t);
+/// As realize_tensor for an op `who` that reads values on the host (item,
+/// to_vector, print): a traced tensor (jit/compile/stage) is a
+/// RealizationError naming `who` and saying that values exist only when the
+/// compiled function runs. Does nothing for a realized tensor.
+void realize_for(const Tensor& t, const char* who);
 /// The context ops must go through on this thread, or null when that is the
 /// built-in eager context (the fast path).
 RealizationContext* active_context();

@@ -47,9 +47,15 @@ void check_scalar_fits(const Scalar& s, DType d, const char* who) {
   const IntRange r = int_range(d);
   if (s.kind == ScalarKind::integer) {
     if (s.above_int64 ? r.hi_above : s.int_value >= r.lo && s.int_value <= r.hi) return;
+    // int64 and uint64 have no wider integer dtype (int64 holds no value
+    // above 2^63-1, uint64 none below 0): the way out is float64 or another scalar.
+    const bool widest = d == DType::int64 || d == DType::uint64;
     throw ValueError(std::string(who) + ": the integer scalar " + s.str() + " is out of range for " +
                      std::string(name(d)) + " (a tensor's integer dtype wins over a scalar, as in numpy 2, which raises here); " +
-                     "cast the tensor to a wider dtype first, e.g. x.to(DType::int64)");
+                     (widest ? "there is no wider integer dtype than " + std::string(name(d)) +
+                                   ": compute in float64 (x.to(DType::float64), exact for integers up to 2^53 in "
+                                   "magnitude) or use a scalar inside " + std::string(name(d)) + "'s range"
+                             : std::string("cast the tensor to a wider dtype first, e.g. x.to(DType::int64)")));
   }
   // A float stored into an integer dtype truncates toward zero; a value with
   // no truncation in range has no integer (numpy 2: ValueError for NaN,

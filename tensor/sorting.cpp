@@ -8,36 +8,32 @@
 #include "error.h"
 #include "matrix_ops.h"
 #include "ops.h"
+#include "realize_hook.h"
+#include "sorting_detail.h"
 
 namespace kiln {
 
 namespace {
 
 /// The host values of a data-dependent op's input, or a RealizationError
-/// naming `op` inside a traced function.
+/// naming `op` inside a traced function or a kiln::lazy() scope.
 std::vector<bool> truth_values(const Tensor& x, const char* op) {
+  const bool tracing = detail::recording_graph();
   try {
     return cast(x, DType::bool_).to_vector<bool>();
   } catch (const RealizationError& e) {
+    if (!tracing)  // a kiln::lazy() scope: its values come when the scope ends
+      throw RealizationError(std::string(op) + ": the result's shape depends on the data, which a kiln::lazy() "
+                             "scope computes only when it ends (call it after the lazy() scope, compute the input "
+                             "before entering it, or use a mask with where()): " + e.what());
     throw RealizationError(std::string(op) + ": the result's shape depends on the data, so it cannot be recorded "
                            "into a graph (call it outside jit/compile/stage, or use a mask with where()): " + e.what());
   }
 }
 
-/// The int64 positions of the true elements of the 1-d mask.
-Tensor truth_positions(const Tensor& mask, const char* op) {
-  const std::vector<bool> t = truth_values(mask, op);
-  std::vector<int64_t> pos;
-  for (size_t i = 0; i < t.size(); ++i)
-    if (t[i]) pos.push_back(static_cast<int64_t>(i));
-  const int64_t n = static_cast<int64_t>(pos.size());
-  return Tensor::from_vector(std::move(pos), {n});
-}
-
-}  // namespace
-
-std::vector<Tensor> nonzero(const Tensor& x) {
-  const std::vector<bool> t = truth_values(x, "nonzero");
+/// nonzero of `x`, with errors naming `op` (nonzero, argwhere, a bool index).
+std::vector<Tensor> nonzero_named(const Tensor& x, const char* op) {
+  const std::vector<bool> t = truth_values(x, op);
   const int64_t nd = x.ndim();
   std::vector<std::vector<int64_t>> coords(static_cast<size_t>(nd));
   std::vector<int64_t> idx(static_cast<size_t>(nd), 0);
@@ -57,10 +53,28 @@ std::vector<Tensor> nonzero(const Tensor& x) {
   return out;
 }
 
+/// The int64 positions of the true elements of the 1-d mask.
+Tensor truth_positions(const Tensor& mask, const char* op) {
+  const std::vector<bool> t = truth_values(mask, op);
+  std::vector<int64_t> pos;
+  for (size_t i = 0; i < t.size(); ++i)
+    if (t[i]) pos.push_back(static_cast<int64_t>(i));
+  const int64_t n = static_cast<int64_t>(pos.size());
+  return Tensor::from_vector(std::move(pos), {n});
+}
+
+}  // namespace
+
+std::vector<Tensor> nonzero(const Tensor& x) { return nonzero_named(x, "nonzero"); }
+
+std::vector<Tensor> detail::bool_index_positions(const Tensor& mask) {
+  return nonzero_named(mask, "index (a bool mask)");
+}
+
 Tensor argwhere(const Tensor& x) {
   if (x.ndim() == 0)  // numpy: one row of no coordinates when true, none when false
     return zeros({truth_values(x, "argwhere")[0] ? 1 : 0, 0}, DType::int64);
-  std::vector<Tensor> c = nonzero(x);
+  std::vector<Tensor> c = nonzero_named(x, "argwhere");
   for (Tensor& t : c) t = unsqueeze(t, 1);
   return concat(c, 1);
 }

@@ -146,6 +146,7 @@ template <class T>
 T Tensor::item() const {
   if (numel() != 1)
     throw ShapeError("item: expected a tensor with one element, got shape " + shape_str(shape()));
+  if (impl().state) detail::realize_for(*this, "item");
   if (!device().is_cpu()) [[unlikely]] return cpu().item<T>();
   const void* p = data_ptr();
   return detail::visit_dtype(dtype(), [&](auto tag) {
@@ -156,6 +157,7 @@ T Tensor::item() const {
 
 template <class T>
 std::vector<T> Tensor::to_vector() const {
+  if (impl().state) detail::realize_for(*this, "to_vector");
   if (!device().is_cpu()) [[unlikely]] return cpu().to_vector<T>();
   Tensor c = contiguous();
   std::vector<T> out(static_cast<size_t>(c.numel()));

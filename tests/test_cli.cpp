@@ -5,7 +5,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -42,10 +44,11 @@ struct Cli {
     fs::remove_all(dir, ec);
   }
   std::string file(const std::string& n) const { return (dir / n).string(); }
-  // Runs `kiln ARGS` with stdout and stderr captured in files.
-  Run operator()(const std::string& args) const {
-    const std::string cmd = std::string("'") + KILN_CLI_PATH + "' " + args + " >'" + file("stdout") + "' 2>'" +
-                            file("stderr") + "' </dev/null";
+  // Runs `kiln ARGS` with stdout and stderr captured in files (stdout into
+  // `stdout_to` instead when given, e.g. /dev/full).
+  Run operator()(const std::string& args, const std::string& stdout_to = "") const {
+    const std::string cmd = std::string("'") + KILN_CLI_PATH + "' " + args + " >'" +
+                            (stdout_to.empty() ? file("stdout") : stdout_to) + "' 2>'" + file("stderr") + "' </dev/null";
     const int st = std::system(cmd.c_str());
     Run r;
     r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
@@ -188,6 +191,93 @@ TEST_SUITE("cli") {
     CHECK(past.code == 1);
     CHECK(past.err.find("input 1 ('" + kiln.file("ids.npy") + "'): id 5 at flat position 5 is outside the rows 0..4") !=
           std::string::npos);
+  }
+
+  TEST_CASE("a failed write to stdout is an error (kiln info/run/dot/help > /dev/full)") {
+    if (!fs::exists("/dev/full")) return;  // Linux's always-full device; nothing to test without it
+    Cli kiln;
+    auto f = [](Tensor x) { return x * 2.0f; };
+    CompiledCallable run = compile(f)(TensorLayout(DType::float32, {3}));
+    const std::string mef = kiln.file("f.mef");
+    run.export_mef(mef);
+    write_npy(kiln.file("x.npy"), Tensor::from_vector(std::vector<float>{1, 2, 3}, {3}));
+    for (const std::string& args : {"info '" + mef + "'", "dot '" + mef + "'", "run '" + mef + "' --input '" +
+                                    kiln.file("x.npy") + "'", std::string("help")}) {
+      CAPTURE(args);
+      Run r = kiln(args, "/dev/full");
+      CHECK(r.code == 1);
+      CHECK(r.err.find("kiln: error writing to stdout: " + std::string(std::strerror(ENOSPC))) != std::string::npos);
+      Run ok = kiln(args);  // the same command into a file succeeds
+      CHECK_MESSAGE(ok.code == 0, ok.err);
+      CHECK(ok.err.empty());
+    }
+    // bench prints with printf (stdio) as well as iostreams
+    Run b = kiln("bench '" + mef + "' --samples 2", "/dev/full");
+    CHECK(b.code == 1);
+    CHECK(b.err.find("kiln: error writing to stdout: ") != std::string::npos);
+  }
+
+  TEST_CASE("kiln bench times checked calls of arguments compiled non-contiguous, in their layout") {
+    Cli kiln;
+    auto f = [](Tensor x, Tensor y) { return x * 2.0f + y; };
+    const Shape s{3, 4};
+    for (StrideClass c : {StrideClass::transposed, StrideClass::general, StrideClass::broadcast}) {
+      CAPTURE(static_cast<int>(c));
+      CompiledCallable run = compile(f)(TensorLayout(DType::float32, s, Device::cpu(), c), TensorLayout(DType::float32, s));
+      const std::string mef = kiln.file("nc.mef");
+      run.export_mef(mef);
+      Run b = kiln("bench '" + mef + "' --samples 2");
+      CHECK_MESSAGE(b.code == 0, b.err);
+      const char* names[] = {"contiguous", "broadcast", "transposed", "general"};
+      CHECK(b.out.find(std::string("checked call: arguments laid out as compiled (0 ") + names[static_cast<int>(c)]) !=
+            std::string::npos);
+      CHECK(b.out.find("checked call   median") != std::string::npos);
+      CHECK(b.out.find("execute_raw    median") != std::string::npos);
+    }
+    // A shape with no such layout (one element cannot be transposed) says why it skipped.
+    CompiledCallable one = compile([](Tensor x) { return x + 1.0f; })(
+        TensorLayout(DType::float32, {1, 1}, Device::cpu(), StrideClass::general));
+    one.export_mef(kiln.file("one.mef"));
+    Run b = kiln("bench '" + kiln.file("one.mef") + "' --samples 2");
+    CHECK_MESSAGE(b.code == 0, b.err);
+    CHECK(b.out.find("checked call: skipped (argument 0 (float32[1, 1] cpu (general)): no general layout exists for "
+                     "shape float32[1, 1] cpu") != std::string::npos);
+    CHECK(b.out.find("execute_raw    median") != std::string::npos);
+  }
+
+  TEST_CASE("kiln run: bfloat16 arguments take float32 .npy (rounded to nearest even), results are written as float32") {
+    Cli kiln;
+    auto f = [](Tensor x) { return x * 2.0f; };
+    CompiledCallable run = compile(f)(TensorLayout(DType::bfloat16, {4}));
+    const std::string mef = kiln.file("bf.mef");
+    run.export_mef(mef);
+    // bfloat16 keeps 8 significant bits: near 1 its spacing is 2^-7.
+    //   1 + 2^-8   halfway between 1 and 1 + 2^-7: to even  -> 1
+    //   1 + 3*2^-8 halfway between 1 + 2^-7 and 1 + 2^-6: to even -> 1 + 2^-6
+    //   1 + 2^-7   exact;  -3 exact
+    const std::vector<float> x{1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, 1.0f + 0x1p-7f, -3.0f};
+    const std::vector<float> want{2.0f, 2.0f + 0x1p-5f, 2.0f + 0x1p-6f, -6.0f};  // 2 * rounded, exact in bfloat16
+    write_npy(kiln.file("x.npy"), Tensor::from_vector(x, {4}));
+    Run r = kiln("run '" + mef + "' --input '" + kiln.file("x.npy") + "' --output '" + kiln.file("y.npy") + "'");
+    CHECK_MESSAGE(r.code == 0, r.err);
+    CHECK(r.err.find("note: input 0 ('" + kiln.file("x.npy") +
+                     "') is float32; rounded to nearest even for the bfloat16 argument") != std::string::npos);
+    CHECK(r.err.find("note: result 0 is bfloat16, which .npy cannot store; writing '" + kiln.file("y.npy") +
+                     "' as float32") != std::string::npos);
+    CHECK(r.err.find("DType::") == std::string::npos);  // no C++ hint
+    Tensor y = read_npy(kiln.file("y.npy"));
+    CHECK(y.dtype() == DType::float32);
+    CHECK(y.to_vector<float>() == want);
+    // Printed (no --output): bfloat16 values as they are.
+    Run p = kiln("run '" + mef + "' --input '" + kiln.file("x.npy") + "'");
+    CHECK_MESSAGE(p.code == 0, p.err);
+    CHECK_MESSAGE(p.out.find("result 0: bfloat16[4] cpu") != std::string::npos, p.out);
+    // Another dtype for a bfloat16 argument says what to give.
+    write_npy(kiln.file("x64.npy"), Tensor::from_vector(std::vector<double>{1, 2, 3, 4}, {4}));
+    Run bad = kiln("run '" + mef + "' --input '" + kiln.file("x64.npy") + "'");
+    CHECK(bad.code == 1);
+    CHECK(bad.err.find("expected bfloat16[4] cpu, got float64[4] cpu (.npy has no bfloat16: give a float32 .npy of "
+                       "the same shape; it is rounded to bfloat16, to nearest even)") != std::string::npos);
   }
 }
 

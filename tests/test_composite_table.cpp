@@ -107,7 +107,7 @@ TEST_SUITE("composite op table") {
     const std::string n = realization_message([&] { (void)compile([](Tensor x) { return nonzero(x)[0]; })(l); });
     CHECK_MESSAGE(n.rfind("nonzero: the result's shape depends on the data", 0) == 0, n);
     const std::string a = realization_message([&] { (void)compile([](Tensor x) { return argwhere(x); })(l); });
-    CHECK_MESSAGE(a.find("nonzero") != std::string::npos, a);
+    CHECK_MESSAGE(a.rfind("argwhere: the result's shape depends on the data", 0) == 0, a);
     // the same data through the fixed-size variants, compiled once and called with two inputs
     CompiledCallable nz = compile([](Tensor x) { return nonzero_static(x, 3, -1)[0]; })(l);
     CHECK(nz(Tensor::from_vector(std::vector<float>{0, 2, 0, 5, 1})).tensor().to_vector<int64_t>() ==

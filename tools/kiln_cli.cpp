@@ -3,12 +3,18 @@
 //   kiln dot   FILE.mef                       Graphviz DOT of the graph (render: dot -Tsvg)
 //   kiln run   FILE.mef [--weights W.safetensors] --input x.npy ... [--output out.npy ...]
 //   kiln bench FILE.mef [--weights W.safetensors] [--input x.npy ...] [--samples N]
-// Exit status: 0 on success, 1 when a file or a run fails, 2 for bad usage.
+// Exit status: 0 on success, 1 when a file or a run fails (writing stdout
+// included: `kiln info f.mef > /dev/full` is an error), 2 for bad usage.
+// .npy has no bfloat16: a bfloat16 argument takes a float32 .npy (rounded to
+// nearest even), and a bfloat16 result is written as float32 (exact), each
+// with a note on stderr.
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <map>
 #include <string>
@@ -37,10 +43,13 @@ const char* kUsage =
     "  dot   FILE.mef    the graph in Graphviz DOT (render with: dot -Tsvg)\n"
     "  run   FILE.mef [--weights W.safetensors] --input x.npy ... [--output out.npy ...]\n"
     "                    runs the callable; inputs in argument order; without --output the\n"
-    "                    results are printed\n"
+    "                    results are printed; .npy has no bfloat16, so a bfloat16 argument\n"
+    "                    takes a float32 .npy (rounded to nearest even) and a bfloat16\n"
+    "                    result is written as float32 (exact)\n"
     "  bench FILE.mef [--weights W.safetensors] [--input x.npy ...] [--samples N]\n"
     "                    times checked calls, execute_raw and replays (random inputs when\n"
-    "                    none are given); prints the median and the p10-p90 spread\n"
+    "                    none are given; checked calls get inputs laid out as the callable\n"
+    "                    was compiled for); prints the median and the p10-p90 spread\n"
     "  help              this text\n";
 
 const char* class_name(StrideClass c) {
@@ -180,9 +189,21 @@ std::vector<Tensor> load_inputs(const Args& a, const CompiledCallable& run) {
   for (size_t i = 0; i < want.size(); ++i) {
     Tensor t = read_npy(a.inputs[i]);
     TensorType got(t.dtype(), t.shape(), t.device());
+    const bool bf16 = want[i].dtype == DType::bfloat16;
+    if (bf16 && t.dtype() == DType::float32 && t.shape() == want[i].shape) {
+      // .npy has no bfloat16 (numpy needs the ml_dtypes package for it): a
+      // float32 file is rounded to nearest even, as ml_dtypes and t.to() do.
+      std::cerr << "kiln " << a.command << ": note: input " << i << " ('" << a.inputs[i]
+                << "') is float32; rounded to nearest even for the bfloat16 argument\n";
+      t = t.to(DType::bfloat16);
+      got = TensorType(t.dtype(), t.shape(), t.device());
+    }
     if (!(got == TensorType(want[i])))
       throw ValueError("input " + std::to_string(i) + " ('" + a.inputs[i] + "'): expected " +
-                       TensorType(want[i]).str() + ", got " + got.str());
+                       TensorType(want[i]).str() + ", got " + got.str() +
+                       (bf16 ? " (.npy has no bfloat16: give a float32 .npy of the same shape; it is rounded to "
+                               "bfloat16, to nearest even)"
+                             : ""));
     in.push_back(t);
   }
   return in;
@@ -238,7 +259,17 @@ int cmd_run(const Args& a) {
                 << TensorType(out[i].dtype(), out[i].shape(), out[i].device()).str() << "\n"
                 << out[i] << "\n";
   } else {
-    for (size_t i = 0; i < out.size(); ++i) write_npy(a.outputs[i], out[i]);
+    for (size_t i = 0; i < out.size(); ++i) {
+      if (out[i].dtype() == DType::bfloat16) {
+        // .npy has no bfloat16; float32 holds every bfloat16 value exactly and
+        // numpy reads it without extra packages (ml_dtypes' '<V2' would not).
+        std::cerr << "kiln run: note: result " << i << " is bfloat16, which .npy cannot store; writing '"
+                  << a.outputs[i] << "' as float32 (exact: every bfloat16 value is a float32)\n";
+        write_npy(a.outputs[i], out[i].to(DType::float32));
+      } else {
+        write_npy(a.outputs[i], out[i]);
+      }
+    }
   }
   return 0;
 }
@@ -248,6 +279,40 @@ Tensor random_input(const TensorLayout& l, uint64_t k) {
   Tensor u = random::uniform(l.shape, 0.0, l.dtype == DType::bool_ ? 2.0 : 10.0, DType::float32);
   (void)k;
   return floor(u).to(l.dtype);
+}
+
+// `t` (contiguous) as a tensor of the same shape and dtype with stride class
+// `c`: transposed: the transpose of a contiguous copy of its reversed-axes
+// form; general: every other element of a buffer twice as large along an
+// axis; broadcast: its first entry along an axis of more than one element,
+// broadcast along it (values change there). Sets `why` (and returns t) when
+// the shape allows no such layout (e.g. a single element).
+Tensor with_stride_class(const Tensor& t, StrideClass c, std::string& why) {
+  if (c == StrideClass::contiguous) return t;
+  const Shape& s = t.shape();
+  int64_t axis = -1;  // the last axis with more than one element
+  for (int64_t d = t.ndim(); d-- > 0;)
+    if (s[static_cast<size_t>(d)] > 1) {
+      axis = d;
+      break;
+    }
+  Tensor r = t;
+  if (c == StrideClass::transposed) {
+    std::vector<int64_t> rev(static_cast<size_t>(t.ndim()));
+    for (int64_t d = 0; d < t.ndim(); ++d) rev[static_cast<size_t>(d)] = t.ndim() - 1 - d;
+    r = permute(permute(t, rev).contiguous(), rev);
+  } else if (c == StrideClass::general && axis >= 0) {
+    Tensor two = concat({unsqueeze(t, axis + 1), unsqueeze(t, axis + 1)}, axis + 1);
+    r = select(two, axis + 1, 0);
+  } else if (c == StrideClass::broadcast && axis >= 0) {
+    r = broadcast_to(slice(t, axis, 0, 1), s);
+  }
+  if (r.stride_class() != c) {
+    why = std::string("no ") + class_name(c) + " layout exists for shape " + TensorType(t.layout()).str() +
+          ", so no tensor can match the compiled layout in a checked call";
+    return t;
+  }
+  return r;
 }
 
 struct Timing {
@@ -302,10 +367,24 @@ int cmd_bench(const Args& a) {
   }
   std::cout << "bench " << a.file << ": " << run.in_layouts().size() << " argument(s), "
             << run.engine_model().artifact().plan().steps().size() << " plan steps\n";
-  bool all_contiguous = true;
-  for (const auto& l : run.in_layouts()) all_contiguous = all_contiguous && l.is_contiguous();
-  if (all_contiguous) {
-    Timing t = time_it("checked call", a.samples, [&] { (void)run.call_flat(in, run.in_tree()); });
+  // A checked call checks each argument's stride class against the compiled
+  // one: arguments compiled non-contiguous get inputs laid out that way.
+  std::vector<Tensor> checked;
+  std::string laid_out, skipped;
+  for (size_t i = 0; i < in.size() && skipped.empty(); ++i) {
+    const TensorLayout& l = run.in_layouts()[i];
+    checked.push_back(with_stride_class(in[i], l.stride_class, skipped));
+    if (!skipped.empty()) skipped = "argument " + std::to_string(i) + " (" + layout_str(l) + "): " + skipped;
+    else if (!l.is_contiguous())
+      laid_out += (laid_out.empty() ? "" : ", ") + std::to_string(i) + " " + class_name(l.stride_class);
+  }
+  if (!skipped.empty()) {
+    std::cout << "checked call: skipped (" << skipped << ")\n";
+  } else {
+    if (!laid_out.empty())
+      std::cout << "checked call: arguments laid out as compiled (" << laid_out
+                << "; a broadcast argument repeats its first entry along the broadcast axis)\n";
+    Timing t = time_it("checked call", a.samples, [&] { (void)run.call_flat(checked, run.in_tree()); });
     print_timing("checked call", t, a.samples);
   }
   std::span<const Tensor> span(in);
@@ -325,7 +404,26 @@ int cmd_bench(const Args& a) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+// Checks stdout at exit: a failed write (a full disk, `> /dev/full`) is an
+// error (exit status 1) with the OS's reason, not a silent success.
+int checked_exit(int code) {
+  // std::cout shares stdout's buffer (sync_with_stdio): flush that first, so
+  // its errno is the write's.
+  errno = 0;
+  const int flushed = std::fflush(stdout);
+  int err = flushed != 0 ? errno : 0;
+  std::cout.flush();
+  if (flushed == 0 && std::cout && !std::ferror(stdout)) return code;
+  if (err == 0) {
+    // The write failed earlier (output larger than the buffer) and its errno
+    // is gone: one more byte, to an output already broken, tells why.
+    if (::write(STDOUT_FILENO, "\n", 1) < 0) err = errno;
+  }
+  std::fprintf(stderr, "kiln: error writing to stdout: %s\n", std::strerror(err != 0 ? err : EIO));
+  return code == 0 ? 1 : code;
+}
+
+int run_command(int argc, char** argv) {
   Args a;
   try {
     a = parse_args(argc, argv);
@@ -348,3 +446,5 @@ int main(int argc, char** argv) {
     return 1;
   }
 }
+
+int main(int argc, char** argv) { return checked_exit(run_command(argc, argv)); }

@@ -7,6 +7,7 @@
 #include "../tensor/creation.h"
 #include "../tensor/ops.h"
 #include "../tensor/realize_hook.h"
+#include "broadcast_args.h"
 
 namespace kiln {
 
@@ -64,6 +65,17 @@ void detail::realize_tensor(const Tensor& t) {
   if (t.impl().state) throw RealizationError("realize: the tensor's context did not realize it");
 }
 
+void detail::realize_for(const Tensor& t, const char* who) {
+  const auto& st = t.impl().state;
+  if (!st) return;
+  if (auto* g = dynamic_cast<GraphRealizationContext*>(st->context()))
+    throw RealizationError(std::string(who) + ": the tensor is a traced value of graph '" + g->graph().name() +
+                           "' (inside jit/compile/stage), and values exist only when the compiled function runs, so " +
+                           who + " has nothing to read while tracing; return the tensor from the function and read "
+                           "the call's result (for a choice on values inside the function, use where())");
+  realize_tensor(t);
+}
+
 namespace {
 // Live lazy contexts, for before_memory_write (an eager write into a buffer a
 // lazy scope recorded as a source).
@@ -73,11 +85,41 @@ std::atomic<int> g_lazy_count{0};
 }  // namespace
 
 // ---- in-place writes (tensor/mutation.cpp) -------------------------------------------------
+namespace {
+// Arguments traced for a broadcast layout (stride 0 on an axis of extent > 1),
+// per graph being traced (trace/stage.cpp registers them): an in-place write
+// into one, or through a view of one, is refused while tracing with the
+// message eager gives, naming the user's op (at call time only the
+// write-back's copy_ would see it).
+std::mutex g_broadcast_mu;
+std::map<const Graph*, std::map<int32_t, int>> g_broadcast_args;  // graph -> input value -> argument index
+
+void check_not_broadcast_argument(RealizationContext& cur, const Tensor& dst, const char* who) {
+  const int32_t root = cur.view_root(dst.impl().state->values[0].id);
+  std::lock_guard<std::mutex> lock(g_broadcast_mu);
+  auto g = g_broadcast_args.find(&cur.graph());
+  if (g == g_broadcast_args.end()) return;
+  auto a = g->second.find(root);
+  if (a == g->second.end()) return;
+  throw ValueError(std::string(who) + ": the destination (shape " + shape_str(dst.shape()) + ") is argument " +
+                   std::to_string(a->second) + " or a view of it, traced for a broadcast layout whose elements share "
+                   "memory (a stride 0); write into a tensor of its own, e.g. x.clone(), or pass the argument "
+                   "contiguous");
+}
+}  // namespace
+
+void detail::set_broadcast_arguments(const Graph& g, std::map<int32_t, int> args) {
+  std::lock_guard<std::mutex> lock(g_broadcast_mu);
+  if (args.empty()) g_broadcast_args.erase(&g);
+  else g_broadcast_args[&g] = std::move(args);
+}
+
 detail::WriteMode detail::begin_write(const Tensor& dst, const char* who) {
   RealizationContext* cur = active_context();
   if (const auto& st = dst.impl().state) {
     RealizationContext* owner = st->context();
     if (owner && owner == cur) {
+      check_not_broadcast_argument(*cur, dst, who);
       if (cur->is_view_value(st->values[0].id)) cur->check_view_write(dst, who);
       return WriteMode::functional;
     }

@@ -2,6 +2,9 @@
 
 #include <cstring>
 #include <limits>
+#include <map>
+
+#include "broadcast_args.h"
 
 namespace kiln {
 
@@ -31,9 +34,13 @@ TraceSession::TraceSession(const std::string& name, const std::vector<TensorLayo
   ctx_.emplace(*graph_);
   if (allow_subgraphs) ctx_->subgraph_cache = std::make_shared<std::map<std::string, std::string>>();
   for (const auto& v : graph_->inputs()) inputs_.push_back(ctx_->create_unrealized({v}));
+  std::map<int32_t, int> broadcast;
+  for (size_t i = 0; i < in_layouts.size(); ++i)
+    if (in_layouts[i].stride_class == StrideClass::broadcast) broadcast[graph_->input_ids()[i]] = static_cast<int>(i);
+  if (!broadcast.empty()) set_broadcast_arguments(*graph_, std::move(broadcast));
 }
 
-TraceSession::~TraceSession() = default;
+TraceSession::~TraceSession() { set_broadcast_arguments(*graph_, {}); }
 
 void check_specs(const std::vector<TensorLayout>& layouts, const TreeDef& tree) {
   for (size_t i = 0; i < layouts.size(); ++i) {
