@@ -206,7 +206,9 @@ TEST_SUITE("write aliasing") {
       b.add_(1.0f);
       return a * 1.0f;
     };
-    CompiledCallable cg = compile(g, CompileOptions{.name = "step"})(f32({3}), f32({3}));
+    CompileOptions named;
+    named.name = "step";
+    CompiledCallable cg = compile(g, named)(f32({3}), f32({3}));
     CHECK_THROWS_WITH_AS(cg(x, x), doctest::Contains("compiled call of 'step': argument 1 and argument 0 overlap in "
                                                      "memory and the function writes argument 1 in place"),
                          ValueError);
