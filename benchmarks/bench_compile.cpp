@@ -80,6 +80,37 @@ void BM_kiln_execute_raw_1elem(benchmark::State& st) {
   for (auto _ : st) benchmark::DoNotOptimize(c.execute_raw(std::span<const Tensor>(in))[0].data_ptr());
 }
 BENCHMARK(BM_kiln_execute_raw_1elem);
+// The aliasing guard's cost (jit/write_alias.h): a function that writes an
+// argument in place looks for overlaps on every call; one that writes
+// nothing pays one emptiness test. jit's cached path, both kinds.
+void BM_kiln_cached_call_write_1elem(benchmark::State& st) {
+  kb::set_threads(1);
+  auto spec = kiln::TensorLayout(kiln::DType::float32, {1});
+  kiln::CompiledCallable c = kiln::compile([](Tensor a, Tensor b) {
+    a.add_(b);
+    return a * 2.0f;
+  })(spec, spec);
+  Tensor a = kiln::ones({1}), b = kiln::zeros({1});
+  for (auto _ : st) benchmark::DoNotOptimize(c(a, b).leaves[0].data_ptr());
+}
+BENCHMARK(BM_kiln_cached_call_write_1elem);
+void BM_kiln_jit_cached_call_1elem(benchmark::State& st) {
+  kb::set_threads(1);
+  auto f = kiln::jit([](Tensor a, Tensor b) { return a + b; });
+  Tensor a = kiln::ones({1}), b = kiln::ones({1});
+  for (auto _ : st) benchmark::DoNotOptimize(f(a, b).leaves[0].data_ptr());
+}
+BENCHMARK(BM_kiln_jit_cached_call_1elem);
+void BM_kiln_jit_cached_call_write_1elem(benchmark::State& st) {
+  kb::set_threads(1);
+  auto f = kiln::jit([](Tensor a, Tensor b) {
+    a.add_(b);
+    return a * 2.0f;
+  });
+  Tensor a = kiln::ones({1}), b = kiln::zeros({1});
+  for (auto _ : st) benchmark::DoNotOptimize(f(a, b).leaves[0].data_ptr());
+}
+BENCHMARK(BM_kiln_jit_cached_call_write_1elem);
 void BM_kiln_eager_add_1elem(benchmark::State& st) {
   kb::set_threads(1);
   Tensor a = kiln::ones({1}), b = kiln::ones({1});

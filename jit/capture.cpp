@@ -63,6 +63,7 @@ std::vector<Tensor> Model::capture(uint64_t key, std::span<const Tensor> inputs)
   const codegen::ExecutionPlan& plan = artifact_->plan();
   const Graph& g = plan.graph();
   check_capture_inputs(g, inputs, key);
+  detail::check_input_write_alias(*artifact_, inputs, ("capture(" + key_str(key) + ")").c_str());
   auto cap = std::make_shared<Capture>();
   cap->inputs.assign(inputs.begin(), inputs.end());
   if (const codegen::CudaExecutable* cx = artifact_->cuda_plan()) {

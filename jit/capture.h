@@ -45,6 +45,12 @@ struct Capture {
   std::shared_ptr<cuda::RecordedGraph> graph;
 };
 
+/// The aliasing guard (jit/write_alias.h) of engine::Model::execute and
+/// capture: ValueError naming `who`, when the artifact's signature writes an
+/// input that shares memory with another input. Nothing for a graph that
+/// writes nothing (or has no signature).
+void check_input_write_alias(const CompiledModel& art, std::span<const Tensor> inputs, const char* who);
+
 struct CaptureTable {
   std::mutex mu;
   std::unordered_map<uint64_t, std::shared_ptr<const Capture>> map;

@@ -11,6 +11,7 @@
 #include "mef_graph.h"
 #include "mef_plan.h"
 #include "plan.h"
+#include "write_alias.h"
 #include "write_in_place.h"
 
 namespace kiln {
@@ -24,6 +25,26 @@ std::string layout_str(const TensorLayout& l) {
   return TensorType(l).str() + " (" + class_name(l.stride_class) + ")";
 }
 std::string arg_path(const std::vector<std::string>& paths, size_t i) { return paths.at(i).empty() ? "0" : paths[i]; }
+
+// The aliasing guard (jit/write_alias.h) of a call that writes in place:
+// ValueError when a written tensor shares memory with another the call
+// reads, or when a callable traced for identical arguments (jit) gets
+// arguments that are not. Nothing to do for a function that writes nothing.
+void check_aliasing(const CompiledCallable& c, std::span<const Tensor> args, const char* entry) {
+  const StagedGraph& s = c.staged();
+  auto who = [&] { return std::string(entry) + " of '" + c.engine_model().artifact().graph().name() + "'"; };
+  for (size_t j = 0; j < s.same_as.size() && j < args.size(); ++j)
+    if (s.same_as[j] >= 0 && !detail::identical_tensors(args[j], args[static_cast<size_t>(s.same_as[j])])) {
+      const std::vector<std::string> paths = s.in_tree.leaf_paths();
+      throw ValueError(who() + ": this callable was traced with argument " + arg_path(paths, j) +
+                       " the same tensor as argument " + arg_path(paths, static_cast<size_t>(s.same_as[j])) +
+                       " (jit's aliasing guard), but this call passes different tensors; pass the same tensor in "
+                       "both places, or compile the function again");
+    }
+  if (s.writes.empty()) return;
+  if (auto a = detail::find_write_alias(args, s.writes, s.write_reads, s.same_as, c.weights(), s.captured))
+    throw ValueError(detail::write_alias_message(who(), *a, s.in_tree, s.captured));
+}
 }  // namespace
 
 Tensor CallResult::tensor() const {
@@ -117,6 +138,10 @@ engine::Signature CompiledCallable::signature() const {
 }
 
 void CompiledCallable::export_mef(const std::string& path, bool include_source_graph) const {
+  if (!staged_.same_as.empty())
+    throw ValueError("export_mef: this callable was traced for arguments that are one tensor (jit's aliasing guard, "
+                     "StagedGraph::same_as), which a MEF file cannot record; export a callable compiled for separate "
+                     "arguments");
   const engine::CompiledModel& art = model_->artifact();
   mef::Contents c;
   c.graph_text = art.graph().to_text();
@@ -262,6 +287,33 @@ CallResult CompiledCallable::inline_call(GraphRealizationContext& outer, const s
     else if (leaves[static_cast<size_t>(w.argument)].is_realized())
       outer.add_mutable_source(leaves[static_cast<size_t>(w.argument)]);  // before its first read below
   }
+  // The aliasing guard, traced: the graph reads each argument as a separate
+  // value, so an argument it writes must not be (a view of) the same tensor
+  // as another argument of this call.
+  for (size_t k = 0; k < staged_.writes.size(); ++k) {
+    const WriteBack& w = staged_.writes[k];
+    if (w.argument < 0) continue;
+    const WriteReads* rd = staged_.write_reads.size() == staged_.writes.size() ? &staged_.write_reads[k] : nullptr;
+    const size_t i = static_cast<size_t>(w.argument);
+    const Tensor& d = leaves[i];
+    const int32_t droot = d.is_realized() ? -1 : outer.view_root(outer.value_of(d).id);
+    for (size_t j = 0; j < leaves.size(); ++j) {
+      if (j == i || (j < staged_.same_as.size() && staged_.same_as[j] >= 0 &&
+                     (staged_.same_as[j] == static_cast<int32_t>(i) || staged_.same_as[j] == staged_.same_as[i])))
+        continue;
+      if (rd && j < rd->arguments.size() && !rd->arguments[j]) continue;  // not read after the write
+      const Tensor& o = leaves[j];
+      const bool overlap = o.impl_ptr() == d.impl_ptr() || may_share_memory(o, d) ||
+                           (droot >= 0 && !o.is_realized() && outer.view_root(outer.value_of(o).id) == droot);
+      if (overlap) {
+        detail::WriteAlias a;
+        a.written = w.argument;
+        a.other_argument = static_cast<int32_t>(j);
+        throw ValueError(detail::write_alias_message("compiled call of '" + g.name() + "' inside a trace", a,
+                                                     staged_.in_tree, staged_.captured));
+      }
+    }
+  }
   std::vector<int32_t> map(g.num_values(), -1);
   const auto& ins = g.input_ids();
   for (size_t i = 0; i < ins.size(); ++i) map[static_cast<size_t>(ins[i])] = outer.value_of(leaves[i]).id;
@@ -346,6 +398,7 @@ CallResult CompiledCallable::call_flat(const std::vector<Tensor>& leaves, const 
   }
   if (outer) return inline_call(*outer, leaves);
   check_captured();
+  check_aliasing(*this, leaves, "compiled call");
   CallResult r;
   r.leaves = run_model(leaves);  // as given: op steps see eager's layouts; fused steps make operands contiguous
   copy_results_reduced_to_inputs(staged_, r.leaves, leaves, weights_);
@@ -394,6 +447,7 @@ void CompiledCallable::write_back(std::vector<Tensor>& results, std::span<const 
 }
 
 std::vector<Tensor> CompiledCallable::execute_raw(std::span<const Tensor> inputs) const {
+  check_aliasing(*this, inputs, "execute_raw");
   std::vector<Tensor> out = run_model(inputs);
   if (!staged_.writes.empty()) write_back(out, inputs);
   return out;
@@ -408,6 +462,7 @@ std::vector<Buffer> CompiledCallable::execute_raw(const std::vector<Buffer>& buf
   in.reserve(buffers.size());
   for (size_t i = 0; i < buffers.size(); ++i)
     in.emplace_back(buffers[i], want[i].dtype, want[i].shape, contiguous_strides(want[i].shape), 0);
+  check_aliasing(*this, in, "execute_raw");
   std::vector<Tensor> out = run_model(in);
   if (!staged_.writes.empty()) write_back(out, in);
   std::vector<Buffer> r;

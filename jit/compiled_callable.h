@@ -98,7 +98,12 @@ class CompiledCallable {
   /// Checked call: tree structure (static values included), argument count,
   /// and each tensor's dtype, shape, device and stride class; errors name the
   /// argument path ("argument 0.1: expected float32[3, 4] cpu, got ...").
-  /// Also checks that no captured constant changed since tracing. Called
+  /// Also checks that no captured constant changed since tracing, and (for a
+  /// function that writes in place) that no tensor it writes shares memory
+  /// with another argument, a captured tensor or a weight: the compiled code
+  /// reads each as a separate tensor, so a read after the write would differ
+  /// from eager; ValueError naming both positions (pass x.clone(), or use
+  /// jit(fn), which handles such calls; jit/write_alias.h). Called
   /// while another function is traced (stage, compile, jit), the call is
   /// inlined: its graph's ops are recorded into that trace, its weights
   /// become weights of the outer graph bound to the same tensors (renamed
@@ -111,8 +116,9 @@ class CompiledCallable {
   }
   /// The checked call on flattened arguments.
   CallResult call_flat(const std::vector<Tensor>& leaves, const TreeDef& tree) const;
-  /// Runs on contiguous tensors in graph-input order without any check;
-  /// returns the results in graph-output order.
+  /// Runs on contiguous tensors in graph-input order without any check but
+  /// the aliasing guard of a function that writes in place (ValueError, as
+  /// for a checked call); returns the results in graph-output order.
   std::vector<Tensor> execute_raw(std::span<const Tensor> inputs) const;
   /// As above on raw buffers laid out as in_layouts (contiguous).
   std::vector<Buffer> execute_raw(const std::vector<Buffer>& buffers) const;
@@ -220,7 +226,7 @@ class Compiler {
   Compiler(F fn, CompileOptions opts) : fn_(std::move(fn)), opts_(std::move(opts)) {}
   template <class... Specs>
   CompiledCallable operator()(const Specs&... specs) const {
-    StagedGraph s = stage(fn_, StageOptions{opts_.name, opts_.allow_subgraphs})(specs...);
+    StagedGraph s = stage(fn_, StageOptions{opts_.name, opts_.allow_subgraphs, {}})(specs...);
     return CompiledCallable(std::move(s), opts_.weights, opts_.session);
   }
 

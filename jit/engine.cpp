@@ -18,6 +18,7 @@
 #include "mef_graph.h"
 #include "mef_plan.h"
 #include "plan.h"
+#include "write_alias.h"
 
 namespace kiln::engine {
 
@@ -257,7 +258,21 @@ namespace {
 }
 }  // namespace
 
+namespace detail {
+void check_input_write_alias(const CompiledModel& art, std::span<const Tensor> inputs, const char* who) {
+  const Signature* sig = art.signature();
+  if (!sig || sig->writes.empty()) return;
+  static const std::map<std::string, Tensor> no_weights;
+  static const std::vector<CapturedConstant> no_captured;
+  if (inputs.size() != art.graph().input_ids().size()) return;  // the count error comes next
+  if (auto a = kiln::detail::find_write_alias(inputs, sig->writes, {}, {}, no_weights, no_captured))
+    throw ValueError(kiln::detail::write_alias_message(std::string(who) + " of '" + art.graph().name() + "'", *a,
+                                                       sig->in_tree, no_captured));
+}
+}  // namespace detail
+
 std::vector<Tensor> Model::execute(std::span<const Tensor> inputs) const {
+  detail::check_input_write_alias(*artifact_, inputs, "engine::Model::execute");
   std::vector<Tensor> out;
   execute_into(inputs, out);
   return out;

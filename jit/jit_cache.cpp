@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "plan.h"
+#include "write_alias.h"
 
 namespace kiln::detail {
 
@@ -25,11 +26,35 @@ std::string jit_key(const TreeDef& tree, const std::vector<TensorLayout>& layout
   return k;
 }
 
-std::string JitCache::explain(const TreeDef& tree, const std::vector<TensorLayout>& layouts) const {
+bool write_alias_observed(const CompiledCallable& fn, const std::vector<Tensor>& leaves) {
+  const StagedGraph& s = fn.staged();
+  return find_write_alias(leaves, s.writes, s.write_reads, s.same_as, fn.weights(), s.captured).has_value();
+}
+
+std::vector<int32_t> identical_alias(const std::vector<Tensor>& leaves) {
+  auto g = identical_alias_groups(leaves);
+  return g ? *g : std::vector<int32_t>{};
+}
+
+std::string alias_key(const std::vector<int32_t>& same_as) {
+  std::string k;
+  for (size_t j = 0; j < same_as.size(); ++j)
+    if (same_as[j] >= 0) k += (k.empty() ? "alias " : ",") + std::to_string(j) + "=" + std::to_string(same_as[j]);
+  return k;
+}
+
+std::string JitCache::explain(const TreeDef& tree, const std::vector<TensorLayout>& layouts,
+                              const std::string& alias) const {
   if (lru_.empty()) return "first call: nothing cached yet";
   const Entry& e = lru_.front();
   std::string r;
   auto add = [&](const std::string& s) { r += (r.empty() ? "" : "; ") + s; };
+  if (alias != e.alias) {
+    auto say = [](const std::string& a) {
+      return a.empty() ? std::string("separate arguments") : "identical arguments (" + a.substr(6) + ")";
+    };
+    add("aliasing: " + say(alias) + " written in place vs cached " + say(e.alias));
+  }
   if (!(tree == e.tree)) add("tree structure " + tree.str() + " vs cached " + e.tree.str());
   auto paths = tree.leaf_paths();
   for (size_t i = 0; i < layouts.size() && i < e.layouts.size(); ++i) {
@@ -47,8 +72,9 @@ std::string JitCache::explain(const TreeDef& tree, const std::vector<TensorLayou
 }
 
 std::shared_ptr<const CompiledCallable> JitCache::get(const TreeDef& tree, const std::vector<TensorLayout>& layouts,
-                                                      const std::function<CompiledCallable()>& compile_fn) {
-  const std::string key = jit_key(tree, layouts);
+                                                      const std::function<CompiledCallable()>& compile_fn,
+                                                      const std::string& alias) {
+  const std::string key = alias.empty() ? jit_key(tree, layouts) : jit_key(tree, layouts) + "|" + alias;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto it = lru_.begin(); it != lru_.end(); ++it)
@@ -58,7 +84,7 @@ std::shared_ptr<const CompiledCallable> JitCache::get(const TreeDef& tree, const
         return lru_.front().fn;
       }
     ++stats_.misses;
-    last_miss_ = explain(tree, layouts);
+    last_miss_ = explain(tree, layouts, alias);
     if (opts_.error_on_recompile && stats_.compiles > 0)
       throw ValueError("jit: recompilation is disabled (error_on_recompile) and this call misses the cache: " +
                        last_miss_);
@@ -69,7 +95,7 @@ std::shared_ptr<const CompiledCallable> JitCache::get(const TreeDef& tree, const
   for (auto& e : lru_)
     if (e.key == key) return e.fn;  // another thread compiled it meanwhile
   ++stats_.compiles;
-  lru_.push_front({key, tree, layouts, fn});
+  lru_.push_front({key, tree, layouts, alias, fn});
   while (lru_.size() > opts_.max_entries) {
     lru_.pop_back();  // the last reference to its code goes with it (unless a caller still runs it)
     ++stats_.evictions;
@@ -95,6 +121,11 @@ void JitCache::clear() {
 std::string JitCache::last_miss_explanation() const {
   std::lock_guard<std::mutex> lock(mu_);
   return last_miss_;
+}
+
+void JitCache::count_eager_call() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++stats_.eager_calls;
 }
 
 bool JitCache::sample_capture_check() {

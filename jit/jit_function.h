@@ -10,6 +10,18 @@
 // argument static: its value is traced into the code and is part of the key.
 // (A runtime 0-d tensor takes part in type promotion like any 0-d tensor, as
 // numpy 2's NEP 50 treats 0-d arrays: float16 x * float32 s gives float32.)
+//
+// Aliasing guard (as torch.compile guards on its inputs' aliasing): when the
+// compiled function writes in place a tensor that shares memory with another
+// one it reads (two arguments, or an argument and a captured tensor or
+// weight: `f(x, x)`, `f(x[0:3], x[1:4])`), the call gives eager's answer:
+// identical arguments (same memory, dtype, shape, strides) are traced as one
+// tensor, a compile of its own cached under a key that records which
+// arguments are one (JitStats::compiles counts it); any other overlap runs
+// the function eagerly (JitStats::eager_calls). Arguments that share memory
+// but that the function only reads, or that do not overlap (disjoint slices
+// of one buffer), take the ordinary cached path; a function that writes no
+// argument pays nothing for the check.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -48,6 +60,9 @@ struct JitOptions {
 
 struct JitStats {
   int64_t hits = 0, misses = 0, compiles = 0, evictions = 0;
+  /// Calls run eagerly by the aliasing guard (a write the compiled code could
+  /// not order against a read of overlapping memory; see the file comment).
+  int64_t eager_calls = 0;
   /// Bytes of generated machine code held by the cached entries.
   size_t code_bytes = 0;
   size_t entries = 0;
@@ -62,8 +77,12 @@ class JitCache {
       throw ValueError("jit: JitOptions::max_entries must be at least 1 (the entry being called is kept), got 0");
   }
   /// Looks up `key`; on a miss runs `compile_fn` (outside the lock) and inserts.
+  /// `alias` (alias_key) is the aliasing pattern the entry is traced for ("" for separate arguments).
   std::shared_ptr<const CompiledCallable> get(const TreeDef& tree, const std::vector<TensorLayout>& layouts,
-                                              const std::function<CompiledCallable()>& compile_fn);
+                                              const std::function<CompiledCallable()>& compile_fn,
+                                              const std::string& alias = {});
+  /// Counts a call the aliasing guard ran eagerly.
+  void count_eager_call();
   JitStats stats() const;
   void clear();
   /// Why the last miss missed, field by field against the most recent entry
@@ -79,9 +98,10 @@ class JitCache {
     std::string key;
     TreeDef tree;
     std::vector<TensorLayout> layouts;
+    std::string alias;
     std::shared_ptr<const CompiledCallable> fn;
   };
-  std::string explain(const TreeDef& tree, const std::vector<TensorLayout>& layouts) const;
+  std::string explain(const TreeDef& tree, const std::vector<TensorLayout>& layouts, const std::string& alias) const;
   JitOptions opts_;
   mutable std::mutex mu_;
   std::list<Entry> lru_;  // most recent first
@@ -93,6 +113,14 @@ class JitCache {
 /// now differs from the cached callable's (JitOptions::check_captures).
 void check_same_trace(const StagedGraph& cached, const StagedGraph& now);
 std::string jit_key(const TreeDef& tree, const std::vector<TensorLayout>& layouts);
+/// The aliasing guard (jit/write_alias.h): true when `fn` writes in place a
+/// tensor that shares memory with another tensor this call reads.
+bool write_alias_observed(const CompiledCallable& fn, const std::vector<Tensor>& leaves);
+/// StageOptions::same_as for `leaves` when every pair that may share memory
+/// is identical (same memory, dtype, shape, strides); empty otherwise.
+std::vector<int32_t> identical_alias(const std::vector<Tensor>& leaves);
+/// The cache-key part for a same_as pattern: "alias 1=0,3=2".
+std::string alias_key(const std::vector<int32_t>& same_as);
 }  // namespace detail
 
 /// The callable returned by jit(fn). Copies share one cache.
@@ -159,11 +187,47 @@ class JitFunction {
       const auto& co = cache_->options().compile;
       return compile(fn_, co)(args...);
     });
+    // The aliasing guard: only a function that writes in place looks.
+    if (!fn->staged().writes.empty() && detail::write_alias_observed(*fn, leaves))
+      return call_aliased(leaves, tree, layouts, args...);
     if (!compiled && cache_->sample_capture_check()) {
       const auto& co = cache_->options().compile;
-      detail::check_same_trace(fn->staged(), stage(fn_, StageOptions{co.name, co.allow_subgraphs})(args...));
+      detail::check_same_trace(fn->staged(), stage(fn_, StageOptions{co.name, co.allow_subgraphs, {}})(args...));
     }
     return fn->call_flat(leaves, tree);
+  }
+
+  // A call whose writes would be observed through shared memory: identical
+  // arguments get a compile traced with them as one tensor; anything else
+  // (a partial overlap, or a captured tensor or weight passed as an
+  // argument) runs eagerly.
+  template <class... Args>
+  CallResult call_aliased(const std::vector<Tensor>& leaves, const TreeDef& tree,
+                          const std::vector<TensorLayout>& layouts, const Args&... args) const {
+    const std::vector<int32_t> same_as = detail::identical_alias(leaves);
+    if (!same_as.empty()) {
+      const auto& co = cache_->options().compile;
+      bool compiled = false;
+      auto fn = cache_->get(
+          tree, layouts,
+          [&] {
+            compiled = true;
+            return CompiledCallable(stage(fn_, StageOptions{co.name, co.allow_subgraphs, same_as})(args...),
+                                    co.weights, co.session);
+          },
+          detail::alias_key(same_as));
+      if (!detail::write_alias_observed(*fn, leaves)) {
+        if (!compiled && cache_->sample_capture_check())
+          detail::check_same_trace(fn->staged(),
+                                   stage(fn_, StageOptions{co.name, co.allow_subgraphs, same_as})(args...));
+        return fn->call_flat(leaves, tree);
+      }
+    }
+    cache_->count_eager_call();
+    F f = fn_;
+    auto result = f(args...);
+    auto [outs, out_tree] = tree_flatten(result);
+    return CallResult{std::move(outs), std::move(out_tree)};
   }
 
   F fn_;

@@ -81,7 +81,15 @@ class RealizationContext {
   /// Records that `old_value` was superseded by an in-place write: a view
   /// taken of it before the write, and no longer held by a live tensor, can
   /// no longer be read (RealizationError).
-  void mark_superseded(int32_t old_value) { superseded_.insert(old_value); }
+  void mark_superseded(int32_t old_value) {
+    superseded_.insert(old_value);
+    superseded_at_.emplace(old_value, graph().num_nodes());
+  }
+  /// Per value an in-place write superseded, the graph's node count when it
+  /// was first superseded: nodes from that index on were recorded after the
+  /// write (stage() uses it to know what a function reads after writing an
+  /// argument: jit/write_alias.h).
+  const std::map<int32_t, size_t>& superseded_at() const { return superseded_at_; }
   /// The value a chain of view ops started from (v itself when not a view).
   int32_t view_root(int32_t v) const;
 
@@ -123,6 +131,7 @@ class RealizationContext {
   void reset_write_tracking() {
     view_base_.clear();
     superseded_.clear();
+    superseded_at_.clear();
     groups_.clear();
     source_groups_.clear();
   }
@@ -142,6 +151,7 @@ class RealizationContext {
   void rebind_views(AliasGroup& g, int32_t old_root, int32_t new_root);
   std::map<int32_t, int32_t> view_base_;  // view value -> its root value
   std::set<int32_t> superseded_;          // values rebound away by in-place writes
+  std::map<int32_t, size_t> superseded_at_;  // ... and the node count when first rebound away
   // unrealized base or view tensor -> its alias group (entries checked against the group's weak pointers)
   std::map<const detail::TensorImpl*, std::shared_ptr<AliasGroup>> groups_;
   // root value of a realized base (a source) -> the alias group of its views

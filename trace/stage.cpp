@@ -3,6 +3,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <set>
 
 #include "broadcast_args.h"
 
@@ -28,8 +29,21 @@ uint64_t content_hash(const Tensor& t) {
 namespace kiln::detail {
 
 TraceSession::TraceSession(const std::string& name, const std::vector<TensorLayout>& in_layouts,
-                           bool allow_subgraphs)
-    : graph_(std::make_shared<Graph>(name)) {
+                           bool allow_subgraphs, std::vector<int32_t> same_as)
+    : graph_(std::make_shared<Graph>(name)), same_as_(std::move(same_as)) {
+  if (!same_as_.empty()) {
+    if (same_as_.size() != in_layouts.size())
+      throw ValueError("stage: same_as has " + std::to_string(same_as_.size()) + " entries for " +
+                       std::to_string(in_layouts.size()) + " tensor arguments");
+    for (size_t j = 0; j < same_as_.size(); ++j) {
+      const int32_t i = same_as_[j];
+      if (i == -1) continue;
+      if (i < 0 || static_cast<size_t>(i) >= j || same_as_[static_cast<size_t>(i)] != -1 ||
+          !(in_layouts[static_cast<size_t>(i)] == in_layouts[j]))
+        throw ValueError("stage: same_as[" + std::to_string(j) + "] = " + std::to_string(i) +
+                         " is not an earlier argument of the same layout that is itself not an alias");
+    }
+  }
   for (const auto& l : in_layouts) graph_->add_input(TensorType(l));
   ctx_.emplace(*graph_);
   if (allow_subgraphs) ctx_->subgraph_cache = std::make_shared<std::map<std::string, std::string>>();
@@ -38,6 +52,10 @@ TraceSession::TraceSession(const std::string& name, const std::vector<TensorLayo
   for (size_t i = 0; i < in_layouts.size(); ++i)
     if (in_layouts[i].stride_class == StrideClass::broadcast) broadcast[graph_->input_ids()[i]] = static_cast<int>(i);
   if (!broadcast.empty()) set_broadcast_arguments(*graph_, std::move(broadcast));
+  // Identical arguments are one traced tensor: the same handle, so a write
+  // through one is the other's new value too (and its views' base).
+  for (size_t j = 0; j < same_as_.size(); ++j)
+    if (same_as_[j] >= 0) inputs_[j] = inputs_[static_cast<size_t>(same_as_[j])];
 }
 
 TraceSession::~TraceSession() { set_broadcast_arguments(*graph_, {}); }
@@ -79,6 +97,60 @@ bool find_static(const TreeDef& d, const std::string& path, std::string& where, 
 }
 }  // namespace
 
+std::vector<WriteReads> TraceSession::write_reads(const StagedGraph& s, size_t nresults) const {
+  std::vector<WriteReads> r;
+  if (s.writes.empty()) return r;
+  const Graph& g = *graph_;
+  const auto& nodes = g.nodes();
+  // Each value's view root (a value made by view ops shares its root's memory).
+  std::vector<int32_t> root(g.num_values());
+  for (size_t v = 0; v < root.size(); ++v) root[v] = static_cast<int32_t>(v);
+  std::map<int32_t, std::string> weight_of;  // weight value -> name
+  for (const Node& n : nodes) {
+    if (n.kind == NodeKind::weight && !n.outputs.empty()) weight_of[n.outputs[0]] = n.name;
+    if (n.kind == NodeKind::op && op_info(n.op).category == OpCategory::View && !n.inputs.empty())
+      for (int32_t o : n.outputs) root[static_cast<size_t>(o)] = root[static_cast<size_t>(n.inputs[0])];
+  }
+  std::map<int32_t, size_t> arg_of, captured_of;  // root value -> leaf / captured index
+  const auto& gin = g.input_ids();
+  for (size_t i = 0; i < gin.size(); ++i) arg_of.emplace(gin[i], i);
+  for (size_t c = 0; c < s.captured.size(); ++c) captured_of.emplace(s.captured[c].value, c);
+  const auto& at = ctx_->superseded_at();
+  for (const WriteBack& w : s.writes) {
+    WriteReads wr;
+    wr.arguments.assign(gin.size(), 0);
+    wr.captured.assign(s.captured.size(), 0);
+    std::set<std::string> weights;
+    auto mark = [&](int32_t v) {
+      const int32_t rt = root[static_cast<size_t>(v)];
+      if (auto it = arg_of.find(rt); it != arg_of.end()) wr.arguments[it->second] = 1;
+      if (auto it = captured_of.find(rt); it != captured_of.end()) wr.captured[it->second] = 1;
+      if (auto it = weight_of.find(rt); it != weight_of.end()) weights.insert(it->second);
+    };
+    // The node count when the destination was first written (0, every read, when unknown).
+    int32_t first = -1;
+    if (w.argument >= 0) {
+      first = gin[static_cast<size_t>(w.argument)];
+    } else {
+      for (const auto& [v, name] : weight_of)
+        if (name == w.weight) first = v;
+    }
+    size_t from = 0;
+    if (auto it = at.find(first); first >= 0 && it != at.end()) from = it->second;
+    for (size_t k = from; k < nodes.size(); ++k)
+      for (int32_t v : nodes[k].inputs) mark(v);
+    const auto& outs = g.output_ids();
+    for (size_t k = 0; k < nresults && k < outs.size(); ++k) mark(outs[k]);
+    for (const WriteBack& o : s.writes) {  // written too: the order of the write-backs would show
+      if (o.argument >= 0) wr.arguments[static_cast<size_t>(o.argument)] = 1;
+      else weights.insert(o.weight);
+    }
+    wr.weights.assign(weights.begin(), weights.end());
+    r.push_back(std::move(wr));
+  }
+  return r;
+}
+
 StagedGraph TraceSession::finish(const std::vector<Tensor>& outs, TreeDef out_tree, TreeDef in_tree,
                                  std::vector<TensorLayout> in_layouts) {
   std::string where, what;
@@ -96,6 +168,7 @@ StagedGraph TraceSession::finish(const std::vector<Tensor>& outs, TreeDef out_tr
   std::vector<Tensor> all = outs;
   const auto& gin = graph_->input_ids();
   for (size_t i = 0; i < inputs_.size(); ++i) {
+    if (!same_as_.empty() && same_as_[i] >= 0) continue;  // written back through the first of its group
     const auto& st = inputs_[i].impl().state;
     if (st && st->values[0].graph == graph_.get() && st->values[0].id != gin[i]) {
       all.push_back(inputs_[i]);
@@ -111,12 +184,14 @@ StagedGraph TraceSession::finish(const std::vector<Tensor>& outs, TreeDef out_tr
   graph_->output(all);
   s.bound_weights = *ctx_->bound_weights;
   for (auto& [t, v] : ctx_->sources()) s.captured.push_back({t, content_hash(t), v, t.buffer().version()});
+  s.write_reads = write_reads(s, outs.size());
   ctx_.reset();
   s.graph = graph_;
   s.in_layouts = std::move(in_layouts);
   s.in_tree = std::move(in_tree);
   for (int32_t v : graph_->output_ids()) s.out_layouts.push_back(graph_->type(v).layout());
   s.out_tree = std::move(out_tree);
+  s.same_as = same_as_;
   return s;
 }
 

@@ -27,6 +27,20 @@ struct CapturedConstant {
 /// 64-bit content hash (FNV-1a over 8-byte words) of a tensor's elements.
 uint64_t content_hash(const Tensor& t);
 
+/// What a traced function reads, in eager order, after it first writes one
+/// destination (StagedGraph::writes): the tensors that, sharing memory with
+/// that destination, would see the write eagerly but not in the compiled
+/// code, which reads each as a separate tensor (jit/write_alias.h).
+struct WriteReads {
+  /// Per tensor leaf: read (or a view of it read) after the write, returned
+  /// (or a view of it), or written by the function itself.
+  std::vector<char> arguments;
+  /// Per StagedGraph::captured entry: read after the write.
+  std::vector<char> captured;
+  /// Weights read after the write, and every mutable weight written.
+  std::vector<std::string> weights;
+};
+
 /// A traced function: its graph and signature.
 struct StagedGraph {
   std::shared_ptr<Graph> graph;
@@ -46,6 +60,13 @@ struct StagedGraph {
   /// nn::Module parameters by state_dict key, weights of inlined compiled
   /// callables); compile() binds them unless CompileOptions::weights names them.
   std::map<std::string, Tensor> bound_weights;
+  /// Arguments traced as one tensor (StageOptions::same_as): per tensor
+  /// leaf, the earlier leaf it was identical to, or -1; empty when none. A
+  /// callable compiled from it must be called with those leaves identical.
+  std::vector<int32_t> same_as;
+  /// Per write (as `writes`), what the function reads after it; empty when
+  /// not known (a callable rebuilt from a MEF file): every overlap counts.
+  std::vector<WriteReads> write_reads;
   /// The graph's text form (subgraph definitions first).
   std::string ir() const { return graph->to_text(); }
 };
@@ -54,6 +75,14 @@ struct StageOptions {
   std::string name = "main";
   /// Arms subgraph dedup (as_subgraph / nn::Module calls become calls).
   bool allow_subgraphs = true;
+  /// Arguments that are one tensor (jit's aliasing guard): per tensor leaf,
+  /// the index of an earlier leaf it is identical to (same memory, dtype,
+  /// shape and strides) or -1; empty when no two are. Such leaves are traced
+  /// as one tensor (its graph input is the first leaf's; the later leaf's
+  /// input is left unused), so a write through either is seen by reads of
+  /// the other, as eagerly. ValueError when an entry is not -1 and not the
+  /// index of an earlier leaf of the same layout.
+  std::vector<int32_t> same_as;
 };
 
 namespace detail {
@@ -74,7 +103,8 @@ void check_specs(const std::vector<TensorLayout>& layouts, const TreeDef& tree);
 
 class TraceSession {
  public:
-  TraceSession(const std::string& name, const std::vector<TensorLayout>& in_layouts, bool allow_subgraphs);
+  TraceSession(const std::string& name, const std::vector<TensorLayout>& in_layouts, bool allow_subgraphs,
+               std::vector<int32_t> same_as = {});
   ~TraceSession();
   /// Unrealized tensors for the graph's inputs.
   const std::vector<Tensor>& inputs() const { return inputs_; }
@@ -84,9 +114,12 @@ class TraceSession {
                      std::vector<TensorLayout> in_layouts);
 
  private:
+  // StagedGraph::write_reads of `s` (writes, captured, outputs set; the context still live).
+  std::vector<WriteReads> write_reads(const StagedGraph& s, size_t nresults) const;
   std::shared_ptr<Graph> graph_;
   std::optional<GraphRealizationContext> ctx_;
   std::vector<Tensor> inputs_;
+  std::vector<int32_t> same_as_;
 };
 
 }  // namespace detail
@@ -109,7 +142,7 @@ class Stager {
     std::tuple<Specs...> spec_tuple(specs...);
     auto [layouts, in_tree] = tree_flatten_layouts(spec_tuple);
     detail::check_specs(layouts, in_tree);
-    detail::TraceSession session(opts_.name, layouts, opts_.allow_subgraphs);
+    detail::TraceSession session(opts_.name, layouts, opts_.allow_subgraphs, opts_.same_as);
     detail::LeafSource src{session.inputs().data(), session.inputs().size(), 0};
     Args args = detail::rebuild_node<Args>(spec_tuple, src);
     auto result = std::apply(fn_, args);

@@ -1,0 +1,66 @@
+// kiln (internal): the aliasing guard of compiled calls that write in place.
+//
+// A traced function reads each tensor argument, captured constant and weight
+// as a separate value, so when the function writes one of them in place (an
+// argument, or a captured tensor it writes: a mutable weight) and another one
+// shares that memory, the compiled call would read the old value where an
+// eager call reads the new one. Every compiled entry point that writes (the
+// checked call, execute_raw, a callable read back from MEF, an inlined call,
+// and engine::Model::execute and capture where the artifact's signature
+// records the writes: one read from MEF) looks for such an overlap first and
+// throws ValueError. (An artifact compiled in this process carries no
+// signature; the engine never writes its inputs, the write-backs being
+// outputs that the callable copies, so the engine alone computes the graph
+// as if its inputs were separate.) jit(fn) instead recompiles for identical arguments
+// (StageOptions::same_as) and runs other overlaps eagerly. Calls of
+// functions that write nothing never get here.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "../trace/stage.h"
+
+namespace kiln::detail {
+
+/// A written tensor sharing memory with another tensor the call reads.
+struct WriteAlias {
+  enum class Other : uint8_t { argument, captured, weight };
+  int32_t written = -1;        ///< the argument written, or -1: the mutable weight `written_weight`
+  std::string written_weight;
+  Other other = Other::argument;
+  int32_t other_argument = -1;  ///< Other::argument
+  size_t other_captured = 0;    ///< Other::captured: index into StagedGraph::captured
+  std::string other_weight;     ///< Other::weight
+};
+
+/// The first overlap (numpy's may_share_memory, byte ranges) between a write
+/// destination and another tensor the function reads after that write (per
+/// `reads`, StagedGraph::write_reads; every tensor when `reads` is empty):
+/// for a written argument, the other arguments (except those traced as the
+/// same tensor, `same_as`), the captured constants and the weights; for a
+/// written mutable weight, the arguments. nullopt when none; `writes` empty
+/// costs nothing.
+std::optional<WriteAlias> find_write_alias(std::span<const Tensor> args, const std::vector<WriteBack>& writes,
+                                           const std::vector<WriteReads>& reads, const std::vector<int32_t>& same_as,
+                                           const std::map<std::string, Tensor>& weights,
+                                           const std::vector<CapturedConstant>& captured);
+
+/// The ValueError text: `who` (e.g. "compiled call of 'main'"), both
+/// positions (argument paths from `in_tree` when it has them), that they
+/// overlap and which is written, and what to do (pass x.clone(), or jit).
+std::string write_alias_message(const std::string& who, const WriteAlias& a, const TreeDef& in_tree,
+                                const std::vector<CapturedConstant>& captured);
+
+/// Same memory, dtype, shape and strides.
+bool identical_tensors(const Tensor& a, const Tensor& b);
+
+/// For jit: when every pair of arguments that may share memory is identical,
+/// StageOptions::same_as for them (each leaf -> the first identical earlier
+/// leaf, or -1); nullopt when some overlap is partial (or of different layouts).
+std::optional<std::vector<int32_t>> identical_alias_groups(std::span<const Tensor> args);
+
+}  // namespace kiln::detail

@@ -1,0 +1,336 @@
+// The aliasing guard (jit/write_alias.h): a compiled function that writes one
+// tensor in place and reads another that shares its memory (the same tensor
+// passed twice, overlapping views, a captured tensor also passed in) gives
+// eager's answer through jit (identical arguments traced as one tensor, other
+// overlaps run eagerly) and a ValueError naming both positions through every
+// other entry point; never a silently different answer. Values are small
+// integers in float32, so every result below is exact: the expected numbers
+// are written out, and the compiled results are also compared bitwise with
+// the eager ones.
+#include <filesystem>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+#include "same_bits.h"
+#include "test_util.h"
+
+using namespace kiln;
+
+namespace {
+using kt::same_bits;
+TensorLayout f32(Shape s) { return TensorLayout(DType::float32, std::move(s)); }
+Tensor iota(int64_t n) { return arange(0.0, static_cast<double>(n), 1.0, DType::float32); }  // 0, 1, ..., n-1
+std::vector<double> vals(const Tensor& t) { return t.to_vector<double>(); }
+
+// f(a, b): writes a, then reads b.
+Tensor add_then_read(Tensor a, Tensor b) {
+  a.add_(1.0f);
+  return b * 1.0f;
+}
+}  // namespace
+
+TEST_SUITE("write aliasing") {
+  TEST_CASE("jit: the same tensor passed twice, one written and the other read after: eager's answer") {
+    auto f = jit(add_then_read);
+    Tensor x = iota(4), xe = iota(4);
+    Tensor r = f(x, x);
+    Tensor re = add_then_read(xe, xe);
+    CHECK(vals(r) == std::vector<double>{1, 2, 3, 4});  // the new x, as eagerly
+    CHECK(vals(x) == std::vector<double>{1, 2, 3, 4});
+    CHECK(same_bits(r, re));
+    CHECK(same_bits(x, xe));
+    // One compile for separate arguments (the first look), one traced with them as one tensor.
+    CHECK(f.stats().compiles == 2);
+    CHECK(f.last_miss_explanation().find("aliasing: identical arguments (1=0) written in place vs cached separate "
+                                         "arguments") != std::string::npos);
+    // Cached from now on, both patterns.
+    for (int i = 0; i < 3; ++i) {
+      f(x, x);
+      add_then_read(xe, xe);
+    }
+    CHECK(vals(x) == std::vector<double>{4, 5, 6, 7});
+    CHECK(same_bits(x, xe));
+    Tensor y = iota(4);
+    Tensor ry = f(x, y);  // separate tensors: the plain entry
+    CHECK(vals(ry) == std::vector<double>{0, 1, 2, 3});
+    CHECK(vals(x) == std::vector<double>{5, 6, 7, 8});
+    CHECK(f.stats().compiles == 2);
+    CHECK(f.stats().eager_calls == 0);
+  }
+
+  TEST_CASE("jit: identical transposed (strided) arguments are one tensor too") {
+    auto f = jit([](Tensor a, Tensor b) {
+      a.mul_(3.0f);
+      return b + 0.0f;
+    });
+    Tensor m = reshape(iota(6), {2, 3});
+    Tensor t = m.transpose(0, 1);  // [3, 2], strides (1, 3)
+    Tensor r = f(t, t);
+    CHECK(vals(r) == std::vector<double>{0, 9, 3, 12, 6, 15});
+    CHECK(vals(m) == std::vector<double>{0, 3, 6, 9, 12, 15});
+    CHECK(f.stats().eager_calls == 0);
+    CHECK(f.stats().compiles == 2);
+  }
+
+  TEST_CASE("jit: both arguments written, index writes, writes through a view of an argument") {
+    auto twice = jit([](Tensor a, Tensor b) {
+      a.add_(1.0f);
+      b.mul_(10.0f);
+      return a + 0.0f;
+    });
+    Tensor x = iota(3);
+    Tensor r = twice(x, x);
+    CHECK(vals(x) == std::vector<double>{10, 20, 30});  // (x + 1) * 10
+    CHECK(vals(r) == std::vector<double>{10, 20, 30});  // a is x: it sees b's write
+    CHECK(twice.stats().eager_calls == 0);
+
+    auto index_write = [](Tensor a, Tensor b) {
+      a[1] = 7.0;
+      return b * 1.0f;
+    };
+    auto ji = jit(index_write);
+    Tensor z = iota(4), ze = iota(4);
+    Tensor rz = ji(z, z);
+    Tensor rze = index_write(ze, ze);
+    CHECK(vals(rz) == std::vector<double>{0, 7, 2, 3});
+    CHECK(same_bits(rz, rze));
+    CHECK(same_bits(z, ze));
+
+    auto view_write = [](Tensor a, Tensor b) {
+      a.slice(0, 1, 3).fill_(0.0);
+      return b * 2.0f;
+    };
+    auto jv = jit(view_write);
+    Tensor v = iota(4) + 1.0f, ve = iota(4) + 1.0f;
+    Tensor rv = jv(v, v);
+    Tensor rve = view_write(ve, ve);
+    CHECK(vals(rv) == std::vector<double>{2, 0, 0, 8});
+    CHECK(vals(v) == std::vector<double>{1, 0, 0, 4});
+    CHECK(same_bits(rv, rve));
+    CHECK(jv.stats().eager_calls == 0);
+  }
+
+  TEST_CASE("jit: overlapping views and a view of the other argument run eagerly, with eager's bits") {
+    auto f = jit(add_then_read);
+    Tensor x = iota(6), xe = iota(6);
+    Tensor r = f(x.slice(0, 0, 3), x.slice(0, 1, 4));  // x[0:3] and x[1:4]
+    Tensor re = add_then_read(xe.slice(0, 0, 3), xe.slice(0, 1, 4));
+    CHECK(vals(r) == std::vector<double>{2, 3, 3});  // x[1], x[2] written before the read, x[3] not
+    CHECK(vals(x) == std::vector<double>{1, 2, 3, 3, 4, 5});
+    CHECK(same_bits(r, re));
+    CHECK(same_bits(x, xe));
+    CHECK(f.stats().eager_calls == 1);
+
+    // One argument a view of the other (x and x[2:4] as a [2] and a [6]).
+    auto g = jit([](Tensor whole, Tensor part) {
+      whole.mul_(2.0f);
+      return part + 0.0f;
+    });
+    Tensor w = iota(6);
+    Tensor rp = g(w, w.slice(0, 2, 4));
+    CHECK(vals(rp) == std::vector<double>{4, 6});
+    CHECK(vals(w) == std::vector<double>{0, 2, 4, 6, 8, 10});
+    CHECK(g.stats().eager_calls == 1);
+    // The same view of a copy: no overlap, the compiled entry.
+    Tensor w2 = iota(6);
+    Tensor other = iota(6);
+    Tensor rp2 = g(w2, other.slice(0, 2, 4));
+    CHECK(vals(rp2) == std::vector<double>{2, 3});
+    CHECK(g.stats().eager_calls == 1);
+  }
+
+  TEST_CASE("disjoint views of one buffer, and arguments that are only read, are not aliasing") {
+    auto f = jit(add_then_read);
+    Tensor x = iota(6);
+    Tensor r = f(x.slice(0, 0, 3), x.slice(0, 3, 6));  // x[0:3], x[3:6]: no byte in common
+    CHECK(vals(r) == std::vector<double>{3, 4, 5});
+    CHECK(vals(x) == std::vector<double>{1, 2, 3, 3, 4, 5});
+    CHECK(f.stats().compiles == 1);
+    CHECK(f.stats().eager_calls == 0);
+    CompiledCallable c = compile(add_then_read)(f32({3}), f32({3}));
+    CHECK_NOTHROW(c(x.slice(0, 0, 3), x.slice(0, 3, 6)));
+    CHECK(vals(x) == std::vector<double>{2, 3, 4, 3, 4, 5});
+
+    // Only read: the same tensor twice is fine everywhere, with no recompile.
+    auto add = [](Tensor a, Tensor b) { return a + b; };
+    auto ja = jit(add);
+    Tensor y = iota(3);
+    CHECK(vals(ja(y, y)) == std::vector<double>{0, 2, 4});
+    CHECK(vals(ja(y, iota(3))) == std::vector<double>{0, 2, 4});
+    CHECK(ja.stats().compiles == 1);
+    CompiledCallable ca = compile(add)(f32({3}), f32({3}));
+    CHECK(vals(ca(y, y).tensor()) == std::vector<double>{0, 2, 4});
+    const std::vector<Tensor> yy{y, y};
+    CHECK(vals(ca.execute_raw(std::span<const Tensor>(yy))[0]) == std::vector<double>{0, 2, 4});
+
+    // Written, but the other argument is read only before the write: the
+    // compiled code's answer is eager's, so no error.
+    auto read_first = [](Tensor a, Tensor b) {
+      Tensor before = b * 2.0f;
+      a.add_(1.0f);
+      return before;
+    };
+    CompiledCallable cr = compile(read_first)(f32({3}), f32({3}));
+    Tensor z = iota(3), ze = iota(3);
+    Tensor rz = cr(z, z);
+    Tensor rze = read_first(ze, ze);
+    CHECK(vals(rz) == std::vector<double>{0, 2, 4});
+    CHECK(vals(z) == std::vector<double>{1, 2, 3});
+    CHECK(same_bits(rz, rze));
+    auto jr = jit(read_first);  // jit: the plain entry, no second compile, nothing eager
+    Tensor rj = jr(z, z);
+    CHECK(vals(rj) == std::vector<double>{2, 4, 6});
+    CHECK(vals(z) == std::vector<double>{2, 3, 4});
+    CHECK(jr.stats().compiles == 1);
+    CHECK(jr.stats().eager_calls == 0);
+  }
+
+  TEST_CASE("compile: an overlap the writes could show is a ValueError naming both arguments, before anything runs") {
+    CompiledCallable c = compile(add_then_read)(f32({3}), f32({3}));
+    Tensor x = iota(3);
+    CHECK_THROWS_WITH_AS(c(x, x),
+                         "compiled call of 'main': argument 0 and argument 1 overlap in memory and the function "
+                         "writes argument 0 in place; the compiled code reads each argument, captured tensor and "
+                         "weight as a separate tensor, so a read of one after the write to the other would see the "
+                         "old value where an eager call sees the new one. Pass a copy instead (e.g. x.clone()), or "
+                         "call the function through jit(fn), which recompiles for identical arguments and runs other "
+                         "overlaps eagerly",
+                         ValueError);
+    CHECK(vals(x) == std::vector<double>{0, 1, 2});  // nothing written
+    Tensor y = iota(4);
+    CHECK_THROWS_WITH_AS(c(y.slice(0, 0, 3), y.slice(0, 1, 4)),
+                         doctest::Contains("argument 0 and argument 1 overlap in memory"), ValueError);
+    // Written second: named as written.
+    auto g = [](Tensor a, Tensor b) {
+      b.add_(1.0f);
+      return a * 1.0f;
+    };
+    CompileOptions named;
+    named.name = "step";
+    CompiledCallable cg = compile(g, named)(f32({3}), f32({3}));
+    CHECK_THROWS_WITH_AS(cg(x, x), doctest::Contains("compiled call of 'step': argument 1 and argument 0 overlap in "
+                                                     "memory and the function writes argument 1 in place"),
+                         ValueError);
+    // A copy works, with eager's answer.
+    Tensor r = c(x, x.clone());
+    CHECK(vals(r) == std::vector<double>{0, 1, 2});
+    CHECK(vals(x) == std::vector<double>{1, 2, 3});
+  }
+
+  TEST_CASE("a captured tensor also passed as an argument: an error compiled, eager's answer through jit") {
+    // The argument is written and the captured tensor read after.
+    Tensor s = iota(3);
+    auto f = [&](Tensor a) {
+      a.add_(1.0f);
+      return s * 1.0f;
+    };
+    CompiledCallable c = compile(f)(f32({3}));
+    std::string msg;
+    try {
+      c(s);
+    } catch (const ValueError& e) {
+      msg = e.what();
+    }
+    CHECK(msg.find("compiled call of 'main': argument 0 overlaps in memory with a tensor the function captured, "
+                   "captured constant ") != std::string::npos);
+    CHECK(msg.find(" (float32[3] cpu, graph value %") != std::string::npos);
+    CHECK(msg.find("and the function writes argument 0 in place") != std::string::npos);
+    CHECK(msg.find("x.clone()") != std::string::npos);
+    CHECK(vals(s) == std::vector<double>{0, 1, 2});
+    auto jf = jit(f);
+    Tensor r = jf(s);
+    CHECK(vals(r) == std::vector<double>{1, 2, 3});  // as eagerly: s is the argument
+    CHECK(vals(s) == std::vector<double>{1, 2, 3});
+    CHECK(jf.stats().eager_calls == 1);
+
+    // The captured tensor is written (a mutable source) and the argument read after.
+    Tensor st = iota(3);
+    auto g = [&](Tensor a) {
+      st.add_(1.0f);
+      return a * 1.0f;
+    };
+    CompiledCallable cg = compile(g)(f32({3}));
+    CHECK_THROWS_WITH_AS(cg(st), doctest::Contains("argument 0 overlaps in memory with the captured tensor the "
+                                                   "function writes in place (bound as weight 'mutable.0')"),
+                         ValueError);
+    Tensor other = iota(3);
+    CHECK(vals(cg(other).tensor()) == std::vector<double>{0, 1, 2});
+    CHECK(vals(st) == std::vector<double>{1, 2, 3});
+    auto jg = jit(g);
+    Tensor rg = jg(st);
+    CHECK(vals(rg) == std::vector<double>{2, 3, 4});
+    CHECK(vals(st) == std::vector<double>{2, 3, 4});
+    CHECK(jg.stats().eager_calls == 1);
+  }
+
+  TEST_CASE("execute_raw, engine execute and capture, a MEF read back, a call inside a trace: the same error") {
+    CompiledCallable c = compile(add_then_read)(f32({3}), f32({3}));
+    Tensor x = iota(3);
+    const std::vector<Tensor> same{x, x};
+    CHECK_THROWS_WITH_AS(c.execute_raw(std::span<const Tensor>(same)),
+                         doctest::Contains("execute_raw of 'main': argument 0 and argument 1 overlap in memory"),
+                         ValueError);
+    CHECK_THROWS_WITH_AS(c.execute_raw(std::vector<Buffer>{x.buffer(), x.buffer()}),
+                         doctest::Contains("execute_raw of 'main': argument 0 and argument 1 overlap"), ValueError);
+    CHECK(vals(x) == std::vector<double>{0, 1, 2});
+    // The engine never writes its inputs (the write-back is an output the
+    // callable copies): alone, it computes the graph on separate values.
+    std::vector<Tensor> graph_outs = c.engine_model().execute(same);
+    CHECK(vals(graph_outs[0]) == std::vector<double>{0, 1, 2});  // b * 1
+    CHECK(vals(graph_outs[1]) == std::vector<double>{1, 2, 3});  // a's new value, not written
+    CHECK(vals(x) == std::vector<double>{0, 1, 2});
+
+    // Read back from a MEF file: the signature records the write, so the
+    // engine checks too; no record of what is read after the write, so any
+    // overlap with the written argument counts.
+    const std::string path = (std::filesystem::temp_directory_path() /
+                              ("kiln_write_alias_" + std::to_string(::getpid()) + ".mef")).string();
+    c.export_mef(path);
+    CompiledCallable m = CompiledCallable::from_mef(path);
+    std::filesystem::remove(path);
+    CHECK_THROWS_WITH_AS(m(x, x), doctest::Contains("argument 0 and argument 1 overlap in memory"), ValueError);
+    CHECK_THROWS_WITH_AS(m.engine_model().execute(same),
+                         doctest::Contains("engine::Model::execute of 'main': argument 0 and argument 1 overlap"),
+                         ValueError);
+    CHECK_THROWS_WITH_AS(m.engine_model().capture(5, same),
+                         doctest::Contains("capture(5) of 'main': argument 0 and argument 1 overlap"), ValueError);
+    CHECK(m.engine_model().num_captures() == 0);
+    // Separate buffers capture and replay as before.
+    Tensor a = iota(3), b = iota(3) + 5.0f;
+    const std::vector<Tensor> sep{a, b};
+    std::vector<Tensor> outs = m.engine_model().capture(6, sep);
+    m.engine_model().replay(6, sep);
+    CHECK(vals(outs[0]) == std::vector<double>{5, 6, 7});
+    m.engine_model().release(6);
+    CHECK(vals(x) == std::vector<double>{0, 1, 2});
+    Tensor y = iota(3);
+    CHECK(vals(m(x, y).tensor()) == std::vector<double>{0, 1, 2});
+    CHECK(vals(x) == std::vector<double>{1, 2, 3});
+
+    // Inlined into another trace with one traced tensor for both arguments.
+    auto outer = [&](Tensor t) { return c(t, t).tensor(); };
+    CHECK_THROWS_WITH_AS(stage(outer)(f32({3})),
+                         doctest::Contains("compiled call of 'main' inside a trace: argument 0 and argument 1 "
+                                           "overlap in memory"),
+                         ValueError);
+  }
+
+  TEST_CASE("a callable traced for identical arguments checks that it gets them, and is not exported") {
+    StagedGraph s = stage(add_then_read, StageOptions{"main", true, {-1, 0}})(f32({3}), f32({3}));
+    CHECK(s.same_as == std::vector<int32_t>{-1, 0});
+    REQUIRE(s.writes.size() == 1);
+    CHECK(s.writes[0].argument == 0);
+    CompiledCallable c(std::move(s));
+    Tensor x = iota(3);
+    CHECK(vals(c(x, x).tensor()) == std::vector<double>{1, 2, 3});
+    CHECK(vals(x) == std::vector<double>{1, 2, 3});
+    CHECK_THROWS_WITH_AS(c(x, iota(3)),
+                         doctest::Contains("this callable was traced with argument 1 the same tensor as argument 0"),
+                         ValueError);
+    CHECK_THROWS_WITH_AS(c.export_mef("/nonexistent/never_written.mef"), doctest::Contains("cannot record"),
+                         ValueError);
+    CHECK_THROWS_WITH_AS(stage(add_then_read, StageOptions{"main", true, {1, -1}})(f32({3}), f32({3})),
+                         doctest::Contains("same_as[0] = 1 is not an earlier argument"), ValueError);
+  }
+}
