@@ -82,7 +82,7 @@ struct StageOptions {
   /// input is left unused), so a write through either is seen by reads of
   /// the other, as eagerly. ValueError when an entry is not -1 and not the
   /// index of an earlier leaf of the same layout.
-  std::vector<int32_t> same_as;
+  std::vector<int32_t> same_as = {};
 };
 
 namespace detail {
