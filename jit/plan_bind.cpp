@@ -13,6 +13,16 @@ namespace kiln::codegen {
 
 namespace {
 bool is_view(const PlanStep& s) { return s.kind == PlanStep::Kind::op && op_info(s.op).category == OpCategory::View; }
+// i.strides == contiguous_strides(i.shape), without making that vector.
+bool has_contiguous_strides(const detail::TensorImpl& i) {
+  if (i.strides.size() != i.shape.size()) return false;
+  int64_t acc = 1;
+  for (size_t d = i.shape.size(); d-- > 0;) {
+    if (i.strides[d] != acc) return false;
+    acc *= i.shape[d] > 0 ? i.shape[d] : 1;
+  }
+  return true;
+}
 }  // namespace
 
 Tensor ExecutionPlan::output_tensor(int32_t v, const TensorType& t) const {
@@ -25,7 +35,7 @@ Tensor ExecutionPlan::output_tensor(int32_t v, const TensorType& t) const {
     // Only this holds the handle, so nothing can change it now; it must
     // still be the plain tensor this made, its memory held by nothing else.
     if (i.state || i.storage.use_count() != 1 || i.offset != 0 || i.dtype != t.dtype || !(i.device == t.device) ||
-        i.shape != t.shape || i.strides != contiguous_strides(t.shape))
+        i.shape != t.shape || !has_contiguous_strides(i))
       continue;
     // The caller's last accesses to it happen before this call writes it.
     std::atomic_thread_fence(std::memory_order_acquire);
