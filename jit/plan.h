@@ -212,8 +212,13 @@ class ExecutionPlan {
   // for that value, so a call that feeds its results back (a training
   // step's weights) allocates nothing for them; a tensor or memory the
   // caller still holds is never reused. Guarded by arena_mu_.
+  // At most kReusedOutputTotal bytes are kept this way per plan (a plan with
+  // many outputs keeps the first ones it made); the others are allocated
+  // per call as before.
   static constexpr size_t kReusedOutputBytes = size_t{1} << 20;
+  static constexpr size_t kReusedOutputTotal = size_t{16} << 20;
   mutable std::vector<std::array<Tensor, 2>> reused_outputs_;
+  mutable size_t reused_output_bytes_ = 0;
   Tensor output_tensor(int32_t v, const TensorType& t) const;
 
   // A call with every step bound up front (jit/plan_bind.cpp): no

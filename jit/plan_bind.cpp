@@ -42,8 +42,15 @@ Tensor ExecutionPlan::output_tensor(int32_t v, const TensorType& t) const {
     return r;
   }
   // Both held by the caller (or empty): a new tensor takes the older slot
-  // (the caller keeps that one as long as it holds it).
+  // (the caller keeps that one as long as it holds it). A value's first
+  // tensor reserves both slots' bytes, within the plan's bound (past it,
+  // the value's outputs are allocated per call).
   Tensor fresh = Tensor::empty(t.shape, t.dtype, t.device);
+  if (!slots[1].defined()) {
+    const size_t both = 2 * static_cast<size_t>(checked_numel(t.shape)) * size_of(t.dtype);
+    if (reused_output_bytes_ + both > kReusedOutputTotal) return fresh;
+    reused_output_bytes_ += both;
+  }
   slots[0] = std::move(slots[1]);
   slots[1] = fresh;
   return fresh;

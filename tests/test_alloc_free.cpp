@@ -266,6 +266,25 @@ TEST_SUITE("alloc_free") {
     CHECK(view.data_ptr() == kept);
   }
 
+  TEST_CASE("the outputs a plan keeps for reuse are bounded (16 MiB, two per output)") {
+    // 12 outputs of 1 MiB: the first 8 (2 x 8 MiB kept) are reused once
+    // dropped, the other 4 are allocated per call.
+    auto f = [](Tensor x) {
+      std::vector<Tensor> r;
+      for (int i = 2; i <= 13; ++i) r.push_back(x * static_cast<float>(i));  // (x * 1 would be x itself)
+      return r;
+    };
+    CompiledCallable run = compile(f)(f32({512, 512}));
+    Tensor x = random::normal({512, 512}, 23);
+    std::vector<Tensor> r = run.execute_raw(std::vector<Tensor>{x});  // warm
+    r = run.execute_raw(std::vector<Tensor>{x});                       // fills the second slots
+    r.clear();
+    uint64_t n = allocations_in([&] { r = run.execute_raw(std::vector<Tensor>{x}); });
+    CHECK(n == 4);
+    const std::vector<double> xv = kt::values(x);
+    for (size_t i = 0; i < r.size(); ++i) CHECK(kt::values(r[i])[777] == doctest::Approx(xv[777] * double(i + 2)));
+  }
+
   TEST_CASE("a compiled call's large output reuses the block the previous result freed (no fresh pages per call)") {
     // The 4 MiB output of the 1M-element chain: once the previous call's
     // result is dropped, the next call takes the same block from the
