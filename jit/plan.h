@@ -141,6 +141,9 @@ class ExecutionPlan {
   /// defined on entry (contiguous, of the output's type) is the memory that
   /// output is computed into where the step allows; the caller compares
   /// addresses to see whether it was.
+  /// Other outputs get memory of their own: an output up to
+  /// kReusedOutputBytes may be one an earlier call returned that the caller
+  /// has since dropped entirely (no handle, no view), never one it holds.
   void run(std::span<const Tensor> inputs, std::span<const Tensor> weights, std::vector<Tensor>& outputs) const;
 
   const Graph& graph() const { return *graph_; }
@@ -203,6 +206,20 @@ class ExecutionPlan {
   mutable std::mutex arena_mu_;
   mutable std::vector<Buffer> free_arenas_;
   struct ArenaLease;
+  // Outputs of earlier calls, per value id (outputs up to
+  // kReusedOutputBytes): a tensor only this holds (the caller dropped every
+  // handle to it and every view of its memory) is the next call's output
+  // for that value, so a call that feeds its results back (a training
+  // step's weights) allocates nothing for them; a tensor or memory the
+  // caller still holds is never reused. Guarded by arena_mu_.
+  // At most kReusedOutputTotal bytes are kept this way per plan (a plan with
+  // many outputs keeps the first ones it made); the others are allocated
+  // per call as before.
+  static constexpr size_t kReusedOutputBytes = size_t{1} << 20;
+  static constexpr size_t kReusedOutputTotal = size_t{16} << 20;
+  mutable std::vector<std::array<Tensor, 2>> reused_outputs_;
+  mutable size_t reused_output_bytes_ = 0;
+  Tensor output_tensor(int32_t v, const TensorType& t) const;
 
   // A call with every step bound up front (jit/plan_bind.cpp): no
   // allocation or dispatch between steps. false when a generated or BLAS

@@ -7,15 +7,62 @@
 
 #include <omp.h>
 
+#include <atomic>
+
 namespace kiln::codegen {
 
 namespace {
 bool is_view(const PlanStep& s) { return s.kind == PlanStep::Kind::op && op_info(s.op).category == OpCategory::View; }
+// i.strides == contiguous_strides(i.shape), without making that vector.
+bool has_contiguous_strides(const detail::TensorImpl& i) {
+  if (i.strides.size() != i.shape.size()) return false;
+  int64_t acc = 1;
+  for (size_t d = i.shape.size(); d-- > 0;) {
+    if (i.strides[d] != acc) return false;
+    acc *= i.shape[d] > 0 ? i.shape[d] : 1;
+  }
+  return true;
+}
 }  // namespace
+
+Tensor ExecutionPlan::output_tensor(int32_t v, const TensorType& t) const {
+  std::lock_guard<std::mutex> lock(arena_mu_);
+  if (reused_outputs_.size() < graph_->num_values()) reused_outputs_.resize(graph_->num_values());
+  std::array<Tensor, 2>& slots = reused_outputs_[static_cast<size_t>(v)];
+  for (const Tensor& r : slots) {
+    if (!r.defined() || r.impl_ptr().use_count() != 1) continue;
+    const detail::TensorImpl& i = *r.impl_ptr();
+    // Only this holds the handle, so nothing can change it now; it must
+    // still be the plain tensor this made, its memory held by nothing else.
+    if (i.state || i.storage.use_count() != 1 || i.offset != 0 || i.dtype != t.dtype || !(i.device == t.device) ||
+        i.shape != t.shape || !has_contiguous_strides(i))
+      continue;
+    // The caller's last accesses to it happen before this call writes it.
+    std::atomic_thread_fence(std::memory_order_acquire);
+    return r;
+  }
+  // Both held by the caller (or empty): a new tensor takes the older slot
+  // (the caller keeps that one as long as it holds it). A value's first
+  // tensor reserves both slots' bytes, within the plan's bound (past it,
+  // the value's outputs are allocated per call).
+  Tensor fresh = Tensor::empty(t.shape, t.dtype, t.device);
+  if (!slots[1].defined()) {
+    const size_t both = 2 * static_cast<size_t>(checked_numel(t.shape)) * size_of(t.dtype);
+    if (reused_output_bytes_ + both > kReusedOutputTotal) return fresh;
+    reused_output_bytes_ += both;
+  }
+  slots[0] = std::move(slots[1]);
+  slots[1] = fresh;
+  return fresh;
+}
 
 Tensor ExecutionPlan::destination(int32_t v, const Buffer& arena) const {
   const TensorType& t = graph_->type(v);
-  if (arena_offset_[v] < 0) return Tensor::empty(t.shape, t.dtype, t.device);
+  if (arena_offset_[v] < 0) {
+    const size_t nbytes = static_cast<size_t>(checked_numel(t.shape)) * size_of(t.dtype);
+    if (!t.device.is_cpu() || nbytes == 0 || nbytes > kReusedOutputBytes) return Tensor::empty(t.shape, t.dtype, t.device);
+    return output_tensor(v, t);
+  }
   return Tensor(arena, t.dtype, t.shape, contiguous_strides(t.shape),
                 arena_offset_[v] / static_cast<int64_t>(size_of(t.dtype)));
 }

@@ -3,6 +3,7 @@
 // the same, a capture's replay nothing; on plans of every step kind.
 #include <atomic>
 #include <functional>
+#include <set>
 #include <thread>
 
 #include "test_util.h"
@@ -48,19 +49,35 @@ void check_paths(const CompiledCallable& run, const std::vector<Tensor>& inputs,
   const TreeDef& tree = run.in_tree();
   std::vector<Tensor> first = run.call_flat(inputs, tree).leaves;  // warm: scratch made once
   close(first, "first call");
-  std::vector<Tensor> r;
+  // Every earlier result is held in what follows (a plan reuses only output
+  // memory the caller dropped): each call allocates its outputs.
+  std::vector<Tensor> r, r2;
   CHECK(allocations_in([&] { r = run.call_flat(inputs, tree).leaves; }) == n_outputs);
   close(r, "cached call");
-  CHECK(allocations_in([&] { r = run.execute_raw(inputs); }) == n_outputs);
-  close(r, "execute_raw");
+  CHECK(allocations_in([&] { r2 = run.execute_raw(inputs); }) == n_outputs);
+  close(r2, "execute_raw");
   // Two calls in a row (the second one while the first's results live).
-  std::vector<Tensor> r2;
+  std::vector<Tensor> r3, r4;
   CHECK(allocations_in([&] {
-          r = run.execute_raw(inputs);
-          r2 = run.execute_raw(inputs);
+          r3 = run.execute_raw(inputs);
+          r4 = run.execute_raw(inputs);
         }) == 2 * n_outputs);
-  close(r, "execute_raw, then another");
+  close(r3, "execute_raw, then another");
   close(first, "the first call's results after later calls");
+  // Results dropped: the next call may reuse their memory (no more
+  // allocations than outputs), never the memory of results still held.
+  r3.clear();
+  std::vector<Tensor> r5;
+  CHECK(allocations_in([&] { r5 = run.execute_raw(inputs); }) <= n_outputs);
+  close(r5, "execute_raw after results were dropped");
+  for (size_t i = 0; i < r5.size(); ++i) {
+    if (first[i].data_ptr() == r[i].data_ptr()) continue;  // not memory of its own per call (an input, say)
+    INFO("output " << i);
+    for (const std::vector<Tensor>* held : {&first, &r, &r2, &r4}) CHECK(r5[i].data_ptr() != (*held)[i].data_ptr());
+  }
+  close(first, "the first call's results after the reusing call");
+  close(r, "the cached call's results after the reusing call");
+  close(r4, "execute_raw's results after the reusing call");
 
   const engine::Model& m = run.engine_model();
   std::vector<Tensor> outs = m.capture(41, inputs);
@@ -209,6 +226,63 @@ TEST_SUITE("alloc_free") {
       });
     for (auto& t : ts) t.join();
     CHECK(bad == 0);
+  }
+
+  TEST_CASE("a call reuses the outputs of an earlier call the caller dropped, never those it holds") {
+    // A training step's shape: the results are fed back as the next call's
+    // arguments, and the call before's results are then dropped.
+    auto f = [](Tensor w, Tensor g) { return std::make_tuple(w - g * 0.5f, w * g); };
+    CompiledCallable run = compile(f)(f32({64, 128}), f32({64, 128}));
+    Tensor w = random::normal({64, 128}, 21), g = random::normal({64, 128}, 22);
+    std::vector<Tensor> cur = run.execute_raw(std::vector<Tensor>{w, g});  // warm
+    const std::vector<double> gv = kt::values(g);
+    std::set<const void*> seen;
+    for (int step = 0; step < 6; ++step) {
+      const std::vector<double> wv = kt::values(cur[0]);
+      std::vector<Tensor> next;
+      const uint64_t n = allocations_in([&] { next = run.execute_raw(std::vector<Tensor>{cur[0], g}); });
+      INFO("step " << step);
+      // cur is held (it is an argument): never the next results' memory
+      CHECK(next[0].data_ptr() != cur[0].data_ptr());
+      CHECK(next[1].data_ptr() != cur[1].data_ptr());
+      // from the second step on, the results dropped the step before are reused
+      if (step >= 1) CHECK(n == 0);
+      for (const Tensor& t : next) seen.insert(t.data_ptr());
+      const std::vector<double> a = kt::values(next[0]), b = kt::values(next[1]);
+      for (size_t k = 0; k < a.size(); k += 97) {
+        CHECK(kt::close(a[k], wv[k] - gv[k] * 0.5, 1e-6, 1e-6));
+        CHECK(kt::close(b[k], wv[k] * gv[k], 1e-6, 1e-6));
+      }
+      cur = std::move(next);  // the previous results dropped here
+    }
+    CHECK(seen.size() <= 6);  // two outputs, at most three buffers each in turn
+    // A view of a dropped result keeps its memory from reuse.
+    Tensor view = slice(cur[0], 0, 0, 1);
+    const void* kept = cur[0].data_ptr();
+    cur = run.execute_raw(std::vector<Tensor>{w, g});
+    std::vector<Tensor> again = run.execute_raw(std::vector<Tensor>{w, g});
+    CHECK(cur[0].data_ptr() != kept);
+    CHECK(again[0].data_ptr() != kept);
+    CHECK(view.data_ptr() == kept);
+  }
+
+  TEST_CASE("the outputs a plan keeps for reuse are bounded (16 MiB, two per output)") {
+    // 12 outputs of 1 MiB: the first 8 (2 x 8 MiB kept) are reused once
+    // dropped, the other 4 are allocated per call.
+    auto f = [](Tensor x) {
+      std::vector<Tensor> r;
+      for (int i = 2; i <= 13; ++i) r.push_back(x * static_cast<float>(i));  // (x * 1 would be x itself)
+      return r;
+    };
+    CompiledCallable run = compile(f)(f32({512, 512}));
+    Tensor x = random::normal({512, 512}, 23);
+    std::vector<Tensor> r = run.execute_raw(std::vector<Tensor>{x});  // warm
+    r = run.execute_raw(std::vector<Tensor>{x});                       // fills the second slots
+    r.clear();
+    uint64_t n = allocations_in([&] { r = run.execute_raw(std::vector<Tensor>{x}); });
+    CHECK(n == 4);
+    const std::vector<double> xv = kt::values(x);
+    for (size_t i = 0; i < r.size(); ++i) CHECK(kt::values(r[i])[777] == doctest::Approx(xv[777] * double(i + 2)));
   }
 
   TEST_CASE("a compiled call's large output reuses the block the previous result freed (no fresh pages per call)") {

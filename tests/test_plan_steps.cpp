@@ -293,7 +293,10 @@ TEST_SUITE("compile") {
     };
     for (DType dt : {DType::float32, DType::float64})
       for (Case c : {Case{64, 10, true}, Case{2, 2, true}, Case{128, 33, true}, Case{129, 5, false}, Case{1, 7, false},
-                     Case{7, 1, false}, Case{3, 1000, true}}) {
+                     Case{7, 1, false}, Case{3, 1000, true},
+                     // whole blocks of columns summed in registers (128 floats,
+                     // 64 doubles), and blocks with a tail
+                     Case{64, 128, true}, Case{16, 200, true}}) {
         CAPTURE(dt);
         CAPTURE(c.rows);
         CAPTURE(c.cols);

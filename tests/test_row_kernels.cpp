@@ -182,31 +182,82 @@ TEST_SUITE("row kernels") {
     }
   }
 
-  TEST_CASE("short softmax rows (n <= 16, two per step on AVX-512) give each row's bits alone") {
+  TEST_CASE("short softmax rows (n <= 16, a block of rows at a time on AVX2 and AVX-512) give each row's bits alone") {
     for (CpuTarget t : targets())
       for (RowOp op : {RowOp::softmax, RowOp::log_softmax}) {
         const auto k = generate_row_kernel({op, false, false, DType::float32, t});
-        for (int64_t n : {1, 2, 5, 10, 16, 17}) {
-          const int64_t rows = 7;
-          const std::vector<float> x = make_rows(rows, n, 77 + static_cast<uint64_t>(n), 3.0, true);
-          std::vector<float> all(x.size()), one(x.size());
-          RowArgs a;
-          a.x = x.data();
-          a.y = all.data();
-          a.rows = rows;
-          a.n = n;
-          k->fn()(&a);
-          for (int64_t r = 0; r < rows; ++r) {
-            RowArgs b = a;
-            b.x = x.data() + r * n;
-            b.y = one.data() + r * n;
-            b.rows = 1;
-            k->fn()(&b);
+        for (int64_t rows : {7, 16, 17, 40})  // a partial block, whole and several blocks of 8 or 16 rows
+          for (int64_t n : {1, 2, 5, 8, 9, 10, 16, 17}) {
+            const std::vector<float> x = make_rows(rows, n, 77 + static_cast<uint64_t>(n), 3.0, true);
+            std::vector<float> all(x.size()), one(x.size());
+            RowArgs a;
+            a.x = x.data();
+            a.y = all.data();
+            a.rows = rows;
+            a.n = n;
+            k->fn()(&a);
+            for (int64_t r = 0; r < rows; ++r) {
+              RowArgs b = a;
+              b.x = x.data() + r * n;
+              b.y = one.data() + r * n;
+              b.rows = 1;
+              k->fn()(&b);
+            }
+            INFO(cpu_target_name(t) << " " << row_op_name(op) << " rows " << rows << " n " << n);
+            CHECK(std::memcmp(all.data(), one.data(), all.size() * sizeof(float)) == 0);
+            // in place (y = x): each block reads its rows before it writes them
+            std::vector<float> inplace = x;
+            RowArgs c = a;
+            c.x = inplace.data();
+            c.y = inplace.data();
+            k->fn()(&c);
+            CHECK(std::memcmp(all.data(), inplace.data(), all.size() * sizeof(float)) == 0);
           }
-          INFO(cpu_target_name(t) << " " << row_op_name(op) << " n " << n);
-          CHECK(std::memcmp(all.data(), one.data(), all.size() * sizeof(float)) == 0);
-        }
       }
+  }
+
+  // On AVX2 and AVX-512, rows of n <= 16 run the column code
+  // (row_kernels.cpp), longer rows the multi-pass code; a row padded with
+  // -inf to 17 elements runs the latter, with the same max, the same
+  // exponentials (the padding's are +0) summed in the same order: the column
+  // code must give its bits. (SSE2 runs the multi-pass code on every row,
+  // four lanes wide: another order.)
+  TEST_CASE("short softmax rows give the multi-pass code's bits (the row padded with -inf to 17)") {
+    constexpr int64_t kPadded = 17;
+    for (CpuTarget t : targets()) {
+      if (t == CpuTarget::sse2) continue;
+      const auto both = generate_row_kernel({RowOp::softmax_and_log_softmax, false, false, DType::float32, t});
+      for (int64_t n : {1, 3, 8, 9, 10, 15, 16}) {
+        const int64_t rows = 21;
+        const std::vector<float> x = make_rows(rows, n, 4242 + static_cast<uint64_t>(n), 4.0, true);
+        std::vector<float> xp(static_cast<size_t>(rows * kPadded), -std::numeric_limits<float>::infinity());
+        for (int64_t r = 0; r < rows; ++r)
+          std::copy(x.begin() + r * n, x.begin() + (r + 1) * n, xp.begin() + r * kPadded);
+        std::vector<float> y(x.size()), y2(x.size()), yp(xp.size()), y2p(xp.size());
+        RowArgs a;
+        a.x = x.data();
+        a.y = y.data();
+        a.y2 = y2.data();
+        a.rows = rows;
+        a.n = n;
+        both->fn()(&a);
+        RowArgs b = a;
+        b.x = xp.data();
+        b.y = yp.data();
+        b.y2 = y2p.data();
+        b.n = kPadded;
+        both->fn()(&b);
+        int differ = 0;
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t i = 0; i < n; ++i) {
+            const size_t u = static_cast<size_t>(r * n + i), v = static_cast<size_t>(r * kPadded + i);
+            const bool nan_both = std::isnan(y[u]) && std::isnan(yp[v]) && std::isnan(y2[u]) && std::isnan(y2p[v]);
+            if (!nan_both && (std::memcmp(&y[u], &yp[v], 4) != 0 || std::memcmp(&y2[u], &y2p[v], 4) != 0)) ++differ;
+          }
+        INFO(std::string(cpu_target_name(t)) << " n " << n);
+        CHECK(differ == 0);
+      }
+    }
   }
 
   TEST_CASE("softmax and log_softmax in one kernel give each kernel's own bits") {

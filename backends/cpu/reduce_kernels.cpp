@@ -558,15 +558,37 @@ void reduce(OpId op, const Tensor& x_in, const std::vector<bool>& reduced, doubl
 }
 
 namespace {
+// Each column summed in row order from 0 (reduce()'s bits). Full blocks of
+// kColumnBlock columns keep their sums in registers over all rows (summing
+// into out row by row stored and reloaded every partial sum: 0.35 us for
+// 64 x 128 floats, the digits step's bias gradient); the last columns so.
 template <class T>
-void column_sum_t(const T* __restrict x, int64_t rows, int64_t cols, T* __restrict out) {
+void column_sum_rows(const T* __restrict x, int64_t rows, int64_t cols, int64_t w, T* __restrict out) {
 #pragma omp simd
-  for (int64_t j = 0; j < cols; ++j) out[j] = T(0) + x[j];
+  for (int64_t j = 0; j < w; ++j) out[j] = T(0) + x[j];
   for (int64_t r = 1; r < rows; ++r) {
     const T* __restrict row = x + r * cols;
 #pragma omp simd
-    for (int64_t j = 0; j < cols; ++j) out[j] += row[j];
+    for (int64_t j = 0; j < w; ++j) out[j] += row[j];
   }
+}
+template <class T>
+void column_sum_t(const T* __restrict x, int64_t rows, int64_t cols, T* __restrict out) {
+  constexpr int64_t kColumnBlock = 512 / sizeof(T);  // 8 AVX-512 registers
+  int64_t j0 = 0;
+  for (; j0 + kColumnBlock <= cols; j0 += kColumnBlock) {
+    T acc[kColumnBlock];
+#pragma omp simd
+    for (int64_t j = 0; j < kColumnBlock; ++j) acc[j] = T(0) + x[j0 + j];
+    for (int64_t r = 1; r < rows; ++r) {
+      const T* __restrict row = x + r * cols + j0;
+#pragma omp simd
+      for (int64_t j = 0; j < kColumnBlock; ++j) acc[j] += row[j];
+    }
+#pragma omp simd
+    for (int64_t j = 0; j < kColumnBlock; ++j) out[j0 + j] = acc[j];
+  }
+  if (j0 < cols) column_sum_rows(x + j0, rows, cols, cols - j0, out + j0);
 }
 }  // namespace
 

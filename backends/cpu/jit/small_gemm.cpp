@@ -338,8 +338,14 @@ class Generated final : public SmallGemm {
       const int64_t n = key_.n, k = key_.k, ldb = key_.ldb;
       if (packed.size() < size_t(n * k)) packed.resize(size_t(n * k));
       float* __restrict p = packed.data();
-      for (int64_t j = 0; j < n; ++j)
-        for (int64_t i = 0; i < k; ++i) p[i * n + j] = b[j * ldb + i];
+      // row i of the copy is column i of B: contiguous stores, strided
+      // (gathered) loads
+      for (int64_t i = 0; i < k; ++i) {
+        const float* __restrict src = b + i;
+        float* __restrict dst = p + i * n;
+#pragma omp simd
+        for (int64_t j = 0; j < n; ++j) dst[j] = src[j * ldb];
+      }
       b = p;
     }
     // Row blocks split among the OpenMP threads from kSmallGemmParallelMacs
