@@ -1,5 +1,7 @@
 #include "stage.h"
 
+#include "../tensor/realize_hook.h"
+
 #include <cstring>
 #include <limits>
 
@@ -31,6 +33,19 @@ TraceSession::TraceSession(const std::string& name, const std::vector<TensorLayo
   ctx_.emplace(*graph_);
   if (allow_subgraphs) ctx_->subgraph_cache = std::make_shared<std::map<std::string, std::string>>();
   for (const auto& v : graph_->inputs()) inputs_.push_back(ctx_->create_unrealized({v}));
+  // What an argument reports for its layout while traced (Tensor::strides,
+  // stride_class): its stride class; strides only for a contiguous one (the
+  // key does not say which axes a transposed argument permutes).
+  for (size_t i = 0; i < in_layouts.size(); ++i) {
+    detail::TracedLayout l;
+    l.cls = in_layouts[i].stride_class;
+    if (l.cls == StrideClass::contiguous)
+      l.strides = contiguous_strides(in_layouts[i].shape);
+    else
+      l.why = "argument " + std::to_string(i) + " was traced for any layout of its non-contiguous stride class; "
+              "its strides are not part of the compiled key";
+    detail::set_traced_value_layout(graph_->input_ids()[i], l);
+  }
 }
 
 TraceSession::~TraceSession() = default;
