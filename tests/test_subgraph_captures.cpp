@@ -77,4 +77,25 @@ TEST_SUITE("subgraph_captures") {
     W[1].mul_(5.0f);  // eager f(x) is now [10, 10]
     CHECK_THROWS_WITH_AS(c(x), doctest::Contains("changed since the function was traced"), ValueError);
   }
+
+  TEST_CASE("a BertModel's layers (parameters through the call prefix, numeric constants) still share one body") {
+    nn::BertConfig cfg;
+    cfg.vocab_size = 20;
+    cfg.hidden_size = 8;
+    cfg.num_hidden_layers = 3;
+    cfg.num_attention_heads = 2;
+    cfg.intermediate_size = 16;
+    cfg.max_position_embeddings = 8;
+    nn::BertModel m(cfg);  // random weights: the layers differ
+    Tensor ids = tensor({{1, 5, 7, 2}}, DType::int64);
+    Tensor mask = tensor({{1, 1, 1, 0}}, DType::int64);
+    auto fn = [&](Tensor i, Tensor a) { return m.forward(i, a); };
+    const StagedGraph s = stage(fn)(ids, mask);
+    CHECK(s.graph->subgraphs().size() == 1);  // one body, traced per call but shared
+    int calls = 0;
+    for (const Node& n : s.graph->nodes()) calls += n.kind == NodeKind::call;
+    CHECK(calls == 3);
+    CompiledCallable c = compile(fn)(ids, mask);
+    CHECK(allclose(Tensor(c(ids, mask)), fn(ids, mask), 1e-4, 1e-5));  // eager reference
+  }
 }
