@@ -5,6 +5,7 @@
 #include <ostream>
 #include <set>
 
+#include "../tensor/creation.h"
 #include "../tensor/mutation.h"
 #include "../tensor/realize_hook.h"
 #include "mef.h"
@@ -373,12 +374,98 @@ CallResult CompiledCallable::inline_call(GraphRealizationContext& outer, const s
   return r;
 }
 
+namespace {
+// The number a static leaf printed (static_repr: integers and bools exactly,
+// floating values with 17 digits, so exactly too); false when it is not one.
+bool parse_number(const std::string& v, Scalar& out) {
+  if (v == "true" || v == "false") {
+    out = Scalar(v == "true");
+    return true;
+  }
+  if (v.empty()) return false;
+  const bool floating = v.find_first_of(".eEni") != std::string::npos;  // 2.5, 1e+20, inf, nan
+  try {
+    size_t used = 0;
+    if (floating) {
+      double d = std::stod(v, &used);
+      out = Scalar(d);
+    } else if (v[0] == '-') {
+      long long i = std::stoll(v, &used);
+      out = Scalar(static_cast<int64_t>(i));
+    } else {
+      unsigned long long u = std::stoull(v, &used);
+      out = u > static_cast<unsigned long long>(INT64_MAX) ? Scalar(static_cast<uint64_t>(u))
+                                                          : Scalar(static_cast<int64_t>(u));
+    }
+    return used == v.size();
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+// A C++ number given for a 0-d tensor parameter (a static leaf where the
+// compiled signature has a tensor leaf) becomes a 0-d tensor of the
+// parameter's dtype; returns false when `tree` differs from the signature in
+// any other way (leaves and tree are then untouched).
+bool numbers_as_tensors(const StagedGraph& staged_, std::vector<Tensor>& leaves, TreeDef& tree) {
+  const TreeDef& want = staged_.in_tree;
+  if (tree.kind != TreeDef::Kind::tuple || want.kind != TreeDef::Kind::tuple ||
+      tree.children.size() != want.children.size())
+    return false;
+  std::vector<Tensor> new_leaves;
+  TreeDef new_tree = tree;
+  size_t got_leaf = 0, want_leaf = 0;
+  for (size_t k = 0; k < tree.children.size(); ++k) {
+    const TreeDef& c = tree.children[k];
+    const TreeDef& w = want.children[k];
+    Scalar s;
+    if (c.kind == TreeDef::Kind::static_leaf && w.kind == TreeDef::Kind::leaf && parse_number(c.value, s)) {
+      const TensorLayout& l = staged_.in_layouts.at(want_leaf);
+      const char* kind = s.kind == ScalarKind::boolean ? "bool" : s.kind == ScalarKind::integer ? "integer" : "floating";
+      if (!l.shape.empty())
+        throw ValueError("compiled call: argument " + std::to_string(k) + ": a C++ number (" + c.value +
+                         ") for a tensor parameter of type " + TensorType(l.dtype, l.shape, l.device).str() +
+                         "; only a 0-d parameter accepts a number: pass a tensor");
+      if (promote_with_scalar(l.dtype, s.kind) != l.dtype)
+        throw ValueError("compiled call: argument " + std::to_string(k) + ": a " + kind + " number (" + c.value +
+                         ") for a 0-d " + std::string(name(l.dtype)) +
+                         " parameter would change its dtype; pass a 0-d tensor (full({}, value, DType::" +
+                         std::string(name(l.dtype)) + "))");
+      new_leaves.push_back(full({}, s, l.dtype, l.device));  // out-of-range values raise here
+      new_tree.children[k] = TreeDef{};                      // a tensor leaf
+      ++want_leaf;
+      continue;
+    }
+    const size_t n = c.num_leaves();
+    for (size_t j = 0; j < n; ++j) new_leaves.push_back(leaves.at(got_leaf + j));
+    got_leaf += n;
+    want_leaf += w.num_leaves();
+  }
+  if (!(new_tree == want)) return false;
+  leaves = std::move(new_leaves);
+  tree = std::move(new_tree);
+  return true;
+}
+
+}  // namespace
+
 CallResult CompiledCallable::call_flat(const std::vector<Tensor>& leaves, const TreeDef& tree) const {
   // Nested tracing: called while a function is traced, the compiled graph is
   // inlined into that trace (as jax.jit inside jax.jit) rather than run.
   auto* outer = dynamic_cast<GraphRealizationContext*>(&current_realization_context());
+  if (!outer && dynamic_cast<LazyRealizationContext*>(&current_realization_context())) {
+    // In a lazy scope the call runs now, as eagerly: its lazy arguments are
+    // realized first (the scope's recorded ops up to them run), and its
+    // results are realized tensors the scope then records as sources.
+    detail::EagerGuard eager;
+    return call_flat(leaves, tree);
+  }
   const auto& want = staged_.in_layouts;
   if (!(tree == staged_.in_tree)) {
+    // A number for a 0-d tensor parameter: a 0-d tensor of its dtype (as jit does).
+    std::vector<Tensor> l2 = leaves;
+    TreeDef t2 = tree;
+    if (numbers_as_tensors(staged_, l2, t2)) return call_flat(l2, t2);
     if (tree.kind == TreeDef::Kind::tuple && staged_.in_tree.kind == TreeDef::Kind::tuple &&
         tree.children.size() != staged_.in_tree.children.size())
       throw ValueError("compiled call: expected " + std::to_string(staged_.in_tree.children.size()) +

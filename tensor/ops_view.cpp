@@ -248,6 +248,14 @@ ViewGeom view_geometry(OpId op, const Shape& s, const Strides& st, int64_t off, 
 
 }  // namespace
 
+bool view_strides(OpId op, const Shape& shape, const Strides& strides, const Attrs& attrs, Shape& out_shape,
+                  Strides& out_strides) {
+  ViewGeom g = view_geometry(op, shape, strides, 0, attrs);
+  out_shape = std::move(g.shape);
+  out_strides = g.needs_copy ? contiguous_strides(out_shape) : std::move(g.strides);
+  return !g.needs_copy;
+}
+
 TensorLayout infer_view(OpId op, std::span<const TensorLayout> in, const Attrs& attrs) {
   const TensorLayout& x = in[0];
   ViewGeom g = view_geometry(op, x.shape, contiguous_strides(x.shape), 0, attrs);

@@ -1,7 +1,9 @@
 // kiln (internal): how a realized-on-demand tensor asks its context to run.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <span>
+#include <string>
 
 #include "op_table.h"
 
@@ -51,6 +53,31 @@ void functional_write(const Tensor& dst, const Tensor& value);
 /// (contiguous), else t itself; an undefined Tensor for anything else (the
 /// caller realizes t and copies eagerly).
 Tensor recorded_copy(const Tensor& t, bool always);
+/// The layout eager code would see for an unrealized tensor of a graph
+/// context (stage, compile, jit), as far as the trace knows it: a view's
+/// strides are replayed from its base's, an op or subgraph-call result is
+/// contiguous, a captured tensor has its own strides, an argument those of
+/// its stride class (known only for a contiguous one). `strides` is empty
+/// when not known, and `why` then says why; `cls` is the class known
+/// (StrideClass::general when nothing is known).
+struct TracedLayout {
+  StrideClass cls = StrideClass::contiguous;
+  std::optional<Strides> strides;
+  std::string why;
+};
+/// The TracedLayout of `t`; nullopt when `t` is realized or not a value of a
+/// graph context (a lazy tensor).
+std::optional<TracedLayout> traced_layout(const Tensor& t);
+/// Records the layout of value `value` of the current graph context (its
+/// arguments: from their stride class). No-op outside a graph context.
+void set_traced_value_layout(int32_t value, const TracedLayout& l);
+/// The stride class of a tensor of `shape` with element strides `strides`
+/// (what Tensor::stride_class reports for a realized one).
+StrideClass stride_class_of(const Shape& shape, const Strides& strides);
+/// A view op's result shape and strides from its input's (the eager rule);
+/// false (and contiguous strides) when a reshape cannot be a view (a copy).
+bool view_strides(OpId op, const Shape& shape, const Strides& strides, const Attrs& attrs, Shape& out_shape,
+                  Strides& out_strides);
 /// Called before an eager write into `b`: lazy scopes that recorded a source
 /// in `b` keep a copy of its old contents.
 void before_memory_write(const Buffer& b);

@@ -75,6 +75,16 @@ Tensor Tensor::from_data(const void* data, DType dtype, size_t n, const Shape& s
 }
 
 const Strides& Tensor::strides() const {
+  if (!is_realized())
+    if (auto l = detail::traced_layout(*this)) {
+      // A traced value: the strides eager code would see, where the trace knows them.
+      if (!l->strides)
+        throw RealizationError("strides(): the strides of this traced tensor are not known while tracing (" + l->why +
+                               "); eagerly they depend on the argument's memory layout. Use is_contiguous() or "
+                               "stride_class(), or call contiguous() first (its strides are known)");
+      const_cast<detail::TensorImpl&>(impl()).strides = std::move(*l->strides);  // recomputed on each call
+      return impl().strides;
+    }
   realize();
   return impl().strides;
 }
@@ -88,27 +98,35 @@ int64_t Tensor::numel() const {
 int64_t Tensor::size(int64_t axis) const { return impl().shape[normalize_axis(axis, ndim(), "size")]; }
 
 StrideClass Tensor::stride_class() const {
-  if (!is_realized()) return StrideClass::contiguous;
+  if (!is_realized()) {
+    // A traced value reports the layout the trace knows (eager's); a lazy one is contiguous once realized.
+    if (auto l = detail::traced_layout(*this)) return l->cls;
+    return StrideClass::contiguous;
+  }
   const auto& im = impl();
-  if (kiln::is_contiguous(im.shape, im.strides)) return StrideClass::contiguous;
+  return detail::stride_class_of(im.shape, im.strides);
+}
+
+StrideClass detail::stride_class_of(const Shape& shape, const Strides& strides) {
+  if (kiln::is_contiguous(shape, strides)) return StrideClass::contiguous;
   bool broadcast = false, negative = false;
-  for (size_t i = 0; i < im.shape.size(); ++i) {
-    if (im.shape[i] > 1 && im.strides[i] == 0) broadcast = true;
-    if (im.strides[i] < 0) negative = true;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] > 1 && strides[i] == 0) broadcast = true;
+    if (strides[i] < 0) negative = true;
   }
   if (broadcast) return StrideClass::broadcast;
   if (!negative) {
     // A permutation of a contiguous layout: sort axes by stride and check.
-    std::vector<size_t> order(im.shape.size());
+    std::vector<size_t> order(shape.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return im.strides[a] > im.strides[b]; });
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return strides[a] > strides[b]; });
     int64_t acc = 1;
     bool ok = true;
     for (size_t k = order.size(); k-- > 0;) {
       size_t i = order[k];
-      if (im.shape[i] == 1) continue;
-      if (im.strides[i] != acc) { ok = false; break; }
-      acc *= im.shape[i];
+      if (shape[i] == 1) continue;
+      if (strides[i] != acc) { ok = false; break; }
+      acc *= shape[i];
     }
     if (ok) return StrideClass::transposed;
   }

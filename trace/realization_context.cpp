@@ -50,7 +50,16 @@ Tensor detail::recorded_copy(const Tensor& t, bool always) {
   const auto& st = t.impl().state;
   RealizationContext* cur = active_context();
   if (!st || !cur || st->context() != cur) return Tensor();
-  if (!always && !cur->is_view_value(st->values[0].id)) return t;
+  if (!always) {
+    // As eagerly, a value whose layout is contiguous (a view included: y[1],
+    // a reshape) is returned itself, so writes through the result reach what
+    // it views; a non-contiguous one (or one of unknown layout) is copied.
+    if (auto l = traced_layout(t)) {
+      if (l->cls == StrideClass::contiguous) return t;
+    } else if (!cur->is_view_value(st->values[0].id)) {
+      return t;
+    }
+  }
   Attrs a;
   a.dtype = t.dtype();
   return apply(OpId::Cast, t, a);
@@ -522,7 +531,98 @@ GraphRealizationContext::GraphRealizationContext(Graph& graph, std::vector<Graph
   push(this);
 }
 
-GraphRealizationContext::~GraphRealizationContext() { pop(this); }
+namespace {
+// Layouts set for values of graph contexts (set_traced_value_layout: the
+// arguments), per context; dropped with the context.
+std::mutex g_layout_mu;
+std::map<const RealizationContext*, std::map<int32_t, detail::TracedLayout>> g_layouts;
+
+// The layout of `root` (not a view) of graph context `g`.
+detail::TracedLayout root_layout(GraphRealizationContext& g, int32_t root) {
+  {
+    std::lock_guard<std::mutex> lock(g_layout_mu);
+    auto it = g_layouts.find(&g);
+    if (it != g_layouts.end())
+      if (auto v = it->second.find(root); v != it->second.end()) return v->second;
+  }
+  const Graph& gr = g.graph();
+  const Node& n = gr.node(static_cast<size_t>(gr.producer(root)));
+  detail::TracedLayout l;
+  const Shape& shape = gr.type(root).shape;
+  switch (n.kind) {
+    case NodeKind::input:
+      l.cls = StrideClass::general;
+      l.why = "it is (a view of) an argument whose strides the trace does not know";
+      return l;
+    case NodeKind::constant:
+      for (const auto& [t, v] : g.sources())
+        if (v == root) {
+          l.strides = t.strides();
+          l.cls = t.stride_class();
+          return l;
+        }
+      break;
+    case NodeKind::weight:
+      for (const auto& m : g.mutable_sources())
+        if (m.weight == n.name) {
+          l.strides = m.tensor.strides();
+          l.cls = m.tensor.stride_class();
+          return l;
+        }
+      break;
+    default: break;  // an op or a call result: computed into a new contiguous tensor
+  }
+  l.strides = contiguous_strides(shape);
+  return l;
+}
+}  // namespace
+
+std::optional<detail::TracedLayout> detail::traced_layout(const Tensor& t) {
+  const auto& st = t.impl().state;
+  if (!st || st->values.size() != 1) return std::nullopt;
+  auto* g = dynamic_cast<GraphRealizationContext*>(st->context());
+  if (!g || st->values[0].graph != &g->graph()) return std::nullopt;
+  const Graph& gr = g->graph();
+  int32_t v = st->values[0].id;
+  const int32_t root = g->view_root(v);
+  std::vector<int32_t> chain;  // the view values from t's back to the root's
+  while (v != root) {
+    chain.push_back(v);
+    v = gr.node(static_cast<size_t>(gr.producer(v))).inputs[0];
+  }
+  TracedLayout l = root_layout(*g, root);
+  if (chain.empty()) return l;
+  if (!l.strides) {
+    l.cls = StrideClass::general;
+    return l;
+  }
+  Shape shape = gr.type(root).shape;
+  Strides strides = *l.strides;
+  for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+    const Node& n = gr.node(static_cast<size_t>(gr.producer(*it)));
+    Shape s2;
+    Strides st2;
+    view_strides(n.op, shape, strides, n.attrs, s2, st2);
+    shape = std::move(s2);
+    strides = std::move(st2);
+  }
+  l.cls = stride_class_of(shape, strides);
+  l.strides = std::move(strides);
+  return l;
+}
+
+void detail::set_traced_value_layout(int32_t value, const TracedLayout& l) {
+  auto* g = dynamic_cast<GraphRealizationContext*>(active_context());
+  if (!g) return;
+  std::lock_guard<std::mutex> lock(g_layout_mu);
+  g_layouts[g][value] = l;
+}
+
+GraphRealizationContext::~GraphRealizationContext() {
+  pop(this);
+  std::lock_guard<std::mutex> lock(g_layout_mu);
+  g_layouts.erase(this);
+}
 
 void GraphRealizationContext::realize_all() {
   throw RealizationError("realize: can't realize from a graph context (graph '" + graph_->name() +

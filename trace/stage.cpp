@@ -1,5 +1,7 @@
 #include "stage.h"
 
+#include "../tensor/realize_hook.h"
+
 #include <cstring>
 #include <limits>
 #include <map>
@@ -56,6 +58,19 @@ TraceSession::TraceSession(const std::string& name, const std::vector<TensorLayo
   // through one is the other's new value too (and its views' base).
   for (size_t j = 0; j < same_as_.size(); ++j)
     if (same_as_[j] >= 0) inputs_[j] = inputs_[static_cast<size_t>(same_as_[j])];
+  // What an argument reports for its layout while traced (Tensor::strides,
+  // stride_class): its stride class; strides only for a contiguous one (the
+  // key does not say which axes a transposed argument permutes).
+  for (size_t i = 0; i < in_layouts.size(); ++i) {
+    detail::TracedLayout l;
+    l.cls = in_layouts[i].stride_class;
+    if (l.cls == StrideClass::contiguous)
+      l.strides = contiguous_strides(in_layouts[i].shape);
+    else
+      l.why = "argument " + std::to_string(i) + " was traced for any layout of its non-contiguous stride class; "
+              "its strides are not part of the compiled key";
+    detail::set_traced_value_layout(graph_->input_ids()[i], l);
+  }
 }
 
 TraceSession::~TraceSession() { set_broadcast_arguments(*graph_, {}); }

@@ -1,5 +1,10 @@
 #include "subgraph.h"
 
+#include <bit>
+#include <cstring>
+
+#include "../tensor/realize_hook.h"
+
 namespace kiln::detail {
 
 GraphRealizationContext* armed_context() {
@@ -9,7 +14,10 @@ GraphRealizationContext* armed_context() {
 
 std::string types_key(const std::vector<Tensor>& ts) {
   std::string r;
-  for (const auto& t : ts) r += TensorType(t.dtype(), t.shape(), t.device()).str() + ";";
+  // The stride class too: a body's arguments report their layout while traced (Tensor::stride_class).
+  for (const auto& t : ts)
+    r += TensorType(t.dtype(), t.shape(), t.device()).str() + "/" + std::to_string(static_cast<int>(t.stride_class())) +
+         ";";
   return r;
 }
 
@@ -17,6 +25,46 @@ uint64_t next_subgraph_id() {
   static std::atomic<uint64_t> n{0};
   return ++n;
 }
+
+namespace {
+
+// Attrs equality with the scalar compared bit by bit (as Graph::equals does).
+bool same_attrs_bits(const Attrs& a, const Attrs& b) {
+  return a.ints == b.ints && a.axis == b.axis && std::bit_cast<uint64_t>(a.scalar) == std::bit_cast<uint64_t>(b.scalar) &&
+         a.flag == b.flag && a.dtype == b.dtype;
+}
+
+// Two subgraph bodies compute the same thing: the same nodes, types, weight
+// names and constant bytes (Graph::equals without the graph's own name).
+bool same_body(const Graph& a, const Graph& b) {
+  if (a.num_values() != b.num_values() || a.num_nodes() != b.num_nodes() || a.input_ids() != b.input_ids() ||
+      a.output_ids() != b.output_ids())
+    return false;
+  for (size_t v = 0; v < a.num_values(); ++v)
+    if (!(a.type(static_cast<int32_t>(v)) == b.type(static_cast<int32_t>(v)))) return false;
+  for (size_t i = 0; i < a.num_nodes(); ++i) {
+    const Node &x = a.node(i), &y = b.node(i);
+    if (x.kind != y.kind || x.inputs != y.inputs || x.outputs != y.outputs || x.name != y.name ||
+        x.prefix != y.prefix || x.placeholder != y.placeholder)
+      return false;
+    if (x.kind == NodeKind::op && (x.op != y.op || !same_attrs_bits(x.attrs, y.attrs))) return false;
+    if (x.kind == NodeKind::constant) {
+      if (x.data.dtype() != y.data.dtype() || x.data.shape() != y.data.shape()) return false;
+      if (x.data.buffer() == y.data.buffer() && x.data.offset() == y.data.offset()) continue;
+      size_t nb = static_cast<size_t>(x.data.numel()) * x.data.itemsize();
+      if (std::memcmp(x.data.data_ptr(), y.data.data_ptr(), nb) != 0) return false;
+    }
+  }
+  return true;
+}
+
+bool has_constants(const Graph& g) {
+  for (const Node& n : g.nodes())
+    if (n.kind == NodeKind::constant) return true;
+  return false;
+}
+
+}  // namespace
 
 std::vector<Tensor> call_subgraph(
     GraphRealizationContext& parent, const std::string& base_name, const std::string& key,
@@ -28,7 +76,16 @@ std::vector<Tensor> call_subgraph(
   auto& cache = *parent.subgraph_cache;
   auto it = cache.find(key);
   std::string name;
-  if (it != cache.end()) {
+  // A body whose trace embedded constants (tensors it captured, numbers it
+  // used) is traced again on every call: what it captures may differ between
+  // calls that share the key (a weight picked by a loop index), and reusing
+  // the first trace would silently compute with the first call's tensors.
+  // The new trace is then reused only when it is the same graph with the
+  // same constants as an existing body; otherwise it becomes a new body. A
+  // body without constants depends on its arguments (and weights named
+  // through the prefix) alone and is reused without tracing again.
+  const Graph* cached = it != cache.end() ? parent.graph().root()->subgraph(it->second) : nullptr;
+  if (cached && !has_constants(*cached)) {
     name = it->second;
     out_tree = parent.subgraph_out_defs.at(key);
   } else {
@@ -42,6 +99,16 @@ std::vector<Tensor> call_subgraph(
       child.bound_weights = parent.bound_weights;  // a body's parameters bind in the root trace
       std::vector<Tensor> body_args;
       for (const auto& v : body.inputs()) body_args.push_back(child.create_unrealized({v}));
+      // Each argument's layout is the operand's (contiguous strides when contiguous; the class is in the key).
+      for (size_t i = 0; i < args.size(); ++i) {
+        TracedLayout l;
+        l.cls = args[i].stride_class();
+        if (l.cls == StrideClass::contiguous)
+          l.strides = contiguous_strides(args[i].shape());
+        else
+          l.why = "a subgraph body's argument " + std::to_string(i) + " is traced for any layout of its stride class";
+        set_traced_value_layout(body.input_ids()[i], l);
+      }
       std::vector<Tensor> outs = trace_body(body_args, out_tree);
       // In-place writes are functionalised per context: a write made inside
       // a deduplicated body could not reach the caller's tensors. Refuse it
@@ -66,8 +133,21 @@ std::vector<Tensor> call_subgraph(
       parent.graph().remove_subgraph(name);
       throw;
     }
-    cache[key] = name;
-    parent.subgraph_out_defs[key] = out_tree;
+    // An existing body that is the same graph (same constants) serves this call.
+    std::string same;
+    for (const auto& [n, g] : parent.graph().root()->subgraphs())
+      if (n != name && same_body(*g, body)) {
+        same = n;
+        break;
+      }
+    if (!same.empty()) {
+      parent.graph().remove_subgraph(name);
+      name = same;
+    }
+    if (!cached) {
+      cache[key] = name;
+      parent.subgraph_out_defs[key] = out_tree;
+    }
   }
   std::vector<Tensor> results;
   for (const auto& v : parent.graph().add_call(name, vals, prefix)) results.push_back(parent.create_unrealized({v}));

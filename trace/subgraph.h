@@ -1,9 +1,21 @@
-// kiln: subgraph dedup. Inside a root trace (stage/compile, which arm the
-// context's subgraph_cache), a function wrapped with as_subgraph is traced
-// once per key — function identity, argument TreeDef (static values
-// included), operand types, and whether a prefix is used — into a subgraph
-// definition, and every call becomes a `call` node. Calls nested inside a
-// body are inlined; outside a trace the function simply runs.
+// kiln: subgraph dedup. Inside a root trace (stage/compile/jit, which arm
+// the context's subgraph_cache), a function wrapped with as_subgraph is
+// traced into a subgraph definition per key — function identity, argument
+// TreeDef (static values included), operand types and stride classes, and
+// whether a prefix is used — and every call becomes a `call` node. Calls
+// nested inside a body are inlined; outside a trace the function simply runs.
+//
+// Captures: a body whose trace embedded constants (tensors it captured, or
+// numbers such as `x * 0.5`) is traced again on every call, since what it
+// captures can differ between calls with the same key (a weight picked by a
+// loop index); each call then uses an existing body only when its trace is
+// the same graph with the same constant values, and a new body otherwise.
+// So each call computes with its own captures, as eagerly. A body without
+// constants (its tensors all arguments, or module parameters read through
+// the call prefix) is traced once per key and reused as is: pass weights as
+// arguments (or use an nn::Module marked set_subgraph) to keep that saving.
+// A body must not depend on anything else that varies between calls (control
+// flow on a captured C++ value that embeds no constant is not seen).
 #pragma once
 #include <atomic>
 #include <functional>
@@ -68,6 +80,10 @@ class SubgraphFn {
 
 /// Wraps `fn` so that, inside a root trace, its calls share one subgraph body
 /// per key (see the file comment). `name` names the body (`block`, `block_1`, ...).
+/// A body that captures tensors (or uses numbers) is traced again per call
+/// and shared only by calls whose captures have equal values, so a capture
+/// that changes between calls (`W[i]`) gives eager's answer; arguments and
+/// module parameters keep one trace per key.
 template <class F>
 SubgraphFn<F> as_subgraph(F fn, std::string name = "subgraph") {
   return SubgraphFn<F>(std::move(fn), std::move(name));

@@ -1,0 +1,129 @@
+// What user code sees of a traced tensor's memory layout, and calls that mix
+// compiled code with other contexts, compared with eager:
+// - strides(), stride_class(), is_contiguous() of traced views report the
+//   layout eager code would see (so a branch on it takes eager's branch);
+// - contiguous() of an already contiguous traced view is the view itself,
+//   so writes through it reach its base as eagerly;
+// - a compiled callable takes a C++ number for a 0-d tensor parameter;
+// - a jit function or compiled callable runs inside a lazy() scope.
+// Expected values are literals worked out by hand, and eager runs.
+#include "test_util.h"
+
+using namespace kiln;
+
+TEST_SUITE("traced_layout") {
+  TEST_CASE("a traced transposed view reports eager's strides and class, and a branch on it matches eager") {
+    Strides seen_t, seen_row;
+    StrideClass seen_cls = StrideClass::contiguous;
+    bool seen_row_contig = false;
+    auto f = [&](Tensor y) {
+      Tensor t = y.transpose();  // [3, 2], strides {1, 3}
+      seen_t = t.strides();
+      seen_cls = t.stride_class();
+      seen_row = y[1].strides();  // [3], strides {1}
+      seen_row_contig = y[1].is_contiguous();
+      return t.is_contiguous() ? t * 1.0f : t * 2.0f;
+    };
+    Tensor x = tensor({{1.0f, 2.0f, 3.0f}, {4.0f, 5.0f, 6.0f}});
+    Tensor want = tensor({{2.0f, 8.0f}, {4.0f, 10.0f}, {6.0f, 12.0f}});  // not contiguous: * 2
+    CHECK(array_equal(f(x), want));
+    CHECK(seen_t == Strides{1, 3});
+    seen_t.clear();
+    seen_row.clear();
+    CompiledCallable c = compile(f)(x.layout());
+    CHECK(seen_t == Strides{1, 3});  // as eagerly
+    CHECK(seen_cls == StrideClass::transposed);
+    CHECK(seen_row == Strides{1});
+    CHECK(seen_row_contig);
+    CHECK(array_equal(Tensor(c(x)), want));
+    CHECK(array_equal(Tensor(jit(f)(x)), want));
+    // A view of a captured tensor: its own strides replayed.
+    Tensor w = tensor({{1.0f, 2.0f}, {3.0f, 4.0f}});
+    Strides ws;
+    auto g = [&](Tensor a) {
+      ws = w.transpose().strides();
+      return a + w.transpose();
+    };
+    (void)compile(g)(w.layout());
+    CHECK(ws == Strides{1, 2});
+  }
+
+  TEST_CASE("strides() of a traced value whose strides the trace does not know throws, naming strides()") {
+    auto f = [](Tensor y) {
+      (void)y.transpose().strides();  // y itself has any transposed layout
+      return y * 1.0f;
+    };
+    Tensor xt = tensor({{1.0f, 2.0f}, {3.0f, 4.0f}}).transpose();
+    CHECK(xt.stride_class() == StrideClass::transposed);
+    CHECK_THROWS_WITH_AS(compile(f)(xt.layout()), doctest::Contains("strides()"), RealizationError);
+    // Its class is known, and an op result's strides are.
+    StrideClass cls = StrideClass::contiguous;
+    Strides rs;
+    auto g = [&](Tensor y) {
+      cls = y.stride_class();
+      rs = (y + 1.0f).strides();
+      return y * 1.0f;
+    };
+    (void)compile(g)(xt.layout());
+    CHECK(cls == StrideClass::transposed);
+    CHECK(rs == Strides{2, 1});
+  }
+
+  TEST_CASE("contiguous() of a contiguous traced view is the view: writes through it reach the argument as eagerly") {
+    auto f = [](Tensor y) {
+      Tensor r = y[1].contiguous();  // eagerly y[1] itself
+      r[0] = 100.0;                  // so this writes y[1][0]
+      Tensor s = y.reshape({6}).contiguous();
+      s[5] = -1.0;  // and this y[1][2]
+      return y * 1.0f;
+    };
+    Tensor x1 = tensor({{1.0f, 2.0f, 3.0f}, {4.0f, 5.0f, 6.0f}});
+    Tensor x2 = x1.clone(), x3 = x1.clone();
+    Tensor want = tensor({{1.0f, 2.0f, 3.0f}, {100.0f, 5.0f, -1.0f}});
+    CHECK(array_equal(f(x1), want));  // eager
+    CHECK(array_equal(x1, want));
+    CompiledCallable c = compile(f)(x2.layout());
+    CHECK(array_equal(Tensor(c(x2)), want));
+    CHECK(array_equal(x2, want));
+    CHECK(array_equal(Tensor(jit(f)(x3)), want));
+    CHECK(array_equal(x3, want));
+  }
+
+  TEST_CASE("a compiled callable accepts a C++ number for a 0-d tensor parameter, as jit does") {
+    auto f = [](Tensor x, Tensor s) { return x * s; };
+    Tensor x = tensor({1.0f, -2.0f});
+    CompiledCallable c = compile(f)(x.layout(), TensorLayout(DType::float32, {}));
+    CHECK(array_equal(Tensor(c(x, 2.0)), tensor({2.0f, -4.0f})));
+    CHECK(array_equal(Tensor(c(x, 3)), tensor({3.0f, -6.0f})));  // an integer for a float parameter
+    CHECK(array_equal(Tensor(c(x, 0.25f)), f(x, full({}, 0.25f))));
+    CHECK(array_equal(Tensor(jit(f)(x, 2.0)), Tensor(c(x, 2.0))));
+    // An int32 0-d parameter: integers fit; a fractional number or one out of range is refused.
+    Tensor xi = tensor({1, 2}, DType::int32);
+    CompiledCallable ci = compile(f)(xi.layout(), TensorLayout(DType::int32, {}));
+    CHECK(array_equal(Tensor(ci(xi, 5)), tensor({5, 10}, DType::int32)));
+    CHECK_THROWS_WITH_AS(ci(xi, 2.5), doctest::Contains("0-d tensor"), ValueError);
+    CHECK_THROWS_AS(ci(xi, int64_t{1} << 40), ValueError);
+    // A number for a parameter that is not 0-d.
+    CompiledCallable c2 = compile(f)(x.layout(), x.layout());
+    CHECK_THROWS_WITH_AS(c2(x, 2.0), doctest::Contains("pass a tensor"), ValueError);
+  }
+
+  TEST_CASE("a jit function and a compiled callable called in a lazy scope on lazy tensors") {
+    auto f = [](Tensor a) { return a * 3.0f + 1.0f; };
+    Tensor x = tensor({1.0f, 2.0f});
+    auto jf = jit(f);
+    CompiledCallable c = compile(f)(x.layout());
+    Tensor r1, r2;
+    {
+      auto scope = lazy();
+      Tensor a = x + 1.0f;  // lazy: [2, 3]
+      CHECK_FALSE(a.is_realized());
+      r1 = Tensor(jf(a)) * 2.0f;
+      r2 = Tensor(c(a)) - 1.0f;
+    }
+    // Eager: (x + 1) * 3 + 1 = [7, 10].
+    CHECK(array_equal(r1, tensor({14.0f, 20.0f})));
+    CHECK(array_equal(r2, tensor({6.0f, 9.0f})));
+    CHECK(array_equal(r1, f(x + 1.0f) * 2.0f));
+  }
+}
