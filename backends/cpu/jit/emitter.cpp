@@ -200,6 +200,7 @@ class Gen {
   bool stream_ = false;           // the body being emitted writes with streaming stores
   std::vector<x86::Vec> val_;
   std::vector<bool> done_, invariant_, fuse_;
+  std::vector<bool> negx_;  // a float32 neg whose only use is exp (folded into it)
   std::vector<int> uses_;
   std::vector<DType> cd_;
 
@@ -302,10 +303,14 @@ void Gen::emit_value(size_t i) {
       if ((in.op == OpId::Add || in.op == OpId::Sub) && (fuse_[in.a] || fuse_[in.b])) {
         const bool first = fuse_[in.a];
         const Instr& m = p_.code[first ? in.a : in.b];
-        x86::Vec m0 = operand(m.a, cd), m1 = operand(m.b, cd), other = operand(first ? in.b : in.a, cd);
+        const int32_t oi = first ? in.b : in.a;
+        x86::Vec m0 = operand(m.a, cd), m1 = operand(m.b, cd), other = operand(oi, cd);
         const Lane l = lane_of(kind_of(cd));
-        if (in.op == OpId::Add) v = A_.madd(l, m0, m1, other, true);
-        else if (first) v = A_.msub(l, m0, m1, other, true);
+        const int kind = in.op == OpId::Add ? 0 : first ? 1 : 2;  // a*b + c, a*b - c, c - a*b
+        // an addend used only here (and computed per vector) takes the result: no copy
+        if (uses_[oi] == 1 && !invariant_[oi]) v = A_.fma_into(kind, l, other, m0, m1, true);
+        else if (kind == 0) v = A_.madd(l, m0, m1, other, true);
+        else if (kind == 1) v = A_.msub(l, m0, m1, other, true);
         else v = A_.nmadd(l, m0, m1, other, true);
         done_[first ? in.a : in.b] = true;  // consumed
         break;
@@ -313,9 +318,14 @@ void Gen::emit_value(size_t i) {
       const int n = op_info(in.op).arity;
       const int32_t r[3] = {in.a, in.b, in.c};
       x86::Vec x[3];
-      for (int j = 0; j < n; ++j) x[j] = operand(r[j], (in.op == OpId::Where && j == 0) ? DType::bool_ : cd);
+      for (int j = 0; j < n; ++j)
+        if (!negx_[r[j]]) x[j] = operand(r[j], (in.op == OpId::Where && j == 0) ? DType::bool_ : cd);
       if (is_call_op(in.op, cd, p_.strict)) v = emit_scalar_call(c, in.op, cd, x, n);
-      else if (is_math_op(in.op)) v = emit_math(c, in.op, x[0]);
+      else if (is_math_op(in.op) && negx_[in.a]) {
+        // exp(-y): the negation folded into exp's reduction (same bits)
+        v = emit_math(c, in.op, operand(p_.code[in.a].a, cd), /*negate=*/true);
+        done_[in.a] = true;  // consumed
+      } else if (is_math_op(in.op)) v = emit_math(c, in.op, x[0]);
       else if (is_predicate_op(in.op)) v = emit_predicate(c, in, cd, x, n);
       else v = emit_arith(c, in, cd, x, n);
       const bool narrow_int = in.dtype == DType::uint8 || in.dtype == DType::int8;
@@ -353,7 +363,7 @@ void Gen::emit_body(bool stream) {
   stream_ = stream;
   for (size_t i = 0; i < N; ++i) {
     if (p_.code[i].kind == Instr::Kind::store) emit_store(i);
-    else if (!done_[i] && !fuse_[i] && !invariant_[i]) emit_value(i);
+    else if (!done_[i] && !fuse_[i] && !negx_[i] && !invariant_[i]) emit_value(i);
   }
   stream_ = false;
 }
@@ -410,6 +420,21 @@ void Gen::run() {
     }
   }
 
+  // exp(neg(y)) with the neg used only there: exp of -y in one reduction
+  // (FMA targets; float32 math rows are never strict)
+  negx_.assign(N, false);
+  if (!p_.strict && A_.has_fma()) {
+    for (size_t i = 0; i < N; ++i) {
+      const Instr& in = p_.code[i];
+      if (in.kind != Instr::Kind::op || in.op != OpId::Neg || uses_[i] != 1 || cd_[i] != DType::float32) continue;
+      if (p_.code[in.a].dtype != DType::float32 || fuse_[in.a]) continue;
+      const Instr& u = p_.code[user[i]];
+      if (u.kind == Instr::Kind::op && u.op == OpId::Exp && cd_[user[i]] == DType::float32 &&
+          invariant_[user[i]] == invariant_[i])
+        negx_[i] = true;
+    }
+  }
+
   asmjit::FuncNode* fn = cc_.addFunc(asmjit::FuncSignatureT<void, char**, const int64_t*, int64_t>());
   if (!A_.sse()) {
     fn->frame().setAvxEnabled();
@@ -447,7 +472,7 @@ void Gen::run() {
   val_.assign(N, x86::Vec());
   done_.assign(N, false);
   for (size_t i = 0; i < N; ++i)
-    if (invariant_[i] && !fuse_[i] && !done_[i]) emit_value(i);
+    if (invariant_[i] && !fuse_[i] && !negx_[i] && !done_[i]) emit_value(i);
 
   cc_.xor_(i_, i_);
   cc_.xor_(tail, tail);
