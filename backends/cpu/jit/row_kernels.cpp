@@ -55,7 +55,7 @@ class RowGen {
   void run();
 
  private:
-  using Mems = std::array<x86::Mem, 8>;
+  using Mems = std::array<x86::Mem, 5>;
   const RowKernelKey k_;
   x86::Compiler& cc_;
   VecAsm A_;
@@ -112,8 +112,6 @@ class RowGen {
   /// mems[s] the memory operand of stream s at that vector.
   template <class Body>
   void pass(const std::vector<Stream>& s, int unroll, Body&& body);
-  void norm_rows(int R, const x86::Gp* xs, const x86::Gp* ys, const x86::Gp& pw, const x86::Gp& pb,
-                 const x86::Vec& nf, const x86::Vec& eps);
 };
 
 // SSE2/AVX2 tails: a dword loop (AVX-512 uses masked moves, see pass()).
@@ -273,73 +271,6 @@ void RowGen::short_softmax_rows(const x86::Gp& px, const x86::Gp& py, const x86:
   cc_.jmp(done);
 }
 
-// layer_norm / rms_norm of R rows (1 or 2) at xs[r], ys[r]: each pass runs
-// over the R rows together; row r's operations are those of a lone row.
-void RowGen::norm_rows(int R, const x86::Gp* xs, const x86::Gp* ys, const x86::Gp& pw, const x86::Gp& pb,
-                       const x86::Vec& nf, const x86::Vec& eps) {
-  const Lane f = Lane::b32;
-  const bool rms = k_.op == RowOp::rms_norm;
-  // layer_norm: the corrected two-pass algorithm (Chan, Golub & LeVeque
-  // 1983). With d = x - mean0 (mean0 the float mean), mean = mean0 + c,
-  // c = sum(d) / n, and var = sum(d^2) / n - c^2: the float32 mean's
-  // rounding error (large when |mean| >> std) is taken out again.
-  std::vector<Stream> X0;
-  for (int r = 0; r < R; ++r) X0.push_back(Stream{xs[r], true, false, 0.0f});
-  std::vector<x86::Vec> mean0(R), c(R), rs(R);
-  std::vector<std::vector<x86::Vec>> sq(R);
-  for (int r = 0; r < R; ++r) sq[r] = accumulators(4, 0.0f);
-  if (rms) {
-    pass(X0, 4, [&](int u, const Mems& m) {
-      for (int r = 0; r < R; ++r) acc_sq(sq[r][u], load(m[r]));
-    });
-  } else {
-    std::vector<std::vector<x86::Vec>> sum(R), sd(R);
-    for (int r = 0; r < R; ++r) sum[r] = accumulators(4, 0.0f);
-    pass(X0, 4, [&](int u, const Mems& m) {
-      for (int r = 0; r < R; ++r) acc_add(sum[r][u], load(m[r]));
-    });
-    std::vector<Stream> XM = X0;
-    for (int r = 0; r < R; ++r) {
-      mean0[r] = A_.div(f, combine(sum[r], false), nf);
-      XM[r].fill_v = mean0[r];  // lanes past n add 0
-      sd[r] = accumulators(4, 0.0f);
-    }
-    pass(XM, 4, [&](int u, const Mems& m) {
-      for (int r = 0; r < R; ++r) {
-        const x86::Vec d = A_.sub(f, load(m[r]), mean0[r]);
-        acc_add(sd[r][u], d);
-        acc_sq(sq[r][u], d);
-      }
-    });
-    for (int r = 0; r < R; ++r) c[r] = A_.div(f, combine(sd[r], false), nf);
-  }
-  for (int r = 0; r < R; ++r) {
-    x86::Vec var = A_.div(f, combine(sq[r], false), nf);
-    if (!rms) var = A_.maxx(f, splat(0.0f), A_.sub(f, var, A_.mul(f, c[r], c[r])));  // >= 0, NaN kept
-    rs[r] = A_.div(f, splat(1.0f), A_.sqrt(f, A_.add(f, var, eps)));
-  }
-  // streams: x rows, y rows, then weight and bias (shared by the rows)
-  std::vector<Stream> s3 = X0;
-  for (int r = 0; r < R; ++r) s3.push_back(Stream{ys[r], false, true, 0.0f});
-  if (k_.has_weight) s3.push_back({pw, true, false, 0.0f});
-  if (k_.has_bias) s3.push_back({pb, true, false, 0.0f});
-  pass(s3, 4, [&](int, const Mems& m) {
-    int next = 2 * R;
-    x86::Vec w, b;
-    if (k_.has_weight) w = load(m[next++]);
-    if (k_.has_bias) b = load(m[next]);
-    for (int r = 0; r < R; ++r) {
-      x86::Vec t = load(m[r]);
-      if (!rms) t = A_.sub(f, A_.sub(f, t, mean0[r]), c[r]);
-      t = A_.mul(f, t, rs[r]);
-      if (k_.has_weight && k_.has_bias) t = A_.madd(f, t, w, b, true);
-      else if (k_.has_weight) t = A_.mul(f, t, w);
-      else if (k_.has_bias) t = A_.add(f, t, b);
-      store(m[R + r], t);
-    }
-  });
-}
-
 void RowGen::run() {
   asmjit::FuncNode* fn = cc_.addFunc(asmjit::FuncSignatureT<void, const RowArgs*>());
   if (!A_.sse()) {
@@ -393,27 +324,6 @@ void RowGen::run() {
     short_softmax_rows(px, py, py2, rows, bytes, L_end);
     cc_.bind(L_long);
   }
-  if (A_.evex() && !softmax_like) {
-    // layer_norm / rms_norm, AVX-512: two rows per iteration, their passes
-    // run together (each row's operations and their order as alone: same
-    // bits), so the two rows' dependency chains (the per-row reductions,
-    // divisions and square root between the passes) overlap in the core
-    Label L_pair = cc_.newLabel();
-    x86::Gp px2 = cc_.newIntPtr("x2"), py2r = cc_.newIntPtr("y2r");
-    cc_.bind(L_pair);
-    cc_.cmp(rows, 2);
-    cc_.jl(L_row);
-    cc_.lea(px2, x86::ptr(px, bytes));
-    cc_.lea(py2r, x86::ptr(py, bytes));
-    {
-      const x86::Gp xs[2] = {px, px2}, ys[2] = {py, py2r};
-      norm_rows(2, xs, ys, pw, pb, nf, eps);
-    }
-    cc_.lea(px, x86::ptr(px, bytes, 1));
-    cc_.lea(py, x86::ptr(py, bytes, 1));
-    cc_.sub(rows, 2);
-    cc_.jmp(L_pair);
-  }
   cc_.bind(L_row);
   cc_.test(rows, rows);
   cc_.jle(L_end);
@@ -460,8 +370,60 @@ void RowGen::run() {
     }
     case RowOp::layer_norm:
     case RowOp::rms_norm: {
-      const x86::Gp xs[1] = {px}, ys[1] = {py};
-      norm_rows(1, xs, ys, pw, pb, nf, eps);
+      const bool rms = k_.op == RowOp::rms_norm;
+      const Stream X0{px, true, false, 0.0f};
+      // layer_norm: the corrected two-pass algorithm (Chan, Golub & LeVeque
+      // 1983). With d = x - mean0 (mean0 the float mean), mean = mean0 + c,
+      // c = sum(d) / n, and var = sum(d^2) / n - c^2: the float32 mean's
+      // rounding error (large when |mean| >> std) is taken out again.
+      x86::Vec mean0, c;
+      auto sq = accumulators(4, 0.0f);
+      if (rms) {
+        pass({X0}, 4, [&](int u, const Mems& m) { acc_sq(sq[u], load(m[0])); });
+      } else {
+        auto sum = accumulators(4, 0.0f);
+        pass({X0}, 4, [&](int u, const Mems& m) { acc_add(sum[u], load(m[0])); });
+        mean0 = A_.div(f, combine(sum, false), nf);
+        Stream XM = X0;
+        XM.fill_v = mean0;  // lanes past n add 0
+        auto sd = accumulators(4, 0.0f);
+        pass({XM}, 4, [&](int u, const Mems& m) {
+          const x86::Vec d = A_.sub(f, load(m[0]), mean0);
+          acc_add(sd[u], d);
+          acc_sq(sq[u], d);
+        });
+        c = A_.div(f, combine(sd, false), nf);
+      }
+      x86::Vec var = A_.div(f, combine(sq, false), nf);
+      if (!rms) var = A_.maxx(f, splat(0.0f), A_.sub(f, var, A_.mul(f, c, c)));  // >= 0, NaN kept
+      const x86::Vec rs = A_.div(f, splat(1.0f), A_.sqrt(f, A_.add(f, var, eps)));
+      std::vector<Stream> s3 = {X0, Y};
+      if (k_.has_weight) s3.push_back({pw, true, false, 0.0f});
+      if (k_.has_bias) s3.push_back({pb, true, false, 0.0f});
+      // the next row, prefetched while the last pass runs: each row of 1024
+      // floats is a new 4 KiB page, where the hardware prefetcher starts
+      // over and the row's first lines would come at the last-level
+      // cache's latency (prefetches never fault, also past the last row)
+      x86::Gp nx = cc_.newIntPtr("next_x");
+      cc_.lea(nx, x86::ptr(px, bytes));
+      const int pf = int(s3.size());
+      s3.push_back({nx, false, false, 0.0f});
+      pass(s3, 4, [&](int, const Mems& m) {
+        cc_.prefetcht0(m[pf]);
+        x86::Vec t = load(m[0]);
+        if (!rms) t = A_.sub(f, A_.sub(f, t, mean0), c);
+        t = A_.mul(f, t, rs);
+        int next = 2;
+        if (k_.has_weight && k_.has_bias) {
+          const x86::Vec w = load(m[next]), b = load(m[next + 1]);
+          t = A_.madd(f, t, w, b, true);
+        } else if (k_.has_weight) {
+          t = A_.mul(f, t, load(m[next]));
+        } else if (k_.has_bias) {
+          t = A_.add(f, t, load(m[next]));
+        }
+        store(m[1], t);
+      });
       break;
     }
   }
