@@ -198,6 +198,7 @@ class Gen {
   x86::Gp table_;                 // constant table (program.table_slots > 0)
   x86::Gp i_, nt_;                // element index, streaming flag
   bool stream_ = false;           // the body being emitted writes with streaming stores
+  int off_ = 0;                   // element offset of the body being emitted (the unrolled pair's second)
   std::vector<x86::Vec> val_;
   std::vector<bool> done_, invariant_, fuse_;
   std::vector<bool> negx_;  // a float32 neg whose only use is exp (folded into it)
@@ -208,7 +209,7 @@ class Gen {
   x86::Mem at(int k) {
     static const int shift[9] = {0, 0, 1, 0, 2, 0, 0, 0, 3};
     if (p_.operand_broadcast[k]) return x86::ptr(P_[k]);
-    return x86::ptr(P_[k], i_, uint32_t(shift[isz(k)]));
+    return x86::ptr(P_[k], i_, uint32_t(shift[isz(k)]), int32_t(off_ * isz(k)));
   }
   x86::Vec get(int32_t r) {
     if (!done_[r]) emit_value(r);
@@ -218,6 +219,7 @@ class Gen {
   void emit_value(size_t i);
   void emit_store(size_t i);
   void emit_body(bool stream);
+  void emit_pair(bool stream, int L);
   void copy_bytes(const x86::Gp& dst, const x86::Gp& src, const x86::Gp& nbytes, bool into_buffer);
 };
 
@@ -368,6 +370,44 @@ void Gen::emit_body(bool stream) {
   stream_ = false;
 }
 
+// Two bodies, on elements [i, i + L) and [i + L, i + 2L), their
+// instructions interleaved one by one when both are straight-line code (no
+// labels, jumps or calls): the two dependency chains of the vector math then
+// share the scheduler instead of the first filling it (the chain's exp and
+// tanh are each a chain of about 20 dependent operations).
+void Gen::emit_pair(bool stream, int L) {
+  const std::vector<bool> before = done_;
+  asmjit::BaseNode* s = cc_.cursor();
+  emit_body(stream);
+  asmjit::BaseNode* e1 = cc_.cursor();
+  done_ = before;
+  off_ = L;
+  emit_body(stream);
+  off_ = 0;
+  asmjit::BaseNode* e2 = cc_.cursor();
+  done_ = before;
+  std::vector<asmjit::BaseNode*> a, b;
+  for (asmjit::BaseNode* n = s->next(); n; n = n->next()) {
+    a.push_back(n);
+    if (n == e1) break;
+  }
+  for (asmjit::BaseNode* n = e1->next(); n; n = n->next()) {
+    b.push_back(n);
+    if (n == e2) break;
+  }
+  if (a.empty() || b.empty() || a.back() != e1 || b.back() != e2) return;
+  for (asmjit::BaseNode* n : a)
+    if (n->type() != asmjit::NodeType::kInst) return;
+  for (asmjit::BaseNode* n : b)
+    if (n->type() != asmjit::NodeType::kInst) return;
+  asmjit::BaseNode* after = e2->next();
+  for (size_t k = 0; k < b.size(); ++k) {
+    cc_.removeNode(b[k]);
+    cc_.addAfter(b[k], k < a.size() ? a[k] : b[k - 1]);
+  }
+  cc_.setCursor(after ? after->prev() : cc_.lastNode());
+}
+
 void Gen::run() {
   const size_t N = p_.code.size();
   const int nops = int(p_.operand_dtypes.size());
@@ -495,6 +535,23 @@ void Gen::run() {
   // then go through the same body once more on the stack buffers (i = 0,
   // lim = 0: the loop ends after that one pass) and are copied back.
   x86::Gp lim = cc_.newIntPtr("lim");
+  // AVX-512 (32 registers): first a loop over pairs of vectors, their two
+  // bodies interleaved (emit_pair); the single-body loop below then runs at
+  // most once before the tail
+  if (A_.evex()) {
+    Label L_pair = cc_.newLabel(), L_single = cc_.newLabel();
+    x86::Gp lim2 = cc_.newIntPtr("lim2");
+    cc_.mov(lim2, n);
+    cc_.sub(lim2, 2 * c.L);
+    cc_.cmp(i_, lim2);
+    cc_.jg(L_single);
+    cc_.bind(L_pair);
+    emit_pair(p_.streaming_stores, c.L);
+    cc_.add(i_, 2 * c.L);
+    cc_.cmp(i_, lim2);
+    cc_.jle(L_pair);
+    cc_.bind(L_single);
+  }
   cc_.mov(lim, n);
   cc_.sub(lim, c.L);
   cc_.cmp(i_, lim);
