@@ -4,9 +4,13 @@
 //   prologue:  operand pointers, loop-invariant values (broadcast operands,
 //              constants and everything computed only from them)
 //   loop:      while n - i >= L: body on elements [i, i + L); i += L
+//              (AVX-512: first while n - i >= 2L, two bodies with their
+//              instructions interleaved, see emit_pair)
 //   tail:      the last n - i < L elements are copied to 64-byte stack
 //              buffers, the same body runs once on the buffers, and the
-//              outputs are copied back (so the body is emitted once)
+//              outputs are copied back
+//
+// On AVX-512 the body also prefetches each input stream 1 KiB ahead.
 //
 // Loads and stores convert between the memory dtype and the register form
 // (codegen.h). Outputs are written with streaming stores when the program
@@ -181,6 +185,8 @@ class JitKernel final : public ElementwiseKernel {
 };
 
 std::atomic<int64_t> g_generated{0}, g_loaded{0};
+
+constexpr int kPrefetchAhead = 1024;  // bytes ahead of each input stream (AVX-512)
 
 /// Emits one program.
 class Gen {
@@ -363,6 +369,19 @@ void Gen::emit_store(size_t i) {
 void Gen::emit_body(bool stream) {
   const size_t N = p_.code.size();
   stream_ = stream;
+  // AVX-512: each input stream's line 1 KiB ahead is prefetched (one
+  // prefetch per vector and input; never faults, also past the end or in
+  // the tail's stack buffers). The hardware prefetcher starts over at every
+  // 4 KiB page of each stream; measured on the chain at 1M float32 (inputs
+  // in the last-level cache): 681-687 -> 657-661 us, 2048 and 4096 bytes
+  // ahead 661-671 us
+  if (A_.evex())
+    for (int k = p_.num_outputs; k < int(p_.operand_dtypes.size()); ++k)
+      if (!p_.operand_broadcast[k]) {
+        x86::Mem m = at(k);
+        m.addOffset(kPrefetchAhead);
+        cc_.prefetcht0(m);
+      }
   for (size_t i = 0; i < N; ++i) {
     if (p_.code[i].kind == Instr::Kind::store) emit_store(i);
     else if (!done_[i] && !fuse_[i] && !negx_[i] && !invariant_[i]) emit_value(i);
