@@ -86,6 +86,53 @@ void BM_chain_eigen(benchmark::State& st) {
   st.SetBytesProcessed(st.iterations() * kN * 16);
 }
 
+// The chain's loop alone, 1 thread, one call over n elements: n = 16K (256
+// KiB in all, L2-resident: the code's own speed) and n = 1M (16 MiB, as
+// bench_compile's compiled 1M row without the call around it).
+// Inputs uniform in [0, 1) as in bench_compile's chain rows.
+constexpr int64_t kL2 = 1 << 20;
+struct L2Arrays {
+  Tensor a = Tensor::empty({kL2}, F), b = Tensor::empty({kL2}, F), c = Tensor::empty({kL2}, F), y = Tensor::empty({kL2}, F);
+  L2Arrays() {
+    uint32_t r = 12345;
+    auto u = [&] { r = r * 1664525u + 1013904223u; return float(r >> 8) * 0x1p-24f; };
+    for (int64_t i = 0; i < kL2; ++i) {
+      a.data<float>()[i] = u();
+      b.data<float>()[i] = u();
+      c.data<float>()[i] = u();
+      y.data<float>()[i] = 0;
+    }
+  }
+};
+void BM_chain_generated_1thread(benchmark::State& st) {
+  static L2Arrays A;
+  auto k = generate_elementwise(chain_program(false), detect_cpu_target());
+  char* p[4] = {reinterpret_cast<char*>(A.y.data<float>()), reinterpret_cast<char*>(A.a.data<float>()),
+                reinterpret_cast<char*>(A.b.data<float>()), reinterpret_cast<char*>(A.c.data<float>())};
+  const int64_t s[4] = {4, 4, 4, 4};
+  InnerLoopFn fn = k->fn();
+  for (auto _ : st) {
+    fn(p, s, st.range(0));
+    benchmark::ClobberMemory();
+  }
+  st.counters["ns_per_element"] =
+      benchmark::Counter(double(st.iterations()) * st.range(0), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+void BM_chain_eigen_1thread(benchmark::State& st) {
+  static L2Arrays A;
+  for (auto _ : st) {
+    const int64_t n = st.range(0);
+    Eigen::Map<Eigen::ArrayXf> Y(A.y.data<float>(), n);
+    Eigen::Map<const Eigen::ArrayXf> X(A.a.data<float>(), n), B(A.b.data<float>(), n), C(A.c.data<float>(), n);
+    Y = (X * B + C).tanh() * 0.5f + (-X).exp();
+    benchmark::ClobberMemory();
+  }
+  st.counters["ns_per_element"] =
+      benchmark::Counter(double(st.iterations()) * st.range(0), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_chain_generated_1thread)->Arg(16384)->Arg(1 << 20)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_chain_eigen_1thread)->Arg(16384)->Arg(1 << 20)->Unit(benchmark::kMicrosecond);
+
 void BM_copy(benchmark::State& st) {
   set_threads(st);
   Arrays& A = arrays();

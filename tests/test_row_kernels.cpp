@@ -260,6 +260,57 @@ TEST_SUITE("row kernels") {
     }
   }
 
+  TEST_CASE("layer_norm and rms_norm of many rows at once give each row's bits alone and the float64 values") {
+    // 7 rows in one call (each row's next-row prefetch points into the
+    // following row, the last one's past the end) against each row alone
+    for (CpuTarget t : targets())
+      for (RowOp op : {RowOp::layer_norm, RowOp::rms_norm})
+        for (int wb = 0; wb < 4; ++wb) {
+          const bool w = wb & 1, b = wb & 2;
+          if (!can_generate_row({op, w, b, DType::float32, t})) continue;
+          const auto k = generate_row_kernel({op, w, b, DType::float32, t});
+          for (int64_t n : {1, 8, 24, 64, 100, 1024}) {
+            const int64_t rows = 7;
+            const std::vector<float> x = make_rows(rows, n, 91 + static_cast<uint64_t>(n), 3.0, false, 5.0);
+            const std::vector<float> wt = make_rows(1, n, 5, 1.0, false, 1.0), bs = make_rows(1, n, 6, 1.0, false);
+            std::vector<float> all(x.size()), one(x.size());
+            RowArgs a;
+            a.x = x.data();
+            a.y = all.data();
+            a.weight = w ? wt.data() : nullptr;
+            a.bias = b ? bs.data() : nullptr;
+            a.rows = rows;
+            a.n = n;
+            a.eps = 1e-5f;
+            k->fn()(&a);
+            for (int64_t r = 0; r < rows; ++r) {
+              RowArgs c = a;
+              c.x = x.data() + r * n;
+              c.y = one.data() + r * n;
+              c.rows = 1;
+              k->fn()(&c);
+            }
+            INFO(cpu_target_name(t) << " " << row_op_name(op) << " w " << w << " b " << b << " n " << n);
+            CHECK(std::memcmp(all.data(), one.data(), all.size() * sizeof(float)) == 0);
+            // and against the float64 formula (the pair path's values, not only its consistency)
+            for (int64_t r = 0; r < rows; ++r) {
+              double mean = 0, ss = 0;
+              for (int64_t j = 0; j < n; ++j) mean += x[r * n + j];
+              mean = op == RowOp::rms_norm ? 0.0 : mean / double(n);
+              for (int64_t j = 0; j < n; ++j) ss += (x[r * n + j] - mean) * (x[r * n + j] - mean);
+              const double rstd = 1.0 / std::sqrt(ss / double(n) + 1e-5);
+              for (int64_t j = 0; j < n; ++j) {
+                double y0 = (x[r * n + j] - mean) * rstd, want = y0;
+                if (w) want *= wt[j];
+                if (b) want += bs[j];
+                CHECK(std::fabs(all[r * n + j] - want) <= 2e-6 * (std::fabs(y0) + 1) * (w ? std::fabs(wt[j]) : 1.0) +
+                                                             4 * std::fabs(want) * 0x1p-24 + 1e-30);
+              }
+            }
+          }
+        }
+  }
+
   TEST_CASE("softmax and log_softmax in one kernel give each kernel's own bits") {
     for (CpuTarget t : targets()) {
       const auto both = generate_row_kernel({RowOp::softmax_and_log_softmax, false, false, DType::float32, t});

@@ -66,7 +66,10 @@ x86::Vec emit_arith(Ctx& c, const Instr& ins, DType cd, const x86::Vec* x, int n
 /// Compare, logical and predicate rows: returns a bool value.
 x86::Vec emit_predicate(Ctx& c, const Instr& ins, DType cd, const x86::Vec* x, int n);
 /// float32 transcendental rows (vmath.cpp).
-x86::Vec emit_math(Ctx& c, OpId op, const x86::Vec& x);
+/// A float32 math row of x (vmath_alg.h); with `negate`, exp of -x (exp
+/// only, FMA targets: the negation folded into the reduction, same bits as
+/// exp of the negated value).
+x86::Vec emit_math(Ctx& c, OpId op, const x86::Vec& x, bool negate = false);
 bool is_math_op(OpId op);
 bool is_predicate_op(OpId op);
 

@@ -55,7 +55,7 @@ class RowGen {
   void run();
 
  private:
-  using Mems = std::array<x86::Mem, 4>;
+  using Mems = std::array<x86::Mem, 5>;
   const RowKernelKey k_;
   x86::Compiler& cc_;
   VecAsm A_;
@@ -507,7 +507,16 @@ void RowGen::run() {
       std::vector<Stream> s3 = {X0, Y};
       if (k_.has_weight) s3.push_back({pw, true, false, 0.0f});
       if (k_.has_bias) s3.push_back({pb, true, false, 0.0f});
+      // the next row, prefetched while the last pass runs: each row of 1024
+      // floats is a new 4 KiB page, where the hardware prefetcher starts
+      // over and the row's first lines would come at the last-level
+      // cache's latency (prefetches never fault, also past the last row)
+      x86::Gp nx = cc_.newIntPtr("next_x");
+      cc_.lea(nx, x86::ptr(px, bytes));
+      const int pf = int(s3.size());
+      s3.push_back({nx, false, false, 0.0f});
       pass(s3, 4, [&](int, const Mems& m) {
+        cc_.prefetcht0(m[pf]);
         x86::Vec t = load(m[0]);
         if (!rms) t = A_.sub(f, A_.sub(f, t, mean0), c);
         t = A_.mul(f, t, rs);

@@ -56,7 +56,16 @@ Src VecAsm::konst(uint64_t bits, Lane l, int bytes) {
     cc.setCursor(prev);
   }
   hoisted_.emplace(key, r);
+  hoisted_src_.emplace(r.id(), m);
   return r;
+}
+
+x86::Vec VecAsm::fresh(const x86::Vec& a) {
+  auto it = hoisted_src_.find(a.id());
+  if (it == hoisted_src_.end()) return copy(a);
+  x86::Vec d = like(a);
+  cc.emit(sse() ? Inst::kIdMovaps : Inst::kIdVmovaps, d, it->second);
+  return d;
 }
 
 x86::Vec VecAsm::copy(const x86::Vec& a) {
@@ -86,6 +95,7 @@ x86::Vec VecAsm::reg_shared(const Src& s, const x86::Vec& width) {
   hoist_at = cc.cursor();
   cc.setCursor(prev);
   hoisted_mem_.emplace(key, r);
+  hoisted_src_.emplace(r.id(), m);
   return r;
 }
 
@@ -150,30 +160,31 @@ FmaIds fma_ids(int kind, Lane l) {
   switch (kind) {
     case 0: return {s ? Inst::kIdVfmadd213ps : Inst::kIdVfmadd213pd, s ? Inst::kIdVfmadd231ps : Inst::kIdVfmadd231pd};
     case 1: return {s ? Inst::kIdVfmsub213ps : Inst::kIdVfmsub213pd, s ? Inst::kIdVfmsub231ps : Inst::kIdVfmsub231pd};
-    default:
+    case 2:
       return {s ? Inst::kIdVfnmadd213ps : Inst::kIdVfnmadd213pd, s ? Inst::kIdVfnmadd231ps : Inst::kIdVfnmadd231pd};
+    default:
+      return {s ? Inst::kIdVfnmsub213ps : Inst::kIdVfnmsub213pd, s ? Inst::kIdVfnmsub231ps : Inst::kIdVfnmsub231pd};
   }
 }
 }  // namespace
 
-// kind 0: a*b + c, 1: a*b - c, 2: c - a*b
+// kind 0: a*b + c, 1: a*b - c, 2: c - a*b, 3: -(a*b) - c
 static x86::Vec fma_any(VecAsm& A, int kind, Lane l, const x86::Vec& a, const Src& b, const Src& c, bool fused) {
   if (fused && A.has_fma()) {
+    // d = a*b + d with the addend put into d: a constant is loaded (from
+    // the pool also when it is hoisted into a register: a load, not a
+    // move), a computed value is copied, and that copy is free when the
+    // addend dies here (the register allocator then gives d its register,
+    // as in the accumulations of the vector math)
     FmaIds id = fma_ids(kind, l);
-    x86::Vec d = A.like(a);
-    if (b.is_reg()) {
-      A.cc.emit(A.sse() ? Inst::kIdMovaps : Inst::kIdVmovaps, d, a);
-      A.cc.emit(InstId(id.f213), d, b.reg(), c.op);  // d = b*d + c
-    } else {
-      // the addend straight into d (a constant: one load, no copy)
-      A.cc.emit(Inst::kIdVmovaps, d, c.op);
-      A.cc.emit(InstId(id.f231), d, a, b.op);  // d = a*b + d
-    }
+    x86::Vec d = c.is_reg() ? A.fresh(c.reg()) : A.reg(c, a);
+    A.cc.emit(InstId(id.f231), d, a, b.op);
     return d;
   }
   x86::Vec p = A.mul(l, a, b);
   if (kind == 0) return A.add(l, p, c);
   if (kind == 1) return A.sub(l, p, c);
+  if (kind == 3) return A.xor_(A.add(l, p, c), l == Lane::b32 ? A.cf(-0.0f) : A.cd(-0.0));
   return A.sub(l, A.reg(c, a), p);
 }
 
@@ -201,6 +212,14 @@ x86::Vec VecAsm::msub(Lane l, const x86::Vec& a, const Src& b, const Src& c, boo
 }
 x86::Vec VecAsm::nmadd(Lane l, const x86::Vec& a, const Src& b, const Src& c, bool fused) {
   return fma_any(*this, 2, l, a, b, c, fused);
+}
+x86::Vec VecAsm::nmsub(Lane l, const x86::Vec& a, const Src& b, const Src& c, bool fused) {
+  return fma_any(*this, 3, l, a, b, c, fused);
+}
+x86::Vec VecAsm::fma_into(int kind, Lane l, const x86::Vec& acc, const x86::Vec& a, const Src& b, bool fused) {
+  if (!(fused && has_fma())) return fma_any(*this, kind, l, a, b, acc, fused);
+  cc.emit(InstId(fma_ids(kind, l).f231), acc, a, b.op);
+  return acc;
 }
 
 x86::Vec VecAsm::round(Lane l, const x86::Vec& a, int mode) {

@@ -106,6 +106,12 @@ class VecAsm {
   /// a*b - c and c - a*b, likewise.
   x86::Vec msub(Lane l, const x86::Vec& a, const Src& b, const Src& c, bool fused);
   x86::Vec nmadd(Lane l, const x86::Vec& a, const Src& b, const Src& c, bool fused);
+  /// -(a*b) - c, likewise.
+  x86::Vec nmsub(Lane l, const x86::Vec& a, const Src& b, const Src& c, bool fused);
+  /// As madd (kind 0), msub (1), nmadd (2), nmsub (3) with the addend `acc`
+  /// overwritten by the result (231 form, no copy) on FMA targets when
+  /// `fused`: for an addend that dies here. Returns the result register.
+  x86::Vec fma_into(int kind, Lane l, const x86::Vec& acc, const x86::Vec& a, const Src& b, bool fused);
   /// Rounding: 0 nearest even, 1 floor, 2 ceil, 3 trunc (roundps semantics:
   /// -0 and NaN kept). SSE2 (float only) emulates it with integer conversion.
   x86::Vec round(Lane l, const x86::Vec& a, int mode);
@@ -168,7 +174,14 @@ class VecAsm {
   /// The float in the low lane of `s` repeated over a register of `bytes`.
   x86::Vec splat32(const x86::Vec& s, int bytes);
 
+  /// A fresh register holding a's value: for a constant hoisted into a
+  /// register by konst()/reg_shared(), a load from the constant pool (a load
+  /// port) rather than a register move (a vector ALU slot on CPUs that do
+  /// not eliminate moves); else a register copy.
+  x86::Vec fresh(const x86::Vec& a);
+
   std::map<std::pair<uint64_t, int>, x86::Vec> hoisted_;
+  std::map<uint32_t, x86::Mem> hoisted_src_;  // hoisted register id -> its pool operand
   std::map<std::pair<std::pair<uint32_t, int64_t>, int>, x86::Vec> hoisted_mem_;  // (label, offset), bytes
 
   /// asmjit instruction selection helpers (public for the emitters).

@@ -51,7 +51,7 @@ struct AsmBackend {
   V div(V a, V b) { return A.div(l, R(a), b); }
   V madd(V a, V b, V c) { order(a, b); return A.madd(l, R(a), b, c, fma); }
   /// A fresh register holding a (owned by the caller: madd_acc may clobber it).
-  V load(V a) { return a.is_reg() ? A.copy(a.reg()) : A.reg(a, w); }
+  V load(V a) { return a.is_reg() ? A.fresh(a.reg()) : A.reg(a, w); }
   V madd_acc(V p, V x, V c) {
     x86::Vec acc = p.is_reg() ? p.reg() : A.reg(p, w);
     A.madd_acc(l, acc, x, c);
@@ -59,8 +59,37 @@ struct AsmBackend {
   }
   V msub(V a, V b, V c) { order(a, b); return A.msub(l, R(a), b, c, fma); }
   V nmadd(V a, V b, V c) { order(a, b); return A.nmadd(l, R(a), b, c, fma); }
+  V nmsub(V a, V b, V c) { order(a, b); return A.nmsub(l, R(a), b, c, fma); }
+  /// madd / nmsub whose addend c dies here: c's register takes the result
+  /// (a computed register of the algorithm, never a shared constant).
+  V madd_in(V a, V b, V c) { return fma_in(0, a, b, c); }
+  V nmsub_in(V a, V b, V c) { return fma_in(3, a, b, c); }
+  V fma_in(int kind, V a, V b, V c) {
+    order(a, b);
+    if (!c.is_reg()) return kind == 0 ? A.madd(l, R(a), b, c, fma) : A.nmsub(l, R(a), b, c, fma);
+    return A.fma_into(kind, l, c.reg(), R(a), b, fma);
+  }
   V maxx(V a, V b) { return A.maxx(l, R(a), b); }
   V minx(V a, V b) { return A.minx(l, R(a), b); }
+  V clamp_sym(V x, float c) { return minx(cf(c), maxx(cf(-c), x)); }
+  V copysign_or(V r, V x) {
+    if (A.evex()) {  // r = r | (x & -0): vpternlogd truth table 0xf8 (r dies here)
+      x86::Vec d = R(r);
+      A.cc.emit(Inst::kIdVpternlogd, d, R(x), cf(-0.0f).op, Imm(0xf8));
+      return d;
+    }
+    return vor(r, vand(x, cf(-0.0f)));
+  }
+  /// 2^(k+1) for exp's t = x log2e + kMagic (k = t - bits(kMagic), kf = k
+  /// as a float): vscalefps of 2 by kf on AVX-512, else (k + 128) << 23.
+  V pow2_k1(I t, V kf) {
+    if (A.evex()) {
+      x86::Vec d = A.like(w);
+      A.cc.emit(Inst::kIdVscalefps, d, R(cf(2.0f)), R(kf));
+      return d;
+    }
+    return ishl(isub(t, ci(int32_t(std::bit_cast<uint32_t>(vm::kMagic) - 128u))), 23);
+  }
   V vand(V a, V b) { order(a, b); return A.and_(R(a), b); }
   V vor(V a, V b) { order(a, b); return A.or_(R(a), b); }
   V vxor(V a, V b) { order(a, b); return A.xor_(R(a), b); }
@@ -190,11 +219,13 @@ bool is_math_op(OpId op) {
   }
 }
 
-x86::Vec emit_math(Ctx& c, OpId op, const x86::Vec& x) {
+x86::Vec emit_math(Ctx& c, OpId op, const x86::Vec& x, bool negate) {
   AsmBackend b{c.A, x, c.A.has_fma()};
+  if (negate && (op != OpId::Exp || !b.fused()))
+    throw std::logic_error("codegen: a negated input is folded only into exp on FMA targets");
   Src r;
   switch (op) {
-    case OpId::Exp: r = vm::exp(b, Src(x)); break;
+    case OpId::Exp: r = vm::exp_signed(b, Src(x), negate); break;
     case OpId::Exp2: r = vm::exp2(b, Src(x)); break;
     case OpId::Expm1: r = vm::expm1(b, Src(x)); break;
     case OpId::Log: r = vm::log(b, Src(x)); break;

@@ -140,10 +140,27 @@ ExpParts<B> exp_parts(B& b, typename B::V x, float lo, float hi, bool want_p = t
   return e;
 }
 
+/// e^x (neg = false) or e^{-x} (neg = true: the negation folded into the
+/// reduction, FMA targets only). x is clamped to [-104, 104]: below -104
+/// the result is 0, above 88.73 it overflows to inf (2^k with k up to 150
+/// is two finite factors, or one vscalefps).
+template <class B>
+typename B::V exp_signed(B& b, typename B::V x, bool neg) {
+  auto xc = b.clamp_sym(x, 104.0f);
+  // neg: -xc log2e + magic and -(kf ln2hi) - xc are exactly the values of
+  // the unnegated form on -xc, rounded once each: the same bits
+  auto t = neg ? b.nmadd(xc, b.cf(kLog2e), b.cf(kMagic)) : b.madd(xc, b.cf(kLog2e), b.cf(kMagic));
+  auto kf = b.sub(t, b.cf(kMagic));
+  auto r = neg ? b.nmsub_in(kf, b.cf(kLn2Hi), xc) : b.nmadd(kf, b.cf(kLn2Hi), xc);
+  r = b.nmadd(kf, b.cf(kLn2Lo), r);
+  auto r2 = b.mul(r, r);
+  auto q = b.madd(r2, horner(b, r, kExpP), r);
+  return b.scale_t(b.add(q, b.cf(1.0f)), b.as_i(t), kf);
+}
+
 template <class B>
 typename B::V exp(B& b, typename B::V x) {
-  auto e = exp_parts(b, x, -104.0f, 89.0f, true, false, /*want_k=*/false);
-  return b.scale_t(e.p, e.t, e.kf);
+  return exp_signed(b, x, false);
 }
 
 template <class B>
@@ -237,28 +254,45 @@ typename B::V log1p(B& b, typename B::V x) {
   return b.sel(tiny(b, x), x, r);
 }
 
+/// kExpP scaled for the reduced argument w = -r/2 of tanh: d_i = c_i (-2)^(i+1),
+/// so that Horner in w gives exactly -2 P(r) (power-of-two scalings commute
+/// with rounding).
+inline constexpr float kExpPm2[] = {kExpP[0] * -2.0f, kExpP[1] * 4.0f,   kExpP[2] * -8.0f,
+                                    kExpP[3] * 16.0f, kExpP[4] * -32.0f, kExpP[5] * 64.0f};
+
 template <class B>
 typename B::V tanh(B& b, typename B::V x) {
   // tanh|x| = -m / (m + 2) with m = expm1(-2|x|) in (-1, 0]: one exp
   // reduction and one division for every |x| (m is accurate relative to
-  // itself, so small |x| need no separate polynomial)
+  // itself, so small |x| need no separate polynomial).
+  // a = min(|x|, 10); the reduction of -2a is run
+  // on a itself with the factor -2 folded into the constants: with
+  // kf = round(-2a log2e), r = -2a - kf ln2 = -2 w where
+  // w = (a + kf ln2hi/2) + kf ln2lo/2, each step exactly -1/2 of the
+  // unfolded one, so no -2a is ever formed
   auto ax = vabs(b, x);
-  // -2|x| <= 0 (or NaN): the clamp's upper bound is a no-op, and p unused
-  auto e = exp_parts(b, b.mul(ax, b.cf(-2.0f)), -20.0f, 0.0f, /*want_p=*/false, /*x_nonpositive=*/true,
-                     /*want_k=*/false);
-  // 2^k, k in [-29, 0]: (k + 127) << 23 with k + 127 = t - (bits(kMagic) - 127)
-  auto two_k = b.as_f(b.ishl(b.isub(e.t, b.ci(int32_t(std::bit_cast<uint32_t>(kMagic) - 127u))), 23));
-  // -m = (1 - 2^k) - q 2^k in one rounding: rounding is symmetric in sign,
-  // so this is exactly the negation of m = q 2^k + (2^k - 1), and m + 2 is
-  // exactly 2 - (-m) (one instruction fewer than negating m)
-  auto nm = b.nmadd(e.q, two_k, b.sub(b.cf(1.0f), two_k));
+  auto a = b.minx(b.cf(10.0f), ax);
+  auto t = b.madd(a, b.cf(-2.0f * kLog2e), b.cf(kMagic));
+  auto kf = b.sub(t, b.cf(kMagic));
+  // (the *_in forms overwrite their addend, which dies there: no copies)
+  auto w = b.madd_in(kf, b.cf(0.5f * kLn2Hi), a);
+  w = b.madd_in(kf, b.cf(0.5f * kLn2Lo), w);
+  // e^r - 1 = q = r + r^2 P(r) = -2 (w + w^2 (-2 P(r))) = -2 Q
+  auto s = b.mul(w, w);
+  auto Q = b.madd_in(s, horner(b, w, kExpPm2), w);
+  // 2^(k+1), k in [-29, 0] (vscalefps of 2 by kf on AVX-512, else
+  // (k + 128) << 23 with k + 128 = t - (bits(kMagic) - 128))
+  auto two_k1 = b.pow2_k1(b.as_i(t), kf);
+  // -m = (1 - 2^k) - q 2^k = Q 2^(k+1) + (1 - 2^k) in one rounding, and
+  // m + 2 is exactly 2 - (-m)
+  auto nm = b.madd_in(Q, two_k1, b.nmadd(two_k1, b.cf(0.5f), b.cf(1.0f)));
   auto r = b.div(nm, b.sub(b.cf(2.0f), nm));
   // tanh|x| <= |x|: where r rounded above |x| (|x| below about 2^-11) |x|
   // is the nearer float, and below 2^-24 it is tanh|x| correctly rounded
   // (r is |x| or one ulp above there); +-0 gives +0. One min instead of a
   // compare and select; NaN stays NaN (minps returns its second operand).
   r = b.minx(r, ax);
-  return b.vor(r, signbit(b, x));
+  return b.copysign_or(r, x);  // r | (x & -0): one vpternlogd on AVX-512 (r dies)
 }
 
 /// num / (1 + e^{-|x|}) scaled: returns the quotient and the exponent to

@@ -49,9 +49,22 @@ struct ScalarBackend {
     if (fma) return std::fma(-a, b, c);
     return c - mul(a, b);
   }
+  /// -(a*b) - c
+  V nmsub(V a, V b, V c) const {
+    if (fma) return std::fma(-a, b, -c);
+    return -(mul(a, b) + c);
+  }
+  V madd_in(V a, V b, V c) const { return madd(a, b, c); }
+  V nmsub_in(V a, V b, V c) const { return nmsub(a, b, c); }
   // x86 maxps / minps
   static V maxx(V a, V b) { return a > b ? a : b; }
   static V minx(V a, V b) { return a < b ? a : b; }
+  /// min(max(x, -c), c), NaN kept.
+  static V clamp_sym(V x, float c) { return minx(c, maxx(-c, x)); }
+  /// r | (x & -0): r with x's sign bit or-ed in.
+  static V copysign_or(V r, V x) { return f(u(r) | (u(x) & 0x80000000u)); }
+  /// 2^(k+1) for t = bits(x log2e + kMagic), k = t - bits(kMagic) in [-127, 126].
+  static V pow2_k1(I t, V /*kf*/) { return f(uint32_t(t - int32_t(std::bit_cast<uint32_t>(kMagic) - 128u)) << 23); }
   static uint32_t u(V a) { return std::bit_cast<uint32_t>(a); }
   static V f(uint32_t a) { return std::bit_cast<float>(a); }
   static V vand(V a, V b) { return f(u(a) & u(b)); }
