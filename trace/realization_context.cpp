@@ -187,6 +187,34 @@ void check_not_ambiguous(RealizationContext& cur, const Tensor& dst, const char*
     v = g.node(static_cast<size_t>(g.producer(v))).inputs[0];
   }
 }
+
+// In a lazy scope, `view` (a view value of `lz`) whose root is a realized
+// tensor (a source) is bound now to that tensor's eager view (the view ops
+// replayed on it), so a write through it lands in the tensor's memory as it
+// does eagerly (the lazy context snapshots what it recorded reading first).
+// A view of a lazy op result is left alone (written functionally).
+void bind_lazy_view_of_source(RealizationContext& lz, const Tensor& view) {
+  const Graph& g = lz.graph();
+  int32_t v = view.impl().state->values[0].id;
+  const int32_t root = lz.view_root(v);
+  const Node& rn = g.node(static_cast<size_t>(g.producer(root)));
+  if (rn.kind != NodeKind::constant || !rn.data.defined()) return;
+  std::vector<const Node*> chain;
+  for (; v != root; v = g.node(static_cast<size_t>(g.producer(v))).inputs[0])
+    chain.push_back(&g.node(static_cast<size_t>(g.producer(v))));
+  Tensor t = rn.data;
+  {
+    detail::EagerGuard eager;
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it) t = apply((*it)->op, t, (*it)->attrs);
+  }
+  if (t.buffer() != rn.data.buffer()) return;  // not a view of the tensor after all: keep it lazy
+  auto& im = const_cast<detail::TensorImpl&>(view.impl());
+  im.storage = t.impl().storage;
+  im.strides = t.impl().strides;
+  im.offset = t.impl().offset;
+  im.device = t.impl().device;
+  im.state.reset();
+}
 }  // namespace
 
 void detail::set_broadcast_arguments(const Graph& g, std::map<int32_t, int> args) {
@@ -199,7 +227,11 @@ detail::WriteMode detail::begin_write(const Tensor& dst, const char* who) {
   RealizationContext* cur = active_context();
   if (const auto& st = dst.impl().state) {
     RealizationContext* owner = st->context();
-    if (owner && owner == cur) {
+    if (owner && owner == cur && dynamic_cast<LazyRealizationContext*>(cur) && cur->is_view_value(st->values[0].id))
+      bind_lazy_view_of_source(*cur, dst);  // a view of a realized tensor: written eagerly, as outside lazy()
+    if (dst.is_realized()) {
+      // (bound above) falls through to the eager write below
+    } else if (owner && owner == cur) {
       check_not_broadcast_argument(*cur, dst, who);
       check_not_ambiguous(*cur, dst, who);
       if (cur->is_view_value(st->values[0].id)) cur->check_view_write(dst, who);
