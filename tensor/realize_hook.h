@@ -49,9 +49,14 @@ WriteMode begin_write(const Tensor& dst, const char* who);
 void functional_write(const Tensor& dst, const Tensor& value);
 /// clone()/contiguous() of `t` while a context records: for an unrealized
 /// tensor of the current context, a same-dtype Cast (a copy, a value of its
-/// own) when `always` (clone) or when t is a view of another value
-/// (contiguous), else t itself; an undefined Tensor for anything else (the
-/// caller realizes t and copies eagerly).
+/// own) when `always` (clone) or when t's layout (as eagerly: replayed from
+/// its root's known strides) is not contiguous (contiguous), else t itself;
+/// an undefined Tensor for anything else (the caller realizes t and copies
+/// eagerly). When the layout is not known (a view of an argument traced for
+/// a non-contiguous stride class), contiguous() records a copy marked
+/// ambiguous: an in-place write into it, or into a view of it, throws
+/// RealizationError (eagerly it would be the view or a copy depending on the
+/// argument's runtime strides). Reshape is treated alike by the contexts.
 Tensor recorded_copy(const Tensor& t, bool always);
 /// The layout eager code would see for an unrealized tensor of a graph
 /// context (stage, compile, jit), as far as the trace knows it: a view's
@@ -64,7 +69,15 @@ struct TracedLayout {
   StrideClass cls = StrideClass::contiguous;
   std::optional<Strides> strides;
   std::string why;
+  /// False when not even the class is known (a view of an argument whose
+  /// strides are not known: eagerly its class depends on them); `cls` is
+  /// then StrideClass::general, the class that covers every layout.
+  bool cls_known = true;
 };
+/// The strides every tensor of `shape` in stride class `cls` has, when the
+/// class determines them: a contiguous one's, and a transposed 2-d one's
+/// with both extents > 1 ({1, shape[0]}); nullopt otherwise.
+std::optional<Strides> class_strides(const Shape& shape, StrideClass cls);
 /// The TracedLayout of `t`; nullopt when `t` is realized or not a value of a
 /// graph context (a lazy tensor).
 std::optional<TracedLayout> traced_layout(const Tensor& t);

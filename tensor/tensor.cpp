@@ -133,7 +133,15 @@ StrideClass detail::stride_class_of(const Shape& shape, const Strides& strides) 
   return StrideClass::general;
 }
 
-bool Tensor::is_contiguous() const { return stride_class() == StrideClass::contiguous; }
+bool Tensor::is_contiguous() const {
+  if (!is_realized())
+    if (auto l = detail::traced_layout(*this); l && !l->cls_known)
+      // Eagerly the answer depends on strides the trace does not know: no guess.
+      throw RealizationError("is_contiguous(): whether this traced tensor is contiguous is not known while tracing (" +
+                             l->why + "); eagerly it depends on the argument's memory layout. Call contiguous() "
+                             "(always contiguous) or pass a contiguous argument");
+  return stride_class() == StrideClass::contiguous;
+}
 
 TensorLayout Tensor::layout() const { return TensorLayout(dtype(), shape(), device(), stride_class()); }
 

@@ -53,9 +53,19 @@ TEST_SUITE("traced_layout") {
       (void)y.transpose().strides();  // y itself has any transposed layout
       return y * 1.0f;
     };
-    Tensor xt = tensor({{1.0f, 2.0f}, {3.0f, 4.0f}}).transpose();
+    // A 3-d transposed argument: the key does not say which axes it permutes.
+    Tensor xt = arange(0.0, 24.0, 1.0, DType::float32).reshape({2, 3, 4}).permute({2, 0, 1});  // [4, 2, 3]
     CHECK(xt.stride_class() == StrideClass::transposed);
     CHECK_THROWS_WITH_AS(compile(f)(xt.layout()), doctest::Contains("strides()"), RealizationError);
+    // A 2-d transposed one (both extents > 1) has one possible layout: its strides are known.
+    Tensor x2 = tensor({{1.0f, 2.0f, 3.0f}, {4.0f, 5.0f, 6.0f}}).transpose();  // [3, 2], strides {1, 3}
+    Strides s2;
+    auto h = [&](Tensor y) {
+      s2 = y.transpose().strides();
+      return y * 1.0f;
+    };
+    (void)compile(h)(x2.layout());
+    CHECK(s2 == Strides{3, 1});
     // Its class is known, and an op result's strides are.
     StrideClass cls = StrideClass::contiguous;
     Strides rs;
@@ -66,7 +76,7 @@ TEST_SUITE("traced_layout") {
     };
     (void)compile(g)(xt.layout());
     CHECK(cls == StrideClass::transposed);
-    CHECK(rs == Strides{2, 1});
+    CHECK(rs == Strides{6, 3, 1});
   }
 
   TEST_CASE("contiguous() of a contiguous traced view is the view: writes through it reach the argument as eagerly") {

@@ -31,6 +31,58 @@ void pop(RealizationContext* c) {
 }
 }  // namespace
 
+namespace {
+// Values of a context whose view-vs-copy status eagerly depends on strides
+// the trace does not know (reshape or contiguous() of a view of an argument
+// traced for a non-contiguous stride class), with the op that made each: an
+// in-place write into one, or through a view of one, is refused.
+std::mutex g_ambiguous_mu;
+std::map<const RealizationContext*, std::map<int32_t, std::string>> g_ambiguous;
+
+void mark_ambiguous(const RealizationContext* c, int32_t v, const std::string& who) {
+  std::lock_guard<std::mutex> lock(g_ambiguous_mu);
+  g_ambiguous[c][v] = who;
+}
+
+// The strides eager code would see for `t` (a tensor of context `c`, or a
+// realized tensor about to become its source), when known: replayed through
+// the eager view rules from its root's. For a graph context, traced_layout;
+// for a lazy one, a source's own strides and an op result's contiguous ones
+// (its values are the eager kernels' results). `cls_known` false when not
+// even the class is known.
+struct KnownLayout {
+  std::optional<Strides> strides;
+  StrideClass cls = StrideClass::general;
+  bool cls_known = false;
+};
+KnownLayout known_layout(RealizationContext& c, const Tensor& t);
+// The layout recorded for root value `from` of graph context `c` becomes
+// that of `to` (its new value after an in-place write: the same memory
+// eagerly). No-op for other contexts.
+void inherit_layout(RealizationContext& c, int32_t from, int32_t to);
+// True when root value `v` of graph context `c` has a layout other than the
+// contiguous one a new op result gets (an argument or captured tensor laid
+// out otherwise, or of unknown strides): a write into it must keep it.
+bool keeps_layout(RealizationContext& c, int32_t v);
+
+// True when eager's reshape by `attrs` of a tensor of `shape` is a view
+// whatever its strides: it is one for strides no two axes of which can merge.
+bool reshape_always_view(const Shape& shape, const Attrs& attrs) {
+  Strides pad(shape.size());
+  int64_t acc = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    pad[i] = acc;
+    if (__builtin_mul_overflow(acc, 2 * std::max<int64_t>(shape[i], 1), &acc)) return false;
+  }
+  Shape s2;
+  Strides st2;
+  return detail::view_strides(OpId::Reshape, shape, pad, attrs, s2, st2);
+}
+
+// Set while apply_op records the parts of a reshape it handles itself.
+thread_local bool t_plain_reshape = false;
+}  // namespace
+
 // ---- hooks used by tensor/ ----------------------------------------------------------
 RealizationContext* detail::active_context() {
   if (!t_stack.empty()) return t_stack.back();
@@ -50,19 +102,18 @@ Tensor detail::recorded_copy(const Tensor& t, bool always) {
   const auto& st = t.impl().state;
   RealizationContext* cur = active_context();
   if (!st || !cur || st->context() != cur) return Tensor();
-  if (!always) {
-    // As eagerly, a value whose layout is contiguous (a view included: y[1],
-    // a reshape) is returned itself, so writes through the result reach what
-    // it views; a non-contiguous one (or one of unknown layout) is copied.
-    if (auto l = traced_layout(t)) {
-      if (l->cls == StrideClass::contiguous) return t;
-    } else if (!cur->is_view_value(st->values[0].id)) {
-      return t;
-    }
-  }
   Attrs a;
   a.dtype = t.dtype();
-  return apply(OpId::Cast, t, a);
+  if (always) return apply(OpId::Cast, t, a);
+  // As eagerly, a value whose layout is contiguous (a view included: y[1],
+  // a reshape) is returned itself, so writes through the result reach what
+  // it views; a non-contiguous one is copied. Where the layout is not known,
+  // eagerly it may be either: the copy is recorded, marked ambiguous.
+  const KnownLayout l = known_layout(*cur, t);
+  if (l.cls_known && l.cls == StrideClass::contiguous) return t;
+  Tensor r = apply(OpId::Cast, t, a);
+  if (!l.cls_known) mark_ambiguous(cur, r.impl().state->values[0].id, "contiguous()");
+  return r;
 }
 
 void detail::realize_tensor(const Tensor& t) {
@@ -115,6 +166,55 @@ void check_not_broadcast_argument(RealizationContext& cur, const Tensor& dst, co
                    "memory (a stride 0); write into a tensor of its own, e.g. x.clone(), or pass the argument "
                    "contiguous");
 }
+
+// A write into a value marked ambiguous, or through a view of one, is refused.
+void check_not_ambiguous(RealizationContext& cur, const Tensor& dst, const char* who) {
+  std::lock_guard<std::mutex> lock(g_ambiguous_mu);
+  auto c = g_ambiguous.find(&cur);
+  if (c == g_ambiguous.end() || c->second.empty()) return;
+  const Graph& g = cur.graph();
+  int32_t v = dst.impl().state->values[0].id;
+  const int32_t root = cur.view_root(v);
+  for (;;) {
+    if (auto a = c->second.find(v); a != c->second.end())
+      throw RealizationError(
+          std::string(who) + ": the destination (shape " + shape_str(dst.shape()) + ") is, or is a view of, the " +
+          "result of " + a->second + " (graph value %" + std::to_string(v) + ") of a view of an argument traced " +
+          "for a non-contiguous stride class; whether that result is a view or a copy depends on the argument's " +
+          "runtime strides, so whether this write reaches the argument cannot be decided while tracing. Write " +
+          "into a copy (.clone()) or pass a contiguous argument");
+    if (v == root) return;
+    v = g.node(static_cast<size_t>(g.producer(v))).inputs[0];
+  }
+}
+
+// In a lazy scope, `view` (a view value of `lz`) whose root is a realized
+// tensor (a source) is bound now to that tensor's eager view (the view ops
+// replayed on it), so a write through it lands in the tensor's memory as it
+// does eagerly (the lazy context snapshots what it recorded reading first).
+// A view of a lazy op result is left alone (written functionally).
+void bind_lazy_view_of_source(RealizationContext& lz, const Tensor& view) {
+  const Graph& g = lz.graph();
+  int32_t v = view.impl().state->values[0].id;
+  const int32_t root = lz.view_root(v);
+  const Node& rn = g.node(static_cast<size_t>(g.producer(root)));
+  if (rn.kind != NodeKind::constant || !rn.data.defined()) return;
+  std::vector<const Node*> chain;
+  for (; v != root; v = g.node(static_cast<size_t>(g.producer(v))).inputs[0])
+    chain.push_back(&g.node(static_cast<size_t>(g.producer(v))));
+  Tensor t = rn.data;
+  {
+    detail::EagerGuard eager;
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it) t = apply((*it)->op, t, (*it)->attrs);
+  }
+  if (t.buffer() != rn.data.buffer()) return;  // not a view of the tensor after all: keep it lazy
+  auto& im = const_cast<detail::TensorImpl&>(view.impl());
+  im.storage = t.impl().storage;
+  im.strides = t.impl().strides;
+  im.offset = t.impl().offset;
+  im.device = t.impl().device;
+  im.state.reset();
+}
 }  // namespace
 
 void detail::set_broadcast_arguments(const Graph& g, std::map<int32_t, int> args) {
@@ -127,8 +227,13 @@ detail::WriteMode detail::begin_write(const Tensor& dst, const char* who) {
   RealizationContext* cur = active_context();
   if (const auto& st = dst.impl().state) {
     RealizationContext* owner = st->context();
-    if (owner && owner == cur) {
+    if (owner && owner == cur && dynamic_cast<LazyRealizationContext*>(cur) && cur->is_view_value(st->values[0].id))
+      bind_lazy_view_of_source(*cur, dst);  // a view of a realized tensor: written eagerly, as outside lazy()
+    if (dst.is_realized()) {
+      // (bound above) falls through to the eager write below
+    } else if (owner && owner == cur) {
       check_not_broadcast_argument(*cur, dst, who);
+      check_not_ambiguous(*cur, dst, who);
       if (cur->is_view_value(st->values[0].id)) cur->check_view_write(dst, who);
       return WriteMode::functional;
     }
@@ -157,10 +262,20 @@ Tensor own_value(RealizationContext& cur, const Tensor& value) {
 
 void detail::functional_write(const Tensor& dst, const Tensor& value) {
   RealizationContext& cur = current_realization_context();
+  // Eagerly the destination keeps its memory, and so its layout: where that
+  // is not an op result's, the new value is a fresh copy that inherits it
+  // (views rebound onto it then report eager's layout).
+  auto fresh = [&](int32_t old, Tensor v) {
+    if (!keeps_layout(cur, old)) return v;
+    Attrs a;
+    a.dtype = v.dtype();
+    return apply(OpId::Cast, v, a);
+  };
   if (dst.is_realized()) {
     auto& g = dynamic_cast<GraphRealizationContext&>(cur);
     const int32_t old = g.add_source(dst)->values[0].id;
-    const int32_t now = cur.value_of(own_value(cur, value)).id;
+    const int32_t now = cur.value_of(fresh(old, own_value(cur, value))).id;
+    if (keeps_layout(cur, old)) inherit_layout(cur, old, now);
     g.set_mutable_value(dst, now);
     cur.follow_write(nullptr, old, now);
     return;
@@ -168,12 +283,14 @@ void detail::functional_write(const Tensor& dst, const Tensor& value) {
   auto& st = dst.impl().state;
   const int32_t old = st->values[0].id;
   if (cur.is_view_value(old)) return cur.write_through_view(dst, value);
-  const Tensor v = own_value(cur, value);
+  const bool keep = keeps_layout(cur, old);
+  const Tensor v = fresh(old, own_value(cur, value));
   if (!v.is_realized() && v.impl().state->link() == st->link()) {
     st = v.impl().state;
   } else {
     st = cur.add_source(v.is_realized() ? v : v.realize());
   }
+  if (keep) inherit_layout(cur, old, st->values[0].id);
   cur.follow_write(&dst, old, st->values[0].id);
 }
 
@@ -218,6 +335,41 @@ GraphValue RealizationContext::value_of(const Tensor& t) {
 }
 
 Tensor RealizationContext::apply_op(OpId op, std::span<const Tensor> in, const Attrs& attrs) {
+  // Reshape decides view or copy as eagerly, from the input's strides where
+  // they are known; where not, and it could be either, it is marked ambiguous.
+  if (op == OpId::Reshape && in.size() == 1 && !t_plain_reshape &&
+      (in[0].is_realized() || in[0].impl().state->link() == link_)) {
+    const KnownLayout l = known_layout(*this, in[0]);
+    bool copy = false, ambiguous = false;
+    if (l.strides) {
+      Shape s2;
+      Strides st2;
+      copy = !detail::view_strides(op, in[0].shape(), *l.strides, attrs, s2, st2);
+    } else {
+      ambiguous = !reshape_always_view(in[0].shape(), attrs);
+    }
+    if (copy || ambiguous) {
+      t_plain_reshape = true;
+      Tensor r;
+      try {
+        r = apply_op(op, in, attrs);
+      } catch (...) {
+        t_plain_reshape = false;
+        throw;
+      }
+      t_plain_reshape = false;
+      if (ambiguous) {
+        mark_ambiguous(this, r.impl().state->values[0].id, "reshape");
+        return r;
+      }
+      // Eagerly a copy in row-major order: a value of its own, so writes
+      // into it do not reach the input. A same-dtype Cast is a copy.
+      Attrs a;
+      a.dtype = in[0].dtype();
+      const Tensor arg[1] = {r};
+      return apply_op(OpId::Cast, arg, a);
+    }
+  }
   GraphValue vals[8];
   std::vector<GraphValue> many;
   std::span<const GraphValue> args;
@@ -350,6 +502,7 @@ void RealizationContext::write_through_view(const Tensor& view, const Tensor& va
   // same-dtype Cast is a copy, a value of its own.
   const Tensor fresh = apply(OpId::Cast, reshape(written, rt.shape), a);
   const int32_t now = fresh.impl().state->values[0].id;
+  inherit_layout(*this, root, now);  // the same memory eagerly: views rebound below keep eager's layout
   mark_superseded(root);
   if (auto b = g->base.lock(); b && b->state && b->state->link() == link_ && b->state->values[0].id == root) {
     b->state = fresh.impl().state;
@@ -386,11 +539,36 @@ void RealizationContext::rebind_views(AliasGroup& g, int32_t old_root, int32_t n
     if (!h || !h->state || h->state->link() != link_) continue;
     const int32_t hv = h->state->values[0].id;
     if (view_root(hv) != old_root || hv == old_root) continue;  // rebound elsewhere since
-    Tensor t = create_unrealized({GraphValue{&graph(), new_root}});
-    for (const auto& [op, a] : view_chain(old_root, hv)) {
-      const Tensor arg[1] = {t};
-      t = RealizationContext::apply_op(op, arg, a);
+    // The old chain's values, root first, and which of them were ambiguous.
+    std::vector<int32_t> old_vals;
+    {
+      const Graph& gr = graph();
+      for (int32_t v = hv; v != old_root; v = gr.node(static_cast<size_t>(gr.producer(v))).inputs[0])
+        old_vals.push_back(v);
+      std::reverse(old_vals.begin(), old_vals.end());
     }
+    std::vector<std::string> marks(old_vals.size());
+    {
+      std::lock_guard<std::mutex> lock(g_ambiguous_mu);
+      if (auto c = g_ambiguous.find(this); c != g_ambiguous.end())
+        for (size_t k = 0; k < old_vals.size(); ++k)
+          if (auto m = c->second.find(old_vals[k]); m != c->second.end()) marks[k] = m->second;
+    }
+    Tensor t = create_unrealized({GraphValue{&graph(), new_root}});
+    size_t k = 0;
+    t_plain_reshape = true;  // the same views again, on the new value
+    try {
+      for (const auto& [op, a] : view_chain(old_root, hv)) {
+        const Tensor arg[1] = {t};
+        t = RealizationContext::apply_op(op, arg, a);
+        if (k < marks.size() && !marks[k].empty()) mark_ambiguous(this, t.impl().state->values[0].id, marks[k]);
+        ++k;
+      }
+    } catch (...) {
+      t_plain_reshape = false;
+      throw;
+    }
+    t_plain_reshape = false;
     h->state = t.impl().state;
   }
 }
@@ -593,7 +771,10 @@ std::optional<detail::TracedLayout> detail::traced_layout(const Tensor& t) {
   TracedLayout l = root_layout(*g, root);
   if (chain.empty()) return l;
   if (!l.strides) {
+    // A view of a root whose strides are not known: eagerly even its class
+    // depends on them (x.transpose() of a transposed x may be contiguous).
     l.cls = StrideClass::general;
+    l.cls_known = false;
     return l;
   }
   Shape shape = gr.type(root).shape;
@@ -618,8 +799,83 @@ void detail::set_traced_value_layout(int32_t value, const TracedLayout& l) {
   g_layouts[g][value] = l;
 }
 
+std::optional<Strides> detail::class_strides(const Shape& shape, StrideClass cls) {
+  if (cls == StrideClass::contiguous) return contiguous_strides(shape);
+  // A transposed 2-d layout with both extents > 1 is the transpose of a
+  // contiguous one (with an extent 1 it would be contiguous).
+  if (cls == StrideClass::transposed && shape.size() == 2 && shape[0] > 1 && shape[1] > 1)
+    return Strides{1, shape[0]};
+  return std::nullopt;
+}
+
+namespace {
+KnownLayout known_layout(RealizationContext& c, const Tensor& t) {
+  KnownLayout k;
+  if (t.is_realized()) {  // (becomes) a source of the context: its own strides
+    k.strides = t.strides();
+    k.cls = t.stride_class();
+    k.cls_known = true;
+    return k;
+  }
+  if (auto l = detail::traced_layout(t)) {
+    k.strides = std::move(l->strides);
+    k.cls = l->cls;
+    k.cls_known = l->cls_known;
+    return k;
+  }
+  if (!dynamic_cast<LazyRealizationContext*>(&c) || t.impl().state->values.size() != 1) return k;
+  // A lazy value: its root is a source (its own strides) or an op result
+  // (the eager kernel's contiguous output); views replay eager's rules.
+  const Graph& gr = c.graph();
+  int32_t v = t.impl().state->values[0].id;
+  const int32_t root = c.view_root(v);
+  std::vector<int32_t> chain;
+  for (; v != root; v = gr.node(static_cast<size_t>(gr.producer(v))).inputs[0]) chain.push_back(v);
+  const Node& rn = gr.node(static_cast<size_t>(gr.producer(root)));
+  Shape shape = gr.type(root).shape;
+  Strides strides = rn.kind == NodeKind::constant && rn.data.defined() ? rn.data.strides() : contiguous_strides(shape);
+  for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+    const Node& n = gr.node(static_cast<size_t>(gr.producer(*it)));
+    Shape s2;
+    Strides st2;
+    detail::view_strides(n.op, shape, strides, n.attrs, s2, st2);
+    shape = std::move(s2);
+    strides = std::move(st2);
+  }
+  k.cls = detail::stride_class_of(shape, strides);
+  k.cls_known = true;
+  k.strides = std::move(strides);
+  return k;
+}
+
+bool keeps_layout(RealizationContext& c, int32_t v) {
+  auto* g = dynamic_cast<GraphRealizationContext*>(&c);
+  if (!g || g->is_view_value(v)) return false;
+  const Graph& gr = g->graph();
+  if (gr.node(static_cast<size_t>(gr.producer(v))).kind == NodeKind::input) {
+    std::lock_guard<std::mutex> lock(g_layout_mu);  // an argument with no layout set: nothing to keep
+    auto it = g_layouts.find(g);
+    if (it == g_layouts.end() || !it->second.count(v)) return false;
+  }
+  const detail::TracedLayout l = root_layout(*g, v);
+  return !l.strides || *l.strides != contiguous_strides(g->graph().type(v).shape);
+}
+
+void inherit_layout(RealizationContext& c, int32_t from, int32_t to) {
+  auto* g = dynamic_cast<GraphRealizationContext*>(&c);
+  if (!g) return;
+  detail::TracedLayout l = root_layout(*g, from);
+  std::lock_guard<std::mutex> lock(g_layout_mu);
+  g_layouts[g][to] = std::move(l);
+}
+}  // namespace
+
 GraphRealizationContext::~GraphRealizationContext() {
   pop(this);
+  {
+    std::lock_guard<std::mutex> lock(g_ambiguous_mu);
+    g_ambiguous.erase(this);
+  }
   std::lock_guard<std::mutex> lock(g_layout_mu);
   g_layouts.erase(this);
 }

@@ -59,14 +59,14 @@ TraceSession::TraceSession(const std::string& name, const std::vector<TensorLayo
   for (size_t j = 0; j < same_as_.size(); ++j)
     if (same_as_[j] >= 0) inputs_[j] = inputs_[static_cast<size_t>(same_as_[j])];
   // What an argument reports for its layout while traced (Tensor::strides,
-  // stride_class): its stride class; strides only for a contiguous one (the
-  // key does not say which axes a transposed argument permutes).
+  // stride_class): its stride class; strides only where the class determines
+  // them (contiguous, transposed 2-d: the key does not say which axes a
+  // transposed argument of more axes permutes).
   for (size_t i = 0; i < in_layouts.size(); ++i) {
     detail::TracedLayout l;
     l.cls = in_layouts[i].stride_class;
-    if (l.cls == StrideClass::contiguous)
-      l.strides = contiguous_strides(in_layouts[i].shape);
-    else
+    l.strides = detail::class_strides(in_layouts[i].shape, l.cls);  // where the class determines them
+    if (!l.strides)
       l.why = "argument " + std::to_string(i) + " was traced for any layout of its non-contiguous stride class; "
               "its strides are not part of the compiled key";
     detail::set_traced_value_layout(graph_->input_ids()[i], l);

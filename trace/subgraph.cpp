@@ -103,9 +103,8 @@ std::vector<Tensor> call_subgraph(
       for (size_t i = 0; i < args.size(); ++i) {
         TracedLayout l;
         l.cls = args[i].stride_class();
-        if (l.cls == StrideClass::contiguous)
-          l.strides = contiguous_strides(args[i].shape());
-        else
+        l.strides = class_strides(args[i].shape(), l.cls);
+        if (!l.strides)
           l.why = "a subgraph body's argument " + std::to_string(i) + " is traced for any layout of its stride class";
         set_traced_value_layout(body.input_ids()[i], l);
       }
