@@ -2,12 +2,16 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
 #include <ostream>
 #include <set>
 
 #include "../tensor/creation.h"
 #include "../tensor/mutation.h"
 #include "../tensor/realize_hook.h"
+#include "../trace/read_after_write.h"
 #include "mef.h"
 #include "mef_graph.h"
 #include "mef_plan.h"
@@ -364,6 +368,41 @@ CallResult CompiledCallable::inline_call(GraphRealizationContext& outer, const s
   CallResult r;
   for (size_t i = 0; i < nres; ++i) r.leaves.push_back(outer.create_unrealized({val(outs[i])}));
   r.tree = staged_.out_tree;
+  // The inlined nodes precede the write-backs below, so the outer trace's
+  // StagedGraph::write_reads would count every read they make as one before
+  // the writes: note, in the outer trace's values, what this callable reads
+  // after each write (per its own write_reads; every argument and weight
+  // when it has none, as a callable read back from MEF).
+  {
+    std::map<std::string, int32_t> weight_value;  // this graph's weight name -> the outer value
+    for (const Node& n : g.nodes())
+      if (n.kind == NodeKind::weight && !n.outputs.empty() && map[static_cast<size_t>(n.outputs[0])] >= 0)
+        weight_value[n.name] = map[static_cast<size_t>(n.outputs[0])];
+    std::vector<int32_t> arg_value(leaves.size());  // before the write-backs
+    for (size_t j = 0; j < leaves.size(); ++j) arg_value[j] = outer.value_of(leaves[j]).id;
+    for (size_t k = 0; k < staged_.writes.size(); ++k) {
+      const WriteBack& w = staged_.writes[k];
+      const WriteReads* rd = staged_.write_reads.size() == staged_.writes.size() ? &staged_.write_reads[k] : nullptr;
+      int32_t dst;
+      if (w.argument >= 0) {
+        dst = arg_value[static_cast<size_t>(w.argument)];
+      } else if (auto it = weight_value.find(w.weight); it != weight_value.end()) {
+        dst = it->second;
+      } else {
+        dst = outer.add_mutable_source(weights_.at(w.weight))->values[0].id;
+      }
+      dst = outer.view_root(dst);
+      for (size_t j = 0; j < leaves.size(); ++j)
+        if (static_cast<int32_t>(j) != w.argument && (!rd || (j < rd->arguments.size() && rd->arguments[j])))
+          detail::note_read_after_write(outer, dst, arg_value[j]);
+      for (size_t c = 0; c < staged_.captured.size(); ++c)
+        if (!rd || (c < rd->captured.size() && rd->captured[c]))
+          detail::note_read_after_write(outer, dst, outer.value_of(staged_.captured[c].source).id);
+      for (const auto& [name, v] : weight_value)
+        if (name != w.weight && (!rd || std::find(rd->weights.begin(), rd->weights.end(), name) != rd->weights.end()))
+          detail::note_read_after_write(outer, dst, v);
+    }
+  }
   // Its in-place writes become writes of the outer trace (functionalised there).
   for (size_t k = 0; k < staged_.writes.size(); ++k) {
     const WriteBack& w = staged_.writes[k];
@@ -375,32 +414,45 @@ CallResult CompiledCallable::inline_call(GraphRealizationContext& outer, const s
 }
 
 namespace {
-// The number a static leaf printed (static_repr: integers and bools exactly,
-// floating values with 17 digits, so exactly too); false when it is not one.
+// The number a static leaf printed (static_repr: integers, including int8_t,
+// uint8_t and char, and bools exactly; floating values with 17 digits, so
+// exactly too, subnormals, infinities and NaN included); false when it is not
+// one. A floating value that prints as an integer is read as one, except
+// -0.0 ("-0", which no integer prints as), which keeps its sign.
 bool parse_number(const std::string& v, Scalar& out) {
   if (v == "true" || v == "false") {
     out = Scalar(v == "true");
     return true;
   }
   if (v.empty()) return false;
-  const bool floating = v.find_first_of(".eEni") != std::string::npos;  // 2.5, 1e+20, inf, nan
-  try {
-    size_t used = 0;
-    if (floating) {
-      double d = std::stod(v, &used);
-      out = Scalar(d);
-    } else if (v[0] == '-') {
-      long long i = std::stoll(v, &used);
-      out = Scalar(static_cast<int64_t>(i));
-    } else {
-      unsigned long long u = std::stoull(v, &used);
-      out = u > static_cast<unsigned long long>(INT64_MAX) ? Scalar(static_cast<uint64_t>(u))
-                                                          : Scalar(static_cast<int64_t>(u));
+  const char* b = v.data();
+  const char* e = b + v.size();
+  const bool floating = v == "-0" || v.find_first_of(".eEni") != std::string::npos;  // 2.5, 1e+20, inf, nan
+  if (floating) {
+    double d = 0.0;
+    auto [p, ec] = std::from_chars(b, e, d);
+    if (ec == std::errc::result_out_of_range && p == e) {  // a subnormal, where from_chars reports underflow
+      char* end = nullptr;
+      d = std::strtod(b, &end);
+      if (end != e) return false;
+    } else if (ec != std::errc() || p != e) {
+      return false;
     }
-    return used == v.size();
-  } catch (const std::exception&) {
-    return false;
+    out = Scalar(d);
+    return true;
   }
+  if (v[0] == '-') {
+    int64_t i = 0;
+    auto [p, ec] = std::from_chars(b, e, i);
+    if (ec != std::errc() || p != e) return false;
+    out = Scalar(i);
+    return true;
+  }
+  uint64_t u = 0;
+  auto [p, ec] = std::from_chars(b, e, u);
+  if (ec != std::errc() || p != e) return false;
+  out = u > static_cast<uint64_t>(INT64_MAX) ? Scalar(u) : Scalar(static_cast<int64_t>(u));
+  return true;
 }
 
 // A C++ number given for a 0-d tensor parameter (a static leaf where the
@@ -421,17 +473,25 @@ bool numbers_as_tensors(const StagedGraph& staged_, std::vector<Tensor>& leaves,
     Scalar s;
     if (c.kind == TreeDef::Kind::static_leaf && w.kind == TreeDef::Kind::leaf && parse_number(c.value, s)) {
       const TensorLayout& l = staged_.in_layouts.at(want_leaf);
-      const char* kind = s.kind == ScalarKind::boolean ? "bool" : s.kind == ScalarKind::integer ? "integer" : "floating";
+      const char* kind = s.kind == ScalarKind::boolean ? " bool number"
+                         : s.kind == ScalarKind::integer ? "n integer number"
+                                                         : " floating number";
       if (!l.shape.empty())
         throw ValueError("compiled call: argument " + std::to_string(k) + ": a C++ number (" + c.value +
                          ") for a tensor parameter of type " + TensorType(l.dtype, l.shape, l.device).str() +
                          "; only a 0-d parameter accepts a number: pass a tensor");
       if (promote_with_scalar(l.dtype, s.kind) != l.dtype)
-        throw ValueError("compiled call: argument " + std::to_string(k) + ": a " + kind + " number (" + c.value +
+        throw ValueError("compiled call: argument " + std::to_string(k) + ": a" + kind + " (" + c.value +
                          ") for a 0-d " + std::string(name(l.dtype)) +
                          " parameter would change its dtype; pass a 0-d tensor (full({}, value, DType::" +
                          std::string(name(l.dtype)) + "))");
-      new_leaves.push_back(full({}, s, l.dtype, l.device));  // out-of-range values raise here
+      Tensor t = full({}, s, l.dtype, l.device);  // out-of-range integers raise here
+      // A finite number a floating dtype cannot hold would become inf.
+      if (is_floating(l.dtype) && std::isfinite(s.value) && std::isinf(t.item<double>()))
+        throw ValueError("compiled call: argument " + std::to_string(k) + ": the number " + c.value +
+                         " is out of range for a 0-d " + std::string(name(l.dtype)) + " parameter (it would become " +
+                         (s.value < 0 ? "-inf" : "inf") + "); pass a value the dtype can hold, or a 0-d tensor");
+      new_leaves.push_back(std::move(t));
       new_tree.children[k] = TreeDef{};                      // a tensor leaf
       ++want_leaf;
       continue;

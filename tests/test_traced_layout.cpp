@@ -7,6 +7,10 @@
 // - a compiled callable takes a C++ number for a 0-d tensor parameter;
 // - a jit function or compiled callable runs inside a lazy() scope.
 // Expected values are literals worked out by hand, and eager runs.
+#include <cmath>
+#include <limits>
+
+#include "same_bits.h"
 #include "test_util.h"
 
 using namespace kiln;
@@ -135,5 +139,67 @@ TEST_SUITE("traced_layout") {
     CHECK(array_equal(r1, tensor({14.0f, 20.0f})));
     CHECK(array_equal(r2, tensor({6.0f, 9.0f})));
     CHECK(array_equal(r1, f(x + 1.0f) * 2.0f));
+  }
+
+  TEST_CASE("a number for a 0-d parameter keeps its exact value: -0.0, infinities, NaN, subnormals, int8_t") {
+    auto div = [](Tensor x, Tensor s) { return x / s; };
+    CompiledCallable c = compile(div)(TensorLayout(DType::float32, {1}), TensorLayout(DType::float32, {}));
+    const Tensor one = ones({1});
+    // 1 / -0 is -inf: the sign of -0.0 survives (as a double and as a float).
+    Tensor r = Tensor(c(one, -0.0));
+    CHECK(kt::same_bits(r, full({1}, -std::numeric_limits<float>::infinity())));
+    CHECK(kt::same_bits(r, div(one, full({}, -0.0f))));
+    CHECK(kt::same_bits(r, jit(div)(one, -0.0)));
+    CHECK(kt::same_bits(Tensor(c(one, -0.0f)), r));
+    CHECK(kt::same_bits(Tensor(c(one, 0.0)), full({1}, std::numeric_limits<float>::infinity())));
+    // 1 / inf = 0, 1 / -inf = -0; NaN stays NaN.
+    const double inf = std::numeric_limits<double>::infinity();
+    CHECK(kt::same_bits(Tensor(c(one, inf)), full({1}, 0.0f)));
+    CHECK(kt::same_bits(Tensor(c(one, -inf)), full({1}, -0.0f)));
+    CHECK(std::isnan(Tensor(c(one, std::numeric_limits<double>::quiet_NaN())).item<double>()));
+
+    auto add = [](Tensor x, Tensor s) { return x + s; };
+    CompiledCallable cd = compile(add)(TensorLayout(DType::float64, {1}), TensorLayout(DType::float64, {}));
+    const Tensor z = zeros({1}, DType::float64);
+    CHECK(Tensor(cd(z, 1e-320)).item<double>() == 1e-320);  // a subnormal double
+    CHECK(Tensor(cd(z, std::numeric_limits<double>::denorm_min())).item<double>() ==
+          std::numeric_limits<double>::denorm_min());
+    // One-byte integers are integers ('7' is the integer 55), never raw bytes.
+    CHECK(Tensor(cd(z, int8_t{7})).item<double>() == 7.0);
+    CHECK(Tensor(cd(z, int8_t{-100})).item<double>() == -100.0);
+    CHECK(Tensor(cd(z, uint8_t{200})).item<double>() == 200.0);
+    CHECK(Tensor(cd(z, '7')).item<double>() == 55.0);
+    CHECK(Tensor(cd(z, int8_t{55})).item<double>() == 55.0);
+    CHECK(Tensor(jit(add)(z, int8_t{7})).item<double>() == 7.0);
+    CompiledCallable c1 = compile(add)(TensorLayout(DType::float64, {1}), TensorLayout(DType::float64, {1}));
+    CHECK_THROWS_WITH_AS(c1(z, int8_t{7}), doctest::Contains("a C++ number (7) for a tensor parameter"), ValueError);
+    try {
+      c1(z, '\a');
+    } catch (const ValueError& e) {
+      CHECK(std::string(e.what()).find('\a') == std::string::npos);
+      CHECK(std::string(e.what()).find("(7)") != std::string::npos);
+    }
+  }
+
+  TEST_CASE("a number a 0-d float parameter cannot hold is a ValueError; the messages say which kind of number") {
+    auto div = [](Tensor x, Tensor s) { return x / s; };
+    CompiledCallable c16 = compile(div)(TensorLayout(DType::float16, {1}), TensorLayout(DType::float16, {}));
+    const Tensor h = ones({1}, DType::float16);
+    CHECK_THROWS_WITH_AS(c16(h, 70000), doctest::Contains("the number 70000 is out of range for a 0-d float16 parameter"),
+                         ValueError);
+    CHECK_THROWS_WITH_AS(c16(h, -65520.0), doctest::Contains("out of range for a 0-d float16"), ValueError);
+    CHECK(Tensor(c16(h, 65504.0)).item<double>() == div(h, full({}, 65504.0, DType::float16)).item<double>());
+    CHECK(Tensor(c16(h, 65519.0)).item<double>() == Tensor(c16(h, 65504.0)).item<double>());  // rounds to 65504
+    CompiledCallable c32 = compile(div)(TensorLayout(DType::float32, {1}), TensorLayout(DType::float32, {}));
+    CHECK_THROWS_WITH_AS(c32(ones({1}), 1e300), doctest::Contains("out of range for a 0-d float32 parameter"),
+                         ValueError);
+    CHECK(Tensor(c32(ones({1}), std::numeric_limits<double>::infinity())).item<double>() == 0.0);  // inf is a value
+    CompiledCallable cb =
+        compile([](Tensor x, Tensor s) { return x * s; })(TensorLayout(DType::float32, {1}), TensorLayout(DType::bool_, {}));
+    CHECK_THROWS_WITH_AS(cb(ones({1}), 3), doctest::Contains(": an integer number (3) for a 0-d bool"), ValueError);
+    CompiledCallable ci =
+        compile(div)(TensorLayout(DType::int32, {1}), TensorLayout(DType::int32, {}));
+    CHECK_THROWS_WITH_AS(ci(tensor({1}, DType::int32), 2.5), doctest::Contains(": a floating number (2.5) for a 0-d int32"),
+                         ValueError);
   }
 }

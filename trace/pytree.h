@@ -76,6 +76,9 @@ std::string static_repr(const T& v) {
   else if constexpr (std::is_same_v<T, DType>) return std::string(name(v));
   else if constexpr (std::is_same_v<T, Device>) return v.str();
   else if constexpr (std::is_enum_v<T>) return std::to_string(static_cast<long long>(v));
+  // One-byte integers (int8_t, uint8_t, char) as numbers, never as raw bytes.
+  else if constexpr (std::is_same_v<T, char> || std::is_same_v<T, signed char> || std::is_same_v<T, unsigned char>)
+    return std::to_string(static_cast<int>(v));
   else {
     std::ostringstream os;
     os.precision(17);

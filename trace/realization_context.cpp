@@ -8,6 +8,7 @@
 #include "../tensor/ops.h"
 #include "../tensor/realize_hook.h"
 #include "broadcast_args.h"
+#include "read_after_write.h"
 
 namespace kiln {
 
@@ -870,11 +871,35 @@ void inherit_layout(RealizationContext& c, int32_t from, int32_t to) {
 }
 }  // namespace
 
+namespace {
+std::mutex g_raw_mu;
+// context -> written value -> values read after the write (detail::note_read_after_write)
+std::map<const RealizationContext*, std::map<int32_t, std::vector<int32_t>>> g_reads_after_write;
+}  // namespace
+
+void detail::note_read_after_write(const GraphRealizationContext& ctx, int32_t written, int32_t read) {
+  std::lock_guard<std::mutex> lock(g_raw_mu);
+  auto& v = g_reads_after_write[&ctx][written];
+  if (std::find(v.begin(), v.end(), read) == v.end()) v.push_back(read);
+}
+
+std::vector<int32_t> detail::reads_after_write(const GraphRealizationContext& ctx, int32_t written) {
+  std::lock_guard<std::mutex> lock(g_raw_mu);
+  auto it = g_reads_after_write.find(&ctx);
+  if (it == g_reads_after_write.end()) return {};
+  auto jt = it->second.find(written);
+  return jt == it->second.end() ? std::vector<int32_t>{} : jt->second;
+}
+
 GraphRealizationContext::~GraphRealizationContext() {
   pop(this);
   {
     std::lock_guard<std::mutex> lock(g_ambiguous_mu);
     g_ambiguous.erase(this);
+  }
+  {
+    std::lock_guard<std::mutex> lock(g_raw_mu);
+    g_reads_after_write.erase(this);
   }
   std::lock_guard<std::mutex> lock(g_layout_mu);
   g_layouts.erase(this);

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "broadcast_args.h"
+#include "read_after_write.h"
 
 namespace kiln {
 
@@ -154,6 +155,9 @@ std::vector<WriteReads> TraceSession::write_reads(const StagedGraph& s, size_t n
     if (auto it = at.find(first); first >= 0 && it != at.end()) from = it->second;
     for (size_t k = from; k < nodes.size(); ++k)
       for (int32_t v : nodes[k].inputs) mark(v);
+    // Reads the nodes' order does not show (a compiled callable inlined before its write-backs).
+    if (first >= 0)
+      for (int32_t v : reads_after_write(*ctx_, first)) mark(v);
     const auto& outs = g.output_ids();
     for (size_t k = 0; k < nresults && k < outs.size(); ++k) mark(outs[k]);
     for (const WriteBack& o : s.writes) {  // written too: the order of the write-backs would show
