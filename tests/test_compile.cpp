@@ -107,7 +107,7 @@ TEST_SUITE("compile") {
     unbound.in_tree = bare.in_tree;
     unbound.out_layouts = bare.out_layouts;
     unbound.out_tree = bare.out_tree;
-    CHECK_THROWS_WITH_AS(CompiledCallable(unbound),
+    CHECK_THROWS_WITH_AS(CompiledCallable{unbound},
                          doctest::Contains("weight 'weight' (float32[3, 4] cpu) is missing from the weights registry"),
                          ValueError);
     CompileOptions bad = o;
