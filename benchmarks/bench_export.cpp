@@ -24,6 +24,7 @@
 
 #include <kiln/kiln.h>
 
+#include "bench_report.h"
 #include "../jit/mef.h"
 #include "../jit/mef_graph.h"
 #include "../jit/mef_plan.h"
@@ -263,4 +264,14 @@ BENCHMARK(BM_stage_plan_1000)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  using kb::compare;
+  compare({"replay of a capture, 1-element inputs", "BM_replay_1elem", {"BM_call_1elem"}, "<= 0.2 us", {}, true});
+  compare({"execute_raw, 1-element inputs (vs the checked call)", "BM_execute_raw_1elem", {"BM_call_1elem"},
+           "reported", {}, true});
+  compare({"engine::read, 1,000-node MEF without CODE/PLAN (vs compiling it)", "BM_read_1000", {"BM_compile_1000"},
+           "<= 20 ms", {}, true});
+  compare({"engine::read, 1,000-node MEF with CODE and PLAN (vs compiling it)", "BM_read_1000_code_plan",
+           {"BM_compile_1000"}, "<= 0.2 ms (issue 18)", {}, true});
+  return kb::run_main(argc, argv, "Export and read back (issue 5, issue 18 item 4)");
+}

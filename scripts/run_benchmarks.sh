@@ -19,7 +19,7 @@ bash scripts/fetch_minilm.sh || echo "run_benchmarks: no MiniLM weights; bench_m
 
 build_dir="${KILN_BUILD_DIR:-build/release}"
 jobs="${KILN_JOBS:-$(nproc)}"
-programs=(bench_ops bench_ops2 bench_compile bench_digits bench_minilm)
+programs=(bench_ops bench_ops2 bench_compile bench_digits bench_small_gemm bench_export bench_minilm)
 with_torch=OFF
 [[ "${KILN_WITH_LIBTORCH:-0}" == "1" ]] && with_torch=ON
 cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DKILN_BUILD_BENCHMARKS=ON -DKILN_BENCH_LIBTORCH="$with_torch"
