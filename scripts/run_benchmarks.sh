@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # README benchmark command: install what is missing, build kiln's Release
-# benchmarks, run bench_ops, bench_ops2, bench_compile, bench_digits and bench_minilm, and write
+# benchmarks, run bench_ops, bench_ops2, bench_compile, bench_digits, bench_small_gemm,
+# bench_export and bench_minilm, and write
 # benchmarks/RESULTS.md: the machine, the date and the comparison tables
 # (kiln eager, kiln compiled and the peers measured in the same run: Eigen,
 # OpenBLAS, a plain C++ loop, the system C++ compiler, and LibTorch/TorchScript
