@@ -372,14 +372,23 @@ TEST_SUITE("select rows") {
     // A result too large for memory names the op (it used to say only "Buffer::allocate: out of memory").
     CHECK_THROWS_WITH_AS(diag(zeros({2}), int64_t(1) << 30), doctest::Contains("diag: out of memory for its result"),
                          ValueError);
-    // No CUDA kernels yet: a CUDA tensor's call raises the registry's DeviceError (docs/cuda_numerics.md).
+    // CUDA kernels (backends/cuda/select.cu) in a CUDA build, for the CUDA
+    // dtypes only (uint16 has none); without CUDA the registry's DeviceError.
     for (OpId op : {OpId::TopK, OpId::SearchSorted, OpId::MaxPool2d, OpId::AvgPool2d, OpId::Tril, OpId::Triu, OpId::Diag,
                     OpId::NanToNum, OpId::Cross}) {
       CAPTURE(op_name(op));
       CHECK(detail::has_kernel(op, DeviceType::cpu, DType::float32));
       const std::string want = std::string(op_name(op)) + ": no kernel for cuda:0";
+#if KILN_TEST_CUDA_BUILT
+      for (DType d : {DType::float32, DType::float16, DType::bfloat16, DType::float64, DType::int64, DType::int32,
+                      DType::int8, DType::uint8, DType::bool_})
+        CHECK(detail::has_kernel(op, DeviceType::cuda, d));
+      CHECK_THROWS_WITH_AS(detail::kernel_for(op, Device::cuda(0), DType::uint16), doctest::Contains(want.c_str()),
+                           DeviceError);
+#else
       CHECK_THROWS_WITH_AS(detail::kernel_for(op, Device::cuda(0), DType::float32), doctest::Contains(want.c_str()),
                            DeviceError);
+#endif
     }
   }
 }
