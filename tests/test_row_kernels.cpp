@@ -6,7 +6,6 @@
 // (default and strict sessions), independent of the thread count, and the
 // plan's row step.
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -181,58 +180,6 @@ TEST_SUITE("row kernels") {
         check_kernel(*k, 0, 5, ++seed, 1.0, false);  // 0 rows: nothing read or written
       }
     }
-  }
-
-  TEST_CASE("layer_norm and rms_norm with streaming stores (RowArgs::stream) give the bits of plain stores") {
-    struct Aligned {  // 64-byte aligned floats (vmovntps needs them)
-      float* p;
-      explicit Aligned(size_t n) : p(static_cast<float*>(std::aligned_alloc(64, (n * 4 + 63) / 64 * 64))) {}
-      ~Aligned() { std::free(p); }
-    };
-    for (CpuTarget t : targets())
-      for (const RowKernelKey& key : keys(t)) {
-        if (key.op != RowOp::layer_norm && key.op != RowOp::rms_norm) continue;
-        const auto k = generate_row_kernel(key);
-        for (int64_t n : {16, 64, 1024}) {
-          CAPTURE(k->str());
-          CAPTURE(n);
-          const int64_t rows = 13;
-          const std::vector<float> x = make_rows(rows, n, 900 + static_cast<uint64_t>(n), 2.0, true);
-          const std::vector<float> wb = make_rows(2, n, 901, 1.0, false);
-          Aligned plain(size_t(rows * n)), streamed(size_t(rows * n));
-          RowArgs a;
-          a.x = x.data();
-          a.y = plain.p;
-          a.weight = wb.data();
-          a.bias = wb.data() + n;
-          a.rows = rows;
-          a.n = n;
-          a.eps = 1e-5f;
-          k->fn()(&a);
-          RowArgs b = a;
-          b.y = streamed.p;
-          b.stream = 1;
-          k->fn()(&b);
-          CHECK(std::memcmp(plain.p, streamed.p, size_t(rows * n) * 4) == 0);
-        }
-      }
-    // RowKernel::run streams when each thread writes at least
-    // stream_min_bytes() of aligned rows: the same bits as one plain call
-    const int64_t n = 1024;
-    const int64_t rows = RowKernel::stream_min_bytes() * get_num_threads() / (n * 4) + 3;
-    const auto k = generate_row_kernel({RowOp::layer_norm, false, false, DType::float32, detect_cpu_target()});
-    const std::vector<float> x = make_rows(rows, n, 902, 1.0, false);
-    Aligned y1(size_t(rows * n)), y2(size_t(rows * n));
-    RowArgs a;
-    a.x = x.data();
-    a.y = y1.p;
-    a.rows = rows;
-    a.n = n;
-    a.eps = 1e-5f;
-    k->run(a);
-    a.y = y2.p;
-    k->fn()(&a);
-    CHECK(std::memcmp(y1.p, y2.p, size_t(rows * n) * 4) == 0);
   }
 
   TEST_CASE("short softmax rows (n <= 16, a block of rows at a time on AVX2 and AVX-512) give each row's bits alone") {

@@ -20,8 +20,6 @@
 #include <limits>
 #include <mutex>
 #include <sstream>
-#include <unistd.h>
-#include <omp.h>
 #include <vector>
 
 #include "../parallel_ranges.h"
@@ -400,9 +398,6 @@ void RowGen::run() {
   cc_.mov(pw, x86::ptr(args, offsetof(RowArgs, weight)));
   cc_.mov(pb, x86::ptr(args, offsetof(RowArgs, bias)));
   cc_.mov(rows, x86::ptr(args, offsetof(RowArgs, rows)));
-  const bool norm_op = k_.op == RowOp::layer_norm || k_.op == RowOp::rms_norm;
-  x86::Gp stream = cc_.newGpd("stream");
-  if (norm_op) cc_.mov(stream, x86::dword_ptr(args, offsetof(RowArgs, stream)));
   cc_.mov(n_, x86::ptr(args, offsetof(RowArgs, n)));
   cc_.mov(bytes, n_);
   cc_.shl(bytes, 2);
@@ -532,35 +527,22 @@ void RowGen::run() {
       cc_.lea(nx, x86::ptr(px, bytes));
       const int pf = int(s3.size());
       s3.push_back({nx, false, false, 0.0f});
-      // pass 3 twice: with streaming stores of y (args.stream) and without
-      Label L_plain = cc_.newLabel(), L_stored = cc_.newLabel();
-      auto last_pass = [&](bool nt) {
-        pass(s3, 4, [&](int, const Mems& m) {
-          cc_.prefetcht0(m[pf]);
-          x86::Vec t = load(m[0]);
-          if (!rms) t = A_.msub(f, A_.sub(f, t, mean0), rs, crs, A_.has_fma());
-          else t = A_.mul(f, t, rs);
-          int next = 2;
-          if (k_.has_weight && k_.has_bias) {
-            const x86::Vec w = load(m[next]), b = load(m[next + 1]);
-            t = A_.madd(f, t, w, b, true);
-          } else if (k_.has_weight) {
-            t = A_.mul(f, t, load(m[next]));
-          } else if (k_.has_bias) {
-            t = A_.add(f, t, load(m[next]));
-          }
-          // (the tail's stack buffer, never used when streaming, is stored plainly)
-          if (nt && m[1].baseReg() == py) cc_.emit(A_.sse() ? Inst::kIdMovntps : Inst::kIdVmovntps, m[1], t);
-          else store(m[1], t);
-        });
-      };
-      cc_.test(stream, stream);
-      cc_.jz(L_plain);
-      last_pass(true);
-      cc_.jmp(L_stored);
-      cc_.bind(L_plain);
-      last_pass(false);
-      cc_.bind(L_stored);
+      pass(s3, 4, [&](int, const Mems& m) {
+        cc_.prefetcht0(m[pf]);
+        x86::Vec t = load(m[0]);
+        if (!rms) t = A_.msub(f, A_.sub(f, t, mean0), rs, crs, A_.has_fma());
+        else t = A_.mul(f, t, rs);
+        int next = 2;
+        if (k_.has_weight && k_.has_bias) {
+          const x86::Vec w = load(m[next]), b = load(m[next + 1]);
+          t = A_.madd(f, t, w, b, true);
+        } else if (k_.has_weight) {
+          t = A_.mul(f, t, load(m[next]));
+        } else if (k_.has_bias) {
+          t = A_.add(f, t, load(m[next]));
+        }
+        store(m[1], t);
+      });
       break;
     }
   }
@@ -570,13 +552,6 @@ void RowGen::run() {
   cc_.dec(rows);
   cc_.jmp(L_row);
   cc_.bind(L_end);
-  if (norm_op) {  // streaming stores are ordered before the caller's next stores
-    Label L_nofence = cc_.newLabel();
-    cc_.test(stream, stream);
-    cc_.jz(L_nofence);
-    cc_.sfence();
-    cc_.bind(L_nofence);
-  }
   cc_.ret();
   cc_.endFunc();
 }
@@ -618,27 +593,11 @@ std::string RowKernel::str() const {
   return os.str();
 }
 
-int64_t RowKernel::stream_min_bytes() {
-  static const int64_t v = [] {
-    const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    return l2 > 0 ? int64_t(l2) : int64_t(2) << 20;
-  }();
-  return v;
-}
-
 void RowKernel::run(const RowArgs& a) const {
   if (a.rows <= 0 || a.n <= 0) return;
   const RowKernelFn f = fn_;
-  int32_t stream = 0;
-  if ((key_.op == RowOp::layer_norm || key_.op == RowOp::rms_norm) && reinterpret_cast<uintptr_t>(a.y) % 64 == 0 &&
-      (a.n * 4) % 64 == 0) {
-    // the threads parallel_ranges would use (one inside a parallel region)
-    const int64_t nt = omp_in_parallel() ? 1 : std::max<int64_t>(1, std::min<int64_t>(omp_get_max_threads(), a.rows));
-    stream = a.rows * a.n * 4 / nt >= stream_min_bytes();
-  }
   cpu::parallel_ranges(a.rows, a.rows * a.n, [&](int64_t r0, int64_t r1) {
     RowArgs part = a;
-    part.stream = stream;
     part.x += r0 * a.n;
     part.y += r0 * a.n;
     if (part.y2) part.y2 += r0 * a.n;

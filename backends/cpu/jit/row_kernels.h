@@ -77,11 +77,6 @@ struct RowArgs {
   int64_t rows = 0;
   int64_t n = 0;  ///< >= 1
   float eps = 0.0f;
-  /// layer_norm / rms_norm: write y with non-temporal (streaming) stores.
-  /// Only when y and every row start are 64-byte aligned (n * 4 a multiple
-  /// of 64); RowKernel::run sets it for outputs too large to stay in a
-  /// core's L2 (the write then skips the read for ownership). Same bits.
-  int32_t stream = 0;
 };
 using RowKernelFn = void (*)(const RowArgs* args);
 
@@ -101,15 +96,8 @@ class RowKernel {
   std::string str() const;
   /// Runs the kernel on a.rows rows, split into ranges of whole rows among
   /// the OpenMP threads (backends/cpu/parallel_ranges.h). Nothing when
-  /// a.rows * a.n == 0. Sets a.stream (layer_norm, rms_norm) when each
-  /// thread writes at least stream_min_bytes() of aligned rows.
+  /// a.rows * a.n == 0.
   void run(const RowArgs& a) const;
-  /// Output bytes per thread from which layer_norm / rms_norm rows are
-  /// written with streaming stores: the L2 size of this CPU (2 MiB when the
-  /// OS does not say). Measured on layer_norm rows of 1024 floats
-  /// (Xeon, 2 MiB L2): 512 rows on 1 thread 149 -> 112 us, 1024 on 2 threads
-  /// 155 -> 110 us; 256 rows per thread lose (43 -> 52 us).
-  static int64_t stream_min_bytes();
 
  private:
   RowKernelKey key_;
