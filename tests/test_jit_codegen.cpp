@@ -552,6 +552,89 @@ TEST_SUITE("jit_codegen") {
       }
   }
 
+  TEST_CASE("tanh: ulp bound on a dense grid of its hard regions; compiled and eager agree") {
+    // The grid: every 127th float of [2^-30, 10.5] (the whole reduction range
+    // and the clamp at 10), every float of [8.9, 9.1] (tanh rounds to 1 from
+    // about 9.0109 on), the tiny range down to the subnormals (every 1021st
+    // pattern, where the result must be x itself), and the special values;
+    // all of it with both signs. 4 ulp is the documented bound of the vector
+    // tanh (measured 2.45 on the dense sample before and after the cheaper
+    // reduction; the exhaustive sweep's figure is in vmath_alg.h).
+    constexpr double kTanhBound = 4.0;
+    std::vector<float> g;
+    for (uint32_t u = bits(0x1p-30f); u <= bits(10.5f); u += 127) g.push_back(f32(u));
+    for (uint32_t u = bits(8.9f); u <= bits(9.1f); ++u) g.push_back(f32(u));
+    for (uint32_t u = 1; u < bits(0x1p-30f); u += 1021) g.push_back(f32(u));
+    const float inf = std::numeric_limits<float>::infinity();
+    for (float s : {0.0f, inf, std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::denorm_min(),
+                    std::numeric_limits<float>::min(), std::numeric_limits<float>::max(), 0x1p-24f, 0x1p-12f, 10.0f})
+      g.push_back(s);
+    const size_t half = g.size();
+    for (size_t i = 0; i < half; ++i) g.push_back(-g[i]);
+    std::vector<double> refs(g.size());
+    for (size_t i = 0; i < g.size(); ++i) refs[i] = std::tanh(double(g[i]));
+    const MathCase& mc =
+        *std::find_if(math_cases().begin(), math_cases().end(), [](const MathCase& m) { return m.op == OpId::Tanh; });
+    for (CpuTarget t : targets()) {
+      CAPTURE(tname(t));
+      const AccResult r = measure(mc, t, g, &refs);
+      MESSAGE("tanh on " << tname(t) << ": max " << r.max_ulp << " ulp on " << g.size() << " grid inputs (x=" << hex(r.worst)
+                         << ")");
+      CHECK(r.model_mismatch == 0);
+      CHECK(r.max_ulp <= kTanhBound);
+    }
+    // special values exactly: +-0 keep their sign, +-inf give +-1, NaN stays NaN
+    for (CpuTarget t : targets()) {
+      Prog pr({DType::float32, DType::float32}, 1);
+      pr.store(0, pr.op(OpId::Tanh, DType::float32, pr.load(1, DType::float32)));
+      auto k = generate_elementwise(pr.p, t);
+      std::vector<float> x = {0.0f, -0.0f, inf, -inf, std::numeric_limits<float>::quiet_NaN(), 9.5f, -20.0f}, y(x.size());
+      run(*k, pr.p, {y.data(), x.data()}, int64_t(x.size()));
+      CHECK(bits(y[0]) == bits(0.0f));
+      CHECK(bits(y[1]) == bits(-0.0f));
+      CHECK(y[2] == 1.0f);
+      CHECK(y[3] == -1.0f);
+      CHECK(std::isnan(y[4]));
+      CHECK(y[5] == 1.0f);
+      CHECK(y[6] == -1.0f);
+    }
+    // A compiled tanh runs the generated code of this CPU's target: its bits.
+    // Eager's tanh is Eigen's vector tanh (another algorithm; float32 math
+    // rows are not part of strict mode's bitwise promise): both within the
+    // bound of the float64 reference, so within 2 bounds of each other. A
+    // strict compile runs eager's kernel: eager's bits exactly.
+    const int64_t n = int64_t(g.size());
+    Tensor x = Tensor::from_vector(std::vector<float>(g), {n});
+    const Tensor eager = kiln::tanh(x);
+    const Tensor compiled = compile([](Tensor a) { return kiln::tanh(a); })(x.layout())(x).tensor();
+    CompileOptions so;
+    so.session = std::make_shared<InferenceSession>(KernelOptions{.strict = true});
+    const Tensor strict = compile([](Tensor a) { return kiln::tanh(a); }, so)(x.layout())(x).tensor();
+    std::vector<float> gen(g.size());
+    {
+      Prog pr({DType::float32, DType::float32}, 1);
+      pr.store(0, pr.op(OpId::Tanh, DType::float32, pr.load(1, DType::float32)));
+      auto k = generate_elementwise(pr.p, detect_cpu_target());
+      run(*k, pr.p, {gen.data(), g.data()}, n);
+    }
+    const float *pe = eager.data<float>(), *pc = compiled.data<float>(), *ps = strict.data<float>();
+    int64_t gen_diff = 0, strict_diff = 0, far = 0;
+    double eager_max = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const bool nan = std::isnan(g[i]);
+      gen_diff += !(bits(pc[i]) == bits(gen[i]) || (nan && std::isnan(pc[i])));
+      strict_diff += !(bits(ps[i]) == bits(pe[i]) || (nan && std::isnan(ps[i])));
+      const double ee = ulp_error(pe[i], refs[i]);
+      eager_max = std::max(eager_max, ee);
+      far += !nan && std::fabs(double(pc[i]) - double(pe[i])) >
+                         2 * kTanhBound * std::ldexp(1.0, std::max(std::ilogb(std::fabs(refs[i])), -126) - 23);
+    }
+    MESSAGE("eager (Eigen) tanh: max " << eager_max << " ulp on the grid");
+    CHECK(gen_diff == 0);
+    CHECK(strict_diff == 0);
+    CHECK(far == 0);
+  }
+
   TEST_CASE("fused chains, invariant hoisting and the scalar tail") {
     // y = tanh(a*b + c) * 0.5 + exp(-a), with b a broadcast scalar, in
     // float32; outputs also as float16 and bool (y > 0.5)

@@ -402,7 +402,7 @@ void RowGen::run() {
   cc_.mov(bytes, n_);
   cc_.shl(bytes, 2);
   // per-call constants: n and eps as vectors
-  x86::Vec nf, eps;
+  x86::Vec nf, eps, inv_n;
   {
     x86::Vec t = cc_.newXmm();
     if (A_.sse()) {
@@ -413,6 +413,7 @@ void RowGen::run() {
       cc_.emit(Inst::kIdVcvtsi2ss, t, t, n_);
     }
     nf = A_.splat32(t, W_);
+    if (k_.op == RowOp::layer_norm || k_.op == RowOp::rms_norm) inv_n = A_.div(Lane::b32, splat(1.0f), nf);
     x86::Vec e = cc_.newXmm();
     cc_.emit(A_.sse() ? Inst::kIdMovss : Inst::kIdVmovss, e, x86::dword_ptr(args, offsetof(RowArgs, eps)));
     eps = A_.splat32(e, W_);
@@ -483,14 +484,21 @@ void RowGen::run() {
       // 1983). With d = x - mean0 (mean0 the float mean), mean = mean0 + c,
       // c = sum(d) / n, and var = sum(d^2) / n - c^2: the float32 mean's
       // rounding error (large when |mean| >> std) is taken out again.
+      //
+      // The row's statistics are a chain of dependent steps (horizontal sums,
+      // the square root, the reciprocal) between the passes, so the three
+      // divisions by n are multiplications by 1/n, rounded once per call
+      // (an extra half ulp on mean0, which c corrects, on c and on var).
+      // The sum of pass 1 takes 8 accumulators: one vaddps per vector is
+      // bound by the add latency, not by the loads.
       x86::Vec mean0, c;
       auto sq = accumulators(4, 0.0f);
       if (rms) {
         pass({X0}, 4, [&](int u, const Mems& m) { acc_sq(sq[u], load(m[0])); });
       } else {
-        auto sum = accumulators(4, 0.0f);
-        pass({X0}, 4, [&](int u, const Mems& m) { acc_add(sum[u], load(m[0])); });
-        mean0 = A_.div(f, combine(sum, false), nf);
+        auto sum = accumulators(8, 0.0f);
+        pass({X0}, 8, [&](int u, const Mems& m) { acc_add(sum[u], load(m[0])); });
+        mean0 = A_.mul(f, combine(sum, false), inv_n);
         Stream XM = X0;
         XM.fill_v = mean0;  // lanes past n add 0
         auto sd = accumulators(4, 0.0f);
@@ -499,11 +507,15 @@ void RowGen::run() {
           acc_add(sd[u], d);
           acc_sq(sq[u], d);
         });
-        c = A_.div(f, combine(sd, false), nf);
+        c = A_.mul(f, combine(sd, false), inv_n);
       }
-      x86::Vec var = A_.div(f, combine(sq, false), nf);
+      x86::Vec var = A_.mul(f, combine(sq, false), inv_n);
       if (!rms) var = A_.maxx(f, splat(0.0f), A_.sub(f, var, A_.mul(f, c, c)));  // >= 0, NaN kept
       const x86::Vec rs = A_.div(f, splat(1.0f), A_.sqrt(f, A_.add(f, var, eps)));
+      // y0 = (d - c) rstd as d rstd - c rstd (one FMA per element instead of
+      // a subtraction and a multiplication; c rstd is small, its rounding
+      // is far below the result's ulp unless y0 is about 0)
+      const x86::Vec crs = rms ? x86::Vec() : A_.mul(f, c, rs);
       std::vector<Stream> s3 = {X0, Y};
       if (k_.has_weight) s3.push_back({pw, true, false, 0.0f});
       if (k_.has_bias) s3.push_back({pb, true, false, 0.0f});
@@ -518,8 +530,8 @@ void RowGen::run() {
       pass(s3, 4, [&](int, const Mems& m) {
         cc_.prefetcht0(m[pf]);
         x86::Vec t = load(m[0]);
-        if (!rms) t = A_.sub(f, A_.sub(f, t, mean0), c);
-        t = A_.mul(f, t, rs);
+        if (!rms) t = A_.msub(f, A_.sub(f, t, mean0), rs, crs, A_.has_fma());
+        else t = A_.mul(f, t, rs);
         int next = 2;
         if (k_.has_weight && k_.has_bias) {
           const x86::Vec w = load(m[next]), b = load(m[next + 1]);

@@ -10,9 +10,10 @@
 //                y2 = log_softmax; each the bits of its own kernel): a loss
 //                and its gradient read the logits once
 //   layer_norm   mean0; sums of d = x - mean0 and d^2 (corrected two-pass);
-//                y = (d - c) * rstd [* w] [+ b], c = mean(d),
-//                rstd = 1 / sqrt(mean(d^2) - c^2 + eps)
-//   rms_norm     mean of x^2; y = x * rstd [* w]
+//                y = d * rstd - c * rstd [* w] [+ b] (one FMA), c = mean(d),
+//                rstd = 1 / sqrt(mean(d^2) - c^2 + eps); the means are
+//                sums times 1/n (rounded once per call)
+//   rms_norm     mean of x^2 (sum times 1/n); y = x * rstd [* w]
 //
 // The eager kernels (backends/cpu/rownorm_kernels.cpp) and the compiled plan
 // (jit/cpu_lowering.cpp) both run these kernels, taken from one process-wide cache,
