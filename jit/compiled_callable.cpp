@@ -32,6 +32,13 @@ std::string layout_str(const TensorLayout& l) {
 }
 std::string arg_path(const std::vector<std::string>& paths, size_t i) { return paths.at(i).empty() ? "0" : paths[i]; }
 
+// t.stride_class() == want, with the common case (a realized argument
+// expected contiguous) one call: stride_class_of's own first test.
+bool stride_class_is(const Tensor& t, StrideClass want) {
+  if (want == StrideClass::contiguous && t.is_realized()) return is_contiguous(t.impl().shape, t.impl().strides);
+  return t.stride_class() == want;
+}
+
 // The aliasing guard (jit/write_alias.h) of a call that writes in place:
 // ValueError when a written tensor shares memory with another the call
 // reads, or when a callable traced for identical arguments (jit) gets
@@ -526,7 +533,7 @@ CallResult CompiledCallable::call_checked(std::span<const Tensor> leaves, const 
     if (!t.defined()) throw ValueError("argument " + path(i) + ": an undefined tensor");
     const TensorLayout& w = want[i];
     if (t.dtype() != w.dtype || t.shape() != w.shape || !(t.device() == w.device) ||
-        (!outer && t.stride_class() != w.stride_class))  // a traced value has no strides yet
+        (!outer && !stride_class_is(t, w.stride_class)))  // a traced value has no strides yet
       throw ValueError("argument " + path(i) + ": expected " + layout_str(w) + ", got " + layout_str(t.layout()));
   }
   if (outer) return inline_call(*outer, leaves);
