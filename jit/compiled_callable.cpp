@@ -12,6 +12,7 @@
 #include "../tensor/mutation.h"
 #include "../tensor/realize_hook.h"
 #include "../trace/read_after_write.h"
+#include "call_plan.h"
 #include "mef.h"
 #include "mef_graph.h"
 #include "mef_plan.h"
@@ -30,6 +31,13 @@ std::string layout_str(const TensorLayout& l) {
   return TensorType(l).str() + " (" + class_name(l.stride_class) + ")";
 }
 std::string arg_path(const std::vector<std::string>& paths, size_t i) { return paths.at(i).empty() ? "0" : paths[i]; }
+
+// t.stride_class() == want, with the common case (a realized argument
+// expected contiguous) one call: stride_class_of's own first test.
+bool stride_class_is(const Tensor& t, StrideClass want) {
+  if (want == StrideClass::contiguous && t.is_realized()) return is_contiguous(t.impl().shape, t.impl().strides);
+  return t.stride_class() == want;
+}
 
 // The aliasing guard (jit/write_alias.h) of a call that writes in place:
 // ValueError when a written tensor shares memory with another the call
@@ -86,6 +94,7 @@ struct CompiledCallable::WriteCounters {
 
 void CompiledCallable::plan_in_place() {
   counters_ = std::make_shared<WriteCounters>();
+  call_plan_ = detail::make_call_plan(staged_);
   if (staged_.writes.empty()) return;
   const size_t nres = model_->artifact().graph().output_ids().size() - staged_.writes.size();
   in_place_ = codegen::in_place_writes(model_->artifact().plan(), nres, staged_.writes);
@@ -183,31 +192,6 @@ void check_signature_against(const Graph& g, const std::vector<TensorLayout>& in
                      " tensor leaves for " + std::to_string(out_layouts.size()) + " out_layouts");
 }
 
-// A result that eager execution computes as a new tensor (x * 1, x - 0,
-// -(-x): an op that is not a view in the staged graph) but that the optimiser
-// reduced to an argument or a weight is copied, so that writing into the
-// result does not write into the caller's tensor. A result the function
-// returns as the argument itself or a view of it (return x, x.reshape(...))
-// aliases it, as it does eagerly; so does one that is an argument's written
-// value (x.add_(1); return x), which write_back handles.
-void copy_results_reduced_to_inputs(const StagedGraph& staged, std::vector<Tensor>& results,
-                                    std::span<const Tensor> args, const std::map<std::string, Tensor>& weights) {
-  if (!staged.graph) return;
-  const Graph& g = *staged.graph;
-  const auto& outs = g.output_ids();
-  const size_t nres = results.size() - std::min(results.size(), staged.writes.size());
-  for (size_t i = 0; i < nres && i < outs.size(); ++i) {
-    const Node& prod = g.node(g.producer(outs[i]));
-    if (prod.kind != NodeKind::op || op_info(prod.op).category == OpCategory::View) continue;
-    bool written_value = false;
-    for (size_t k = nres; k < outs.size(); ++k) written_value = written_value || outs[k] == outs[i];
-    if (written_value || !results[i].is_realized()) continue;
-    bool shares = false;
-    for (const Tensor& a : args) shares = shares || (a.is_realized() && may_share_memory(results[i], a));
-    for (const auto& [name, w] : weights) shares = shares || (w.is_realized() && may_share_memory(results[i], w));
-    if (shares) results[i] = results[i].clone();
-  }
-}
 }  // namespace
 
 CompiledCallable::CompiledCallable(FromParts, StagedGraph staged, std::map<std::string, Tensor> weights,
@@ -277,7 +261,7 @@ void CompiledCallable::check_captured() const {
   }
 }
 
-CallResult CompiledCallable::inline_call(GraphRealizationContext& outer, const std::vector<Tensor>& leaves) const {
+CallResult CompiledCallable::inline_call(GraphRealizationContext& outer, std::span<const Tensor> leaves) const {
   check_captured();
   // Its captured tensors become the outer trace's captured constants, so the
   // outer compiled call checks them before each call as this one does (their
@@ -367,7 +351,7 @@ CallResult CompiledCallable::inline_call(GraphRealizationContext& outer, const s
   const size_t nres = outs.size() - staged_.writes.size();
   CallResult r;
   for (size_t i = 0; i < nres; ++i) r.leaves.push_back(outer.create_unrealized({val(outs[i])}));
-  r.tree = staged_.out_tree;
+  r.tree = call_plan_->out_tree;
   // The inlined nodes precede the write-backs below, so the outer trace's
   // StagedGraph::write_reads would count every read they make as one before
   // the writes: note, in the outer trace's values, what this callable reads
@@ -510,28 +494,37 @@ bool numbers_as_tensors(const StagedGraph& staged_, std::vector<Tensor>& leaves,
 }  // namespace
 
 CallResult CompiledCallable::call_flat(const std::vector<Tensor>& leaves, const TreeDef& tree) const {
+  return call_checked(leaves, tree, false);
+}
+
+CallResult CompiledCallable::call_checked(std::span<const Tensor> leaves, const TreeDef& tree, bool fixed_tree) const {
   // Nested tracing: called while a function is traced, the compiled graph is
   // inlined into that trace (as jax.jit inside jax.jit) rather than run.
-  auto* outer = dynamic_cast<GraphRealizationContext*>(&current_realization_context());
-  if (!outer && dynamic_cast<LazyRealizationContext*>(&current_realization_context())) {
+  RealizationContext& ctx = current_realization_context();
+  auto* outer = dynamic_cast<GraphRealizationContext*>(&ctx);
+  if (!outer && dynamic_cast<LazyRealizationContext*>(&ctx)) {
     // In a lazy scope the call runs now, as eagerly: its lazy arguments are
     // realized first (the scope's recorded ops up to them run), and its
     // results are realized tensors the scope then records as sources.
     detail::EagerGuard eager;
-    return call_flat(leaves, tree);
+    return call_checked(leaves, tree, fixed_tree);
   }
   const auto& want = staged_.in_layouts;
-  if (!(tree == staged_.in_tree)) {
-    // A number for a 0-d tensor parameter: a 0-d tensor of its dtype (as jit does).
-    std::vector<Tensor> l2 = leaves;
-    TreeDef t2 = tree;
-    if (numbers_as_tensors(staged_, l2, t2)) return call_flat(l2, t2);
-    if (tree.kind == TreeDef::Kind::tuple && staged_.in_tree.kind == TreeDef::Kind::tuple &&
-        tree.children.size() != staged_.in_tree.children.size())
-      throw ValueError("compiled call: expected " + std::to_string(staged_.in_tree.children.size()) +
-                       " positional argument(s), got " + std::to_string(tree.children.size()));
-    throw ValueError("compiled call: tree structure mismatch: expected " + staged_.in_tree.str() + ", got " +
-                     tree.str());
+  std::atomic<const TreeDef*>& seen = call_plan_->fixed_in_tree;
+  if (!(fixed_tree && seen.load(std::memory_order_relaxed) == &tree)) {
+    if (!(tree == staged_.in_tree)) {
+      // A number for a 0-d tensor parameter: a 0-d tensor of its dtype (as jit does).
+      std::vector<Tensor> l2(leaves.begin(), leaves.end());
+      TreeDef t2 = tree;
+      if (numbers_as_tensors(staged_, l2, t2)) return call_flat(l2, t2);
+      if (tree.kind == TreeDef::Kind::tuple && staged_.in_tree.kind == TreeDef::Kind::tuple &&
+          tree.children.size() != staged_.in_tree.children.size())
+        throw ValueError("compiled call: expected " + std::to_string(staged_.in_tree.children.size()) +
+                         " positional argument(s), got " + std::to_string(tree.children.size()));
+      throw ValueError("compiled call: tree structure mismatch: expected " + staged_.in_tree.str() + ", got " +
+                       tree.str());
+    }
+    if (fixed_tree) seen.store(&tree, std::memory_order_relaxed);  // static storage: valid for the run
   }
   // leaf paths (strings) only for an error message
   auto path = [&](size_t i) { return arg_path(tree.leaf_paths(), i); };
@@ -540,7 +533,7 @@ CallResult CompiledCallable::call_flat(const std::vector<Tensor>& leaves, const 
     if (!t.defined()) throw ValueError("argument " + path(i) + ": an undefined tensor");
     const TensorLayout& w = want[i];
     if (t.dtype() != w.dtype || t.shape() != w.shape || !(t.device() == w.device) ||
-        (!outer && t.stride_class() != w.stride_class))  // a traced value has no strides yet
+        (!outer && !stride_class_is(t, w.stride_class)))  // a traced value has no strides yet
       throw ValueError("argument " + path(i) + ": expected " + layout_str(w) + ", got " + layout_str(t.layout()));
   }
   if (outer) return inline_call(*outer, leaves);
@@ -548,8 +541,8 @@ CallResult CompiledCallable::call_flat(const std::vector<Tensor>& leaves, const 
   check_aliasing(*this, leaves, "compiled call");
   CallResult r;
   r.leaves = run_model(leaves);  // as given: op steps see eager's layouts; fused steps make operands contiguous
-  copy_results_reduced_to_inputs(staged_, r.leaves, leaves, weights_);
-  r.tree = staged_.out_tree;
+  detail::copy_results_reduced_to_inputs(*call_plan_, r.leaves, leaves, weights_);
+  r.tree = call_plan_->out_tree;
   if (!staged_.writes.empty()) write_back(r.leaves, leaves);
   return r;
 }

@@ -15,8 +15,10 @@
 // bitwise equal for every op (any NaN matching any NaN: a NaN's sign and
 // payload depend on operand order inside a kernel and are not promised).
 #pragma once
+#include <array>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -26,19 +28,38 @@
 #include "../tensor/indexing.h"
 #include "../tensor/ops.h"
 #include "../trace/pytree.h"
+#include "../trace/pytree_fixed.h"
 #include "../trace/stage.h"
 #include "engine.h"
 #include "inference_session.h"
 
 namespace kiln {
 
+namespace detail {
+struct CallPlan;
+}
+
 /// Results of a compiled call: the tensor leaves and the output tree.
 /// Converts to the function's result type: `Tensor y = run(x);`,
 /// `auto [a, b] = run(x).as<std::tuple<Tensor, Tensor>>();`.
 struct CallResult {
   std::vector<Tensor> leaves;
-  TreeDef tree;
-  template <class R> R as() const { return tree_unflatten<R>(tree, leaves); }
+  /// The output tree, shared with the callable (a compiled call copies no
+  /// TreeDef); null reads as a single tensor leaf.
+  std::shared_ptr<const TreeDef> tree;
+  /// The result as R. For an R whose structure is its type's alone (a
+  /// Tensor, tuples and KILN_PYTREE structs of tensors: pytree_fixed.h) the
+  /// leaves are placed by position once the tree matches R's; otherwise (and
+  /// for the error when it does not match) tree_unflatten.
+  template <class R> R as() const {
+    if constexpr (detail::FixedTree<R>::value) {
+      if (tree && leaves.size() == detail::FixedTree<R>::leaves && *tree == detail::fixed_treedef<R>()) {
+        const Tensor* p = leaves.data();
+        return detail::FixedTree<R>::rebuild(p);
+      }
+    }
+    return tree_unflatten<R>(tree ? *tree : TreeDef{}, leaves);
+  }
   template <class R> operator R() const { return as<R>(); }  // NOLINT: implicit by design
   /// The single result tensor; throws ValueError when there are several.
   Tensor tensor() const;
@@ -111,8 +132,19 @@ class CompiledCallable {
   /// and its in-place writes become writes of the outer trace.
   template <class... Args>
   CallResult operator()(const Args&... args) const {
-    auto [leaves, tree] = tree_flatten(std::forward_as_tuple(args...));
-    return call_flat(leaves, tree);
+    using Sig = std::tuple<std::remove_cvref_t<Args>...>;
+    if constexpr (detail::FixedTree<Sig>::value) {
+      // Argument types whose tree is their type's alone (tensors, tuples and
+      // KILN_PYTREE structs of tensors): the leaves gathered in order, no
+      // TreeDef built; the type's tree is compared with the signature once.
+      std::array<Tensor, detail::FixedTree<Sig>::leaves> leaves;
+      Tensor* p = leaves.data();
+      (detail::FixedTree<std::remove_cvref_t<Args>>::gather(args, p), ...);
+      return call_checked(leaves, detail::fixed_treedef<Sig>(), true);
+    } else {
+      auto [leaves, tree] = tree_flatten(std::forward_as_tuple(args...));
+      return call_flat(leaves, tree);
+    }
   }
   /// The checked call on flattened arguments.
   CallResult call_flat(const std::vector<Tensor>& leaves, const TreeDef& tree) const;
@@ -187,8 +219,12 @@ class CompiledCallable {
   CompiledCallable(FromParts, StagedGraph staged, std::map<std::string, Tensor> weights,
                    std::shared_ptr<InferenceSession> session, std::shared_ptr<engine::Model> model);
   void check_captured() const;
+  // The checked call. `fixed_tree`: `tree` is a fixed_treedef (static
+  // storage), so once found equal to the signature's its address is kept
+  // and later calls with it compare one pointer.
+  CallResult call_checked(std::span<const Tensor> leaves, const TreeDef& tree, bool fixed_tree) const;
   // Nested tracing: records this callable's (optimised) graph into `outer`.
-  CallResult inline_call(GraphRealizationContext& outer, const std::vector<Tensor>& leaves) const;
+  CallResult inline_call(GraphRealizationContext& outer, std::span<const Tensor> leaves) const;
   StagedGraph staged_;
   std::map<std::string, Tensor> weights_;
   // In-place writes: runs the model with each write computed straight into
@@ -206,6 +242,8 @@ class CompiledCallable {
   std::shared_ptr<WriteCounters> counters_;
   std::shared_ptr<InferenceSession> session_;
   std::shared_ptr<engine::Model> model_;
+  // What each call checks and copies, decided once (jit/call_plan.h).
+  std::shared_ptr<const detail::CallPlan> call_plan_;
   std::vector<Buffer> signal_buffers_;
 };
 

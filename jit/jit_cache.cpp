@@ -74,11 +74,13 @@ std::string JitCache::explain(const TreeDef& tree, const std::vector<TensorLayou
 std::shared_ptr<const CompiledCallable> JitCache::get(const TreeDef& tree, const std::vector<TensorLayout>& layouts,
                                                       const std::function<CompiledCallable()>& compile_fn,
                                                       const std::string& alias) {
-  const std::string key = alias.empty() ? jit_key(tree, layouts) : jit_key(tree, layouts) + "|" + alias;
+  // An entry matches on its fields (the key of ARCHITECTURE.md): compared
+  // field by field, so a hit builds no key string (a cached call's cost).
+  auto same = [&](const Entry& e) { return e.alias == alias && e.layouts == layouts && e.tree == tree; };
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto it = lru_.begin(); it != lru_.end(); ++it)
-      if (it->key == key) {
+      if (same(*it)) {
         ++stats_.hits;
         if (it != lru_.begin()) lru_.splice(lru_.begin(), lru_, it);
         return lru_.front().fn;
@@ -93,9 +95,9 @@ std::shared_ptr<const CompiledCallable> JitCache::get(const TreeDef& tree, const
   auto fn = std::make_shared<const CompiledCallable>(compile_fn());
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& e : lru_)
-    if (e.key == key) return e.fn;  // another thread compiled it meanwhile
+    if (same(e)) return e.fn;  // another thread compiled it meanwhile
   ++stats_.compiles;
-  lru_.push_front({key, tree, layouts, alias, fn});
+  lru_.push_front({alias.empty() ? jit_key(tree, layouts) : jit_key(tree, layouts) + "|" + alias, tree, layouts, alias, fn});
   while (lru_.size() > opts_.max_entries) {
     lru_.pop_back();  // the last reference to its code goes with it (unless a caller still runs it)
     ++stats_.evictions;

@@ -172,7 +172,7 @@ class JitFunction {
       F f = fn_;
       auto result = f(args...);
       auto [outs, out_tree] = tree_flatten(result);
-      return CallResult{std::move(outs), std::move(out_tree)};
+      return CallResult{std::move(outs), std::make_shared<const TreeDef>(std::move(out_tree))};
     }
     auto [leaves, tree] = tree_flatten(std::forward_as_tuple(args...));
     std::vector<TensorLayout> layouts;
@@ -227,7 +227,7 @@ class JitFunction {
     F f = fn_;
     auto result = f(args...);
     auto [outs, out_tree] = tree_flatten(result);
-    return CallResult{std::move(outs), std::move(out_tree)};
+    return CallResult{std::move(outs), std::make_shared<const TreeDef>(std::move(out_tree))};
   }
 
   F fn_;

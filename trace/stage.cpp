@@ -13,7 +13,10 @@
 namespace kiln {
 
 uint64_t content_hash(const Tensor& t) {
-  Tensor c = t.contiguous();
+  // A compiled call hashes each captured constant on every call: a
+  // contiguous one is read where it is (no handle copied).
+  Tensor copy;
+  const Tensor& c = t.is_realized() && t.is_contiguous() ? t : (copy = t.contiguous());
   const auto* p = static_cast<const unsigned char*>(c.data_ptr());
   size_t n = static_cast<size_t>(c.numel()) * c.itemsize();
   uint64_t h = 1469598103934665603ull;

@@ -72,7 +72,7 @@ inline std::string to_repl_string(const TensorLayout& l) {
 }
 inline std::string to_repl_string(const CallResult& r) {
   if (r.leaves.size() == 1) return to_repl_string(r.leaves[0]);
-  std::string s = "CallResult of " + std::to_string(r.leaves.size()) + " tensors " + r.tree.str();
+  std::string s = "CallResult of " + std::to_string(r.leaves.size()) + " tensors " + (r.tree ? r.tree->str() : TreeDef{}.str());
   for (size_t i = 0; i < r.leaves.size(); ++i)
     s += "\nresult " + std::to_string(i) + ": " + to_repl_string(r.leaves[i]);
   return s;

@@ -1,0 +1,138 @@
+// The cached call path of a CompiledCallable (jit/call_plan.h,
+// trace/pytree_fixed.h): arguments whose tree is their type's alone are
+// gathered without a TreeDef and matched by the type's tree, results are
+// rebuilt by position; every check and error of the general path stays.
+#include <array>
+#include <map>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "test_util.h"
+
+struct CpParams {
+  kiln::Tensor w, b;
+};
+KILN_PYTREE(CpParams, w, b);
+struct CpMixed {  // a static leaf: not fixed
+  kiln::Tensor w;
+  int k = 0;
+};
+KILN_PYTREE(CpMixed, w, k);
+struct CpOther {  // the same leaves as CpParams under another type name
+  kiln::Tensor w, b;
+};
+KILN_PYTREE(CpOther, w, b);
+
+namespace {
+using namespace kiln;
+std::vector<double> vals(const Tensor& t) { return t.to_vector<double>(); }
+Tensor t1(double a, double b) { return Tensor::from_vector(std::vector<float>{float(a), float(b)}, {2}); }
+}  // namespace
+
+TEST_SUITE("call path") {
+  TEST_CASE("a type's fixed tree equals what tree_flatten makes of its values") {
+    using detail::fixed_treedef;
+    using detail::fixed_tree_v;
+    const Tensor a = t1(1, 2), b = t1(3, 4);
+    CHECK(fixed_tree_v<Tensor>);
+    CHECK(fixed_tree_v<CpParams>);
+    CHECK(fixed_tree_v<std::tuple<CpParams, Tensor>>);
+    CHECK(fixed_tree_v<std::pair<Tensor, CpParams>>);
+    CHECK(fixed_tree_v<std::array<CpParams, 3>>);
+    CHECK_FALSE(fixed_tree_v<CpMixed>);                      // a static value is part of the tree
+    CHECK_FALSE(fixed_tree_v<std::vector<Tensor>>);          // a run-time length
+    CHECK_FALSE(fixed_tree_v<std::map<std::string, Tensor>>);
+    CHECK_FALSE(fixed_tree_v<std::tuple<Tensor, double>>);
+    CHECK(detail::FixedTree<std::tuple<CpParams, Tensor>>::leaves == 3);
+    CHECK(detail::FixedTree<std::array<CpParams, 3>>::leaves == 6);
+
+    const std::tuple<CpParams, std::pair<Tensor, Tensor>, std::array<Tensor, 2>> v{{a, b}, {b, a}, {a, a}};
+    auto [leaves, tree] = tree_flatten(v);
+    CHECK(fixed_treedef<std::remove_cvref_t<decltype(v)>>() == tree);
+    CHECK(fixed_treedef<std::remove_cvref_t<decltype(v)>>().str() == "(CpParams{w: T, b: T}, (T, T), (T, T))");
+    const auto fl = detail::fixed_leaves(v);
+    REQUIRE(fl.size() == leaves.size());
+    for (size_t i = 0; i < fl.size(); ++i) CHECK(fl[i].is_same(leaves[i]));
+    // rebuilt by position: the same tensors in the same places
+    const Tensor* p = leaves.data();
+    auto back = detail::FixedTree<std::remove_cvref_t<decltype(v)>>::rebuild(p);
+    CHECK(std::get<0>(back).w.is_same(a));
+    CHECK(std::get<0>(back).b.is_same(b));
+    CHECK(std::get<1>(back).first.is_same(b));
+    CHECK(std::get<2>(back)[1].is_same(a));
+  }
+
+  TEST_CASE("struct arguments: the same numbers as the flattened call, repeatedly") {
+    auto f = [](CpParams p, Tensor x) { return std::make_tuple(CpParams{p.w * x + p.b, p.b - x}, p.w * 2.0f); };
+    const auto spec = TensorLayout(DType::float32, {2});
+    CompiledCallable run = compile(f)(CpParams{t1(0, 0), t1(0, 0)}, spec);
+    CpParams p{t1(1, 2), t1(3, 4)};
+    const Tensor x = t1(10, 20);
+    for (int i = 0; i < 3; ++i) {  // the first call compares the tree; later ones its address
+      auto [q, w2] = run(p, x).as<std::tuple<CpParams, Tensor>>();
+      // want: w*x+b = {1*10+3, 2*20+4} = {13, 44}; b-x = {-7, -16}; 2w = {2, 4}
+      CHECK(vals(q.w) == std::vector<double>{13, 44});
+      CHECK(vals(q.b) == std::vector<double>{-7, -16});
+      CHECK(vals(w2) == std::vector<double>{2, 4});
+      auto [leaves, tree] = tree_flatten(std::forward_as_tuple(p, x));
+      const CallResult r = run.call_flat(leaves, tree);
+      REQUIRE(r.leaves.size() == 3);
+      CHECK(vals(r.leaves[0]) == std::vector<double>{13, 44});
+      CHECK(r.tree->str() == "(CpParams{w: T, b: T}, T)");
+    }
+  }
+
+  TEST_CASE("struct arguments keep the checked call's errors") {
+    auto f = [](CpParams p, Tensor x) { return p.w + p.b + x; };
+    const auto spec = TensorLayout(DType::float32, {2});
+    CompiledCallable run = compile(f)(CpParams{t1(0, 0), t1(0, 0)}, spec);
+    CpParams p{t1(1, 2), t1(3, 4)};
+    CHECK(vals(run(p, t1(1, 1))) == std::vector<double>{5, 7});  // 1+3+1, 2+4+1
+    // a leaf of the wrong shape or dtype, named by its path
+    CpParams bad{Tensor::from_vector(std::vector<float>{1, 2, 3}, {3}), t1(3, 4)};
+    CHECK_THROWS_WITH_AS(run(bad, t1(1, 1)), doctest::Contains("argument 0.w: expected float32[2]"), ValueError);
+    CHECK_THROWS_WITH_AS(run(bad, t1(1, 1)), doctest::Contains("got float32[3]"), ValueError);
+    CHECK_THROWS_WITH_AS(run(p, Tensor::from_vector(std::vector<double>{1, 2}, {2})),
+                         doctest::Contains("argument 1: expected float32[2]"), ValueError);
+    CHECK_THROWS_WITH_AS(run(CpParams{Tensor(), t1(3, 4)}, t1(1, 1)),
+                         doctest::Contains("argument 0.w: an undefined tensor"), ValueError);
+    // another struct type of the same leaves, before and after a good call: still the tree error
+    CHECK_THROWS_WITH_AS(run(CpOther{t1(1, 2), t1(3, 4)}, t1(1, 1)),
+                         doctest::Contains("tree structure mismatch: expected (CpParams{w: T, b: T}, T), got "
+                                           "(CpOther{w: T, b: T}, T)"),
+                         ValueError);
+    CHECK(vals(run(p, t1(1, 1))) == std::vector<double>{5, 7});
+    CHECK_THROWS_AS(run(CpOther{t1(1, 2), t1(3, 4)}, t1(1, 1)), ValueError);
+    CHECK_THROWS_WITH_AS(run(p), doctest::Contains("expected 2 positional argument(s), got 1"), ValueError);
+    CHECK(vals(run(p, t1(1, 1))) == std::vector<double>{5, 7});
+  }
+
+  TEST_CASE("a result of another structure than as<R> asks is the pytree error, not a silent reorder") {
+    auto f = [](Tensor x) { return std::make_tuple(x + 1.0f, x * 3.0f); };
+    CompiledCallable run = compile(f)(TensorLayout(DType::float32, {2}));
+    const Tensor x = t1(1, 2);
+    auto [a, b] = run(x).as<std::tuple<Tensor, Tensor>>();
+    CHECK(vals(a) == std::vector<double>{2, 3});
+    CHECK(vals(b) == std::vector<double>{3, 6});
+    CHECK_THROWS_AS(run(x).as<CpParams>(), ValueError);                    // a tuple, not a record
+    CHECK_THROWS_AS((run(x).as<std::tuple<Tensor, Tensor, Tensor>>()), ValueError);  // 2 leaves, not 3
+    CHECK_THROWS_AS(run(x).tensor(), ValueError);
+  }
+
+  TEST_CASE("struct arguments: a result reduced to an argument is a copy, one returned as is aliases it") {
+    // p.w * 1 is a new tensor eagerly (the optimiser reduces it to p.w); p.b returned is p.b.
+    auto f = [](CpParams p) { return std::make_tuple(p.w * 1.0f, p.b); };
+    CompiledCallable run = compile(f)(CpParams{t1(0, 0), t1(0, 0)});
+    CpParams p{t1(1, 2), t1(3, 4)};
+    for (int i = 0; i < 2; ++i) {
+      auto [w, b] = run(p).as<std::tuple<Tensor, Tensor>>();
+      CHECK(vals(w) == std::vector<double>{1, 2});
+      CHECK_FALSE(may_share_memory(w, p.w));
+      CHECK(may_share_memory(b, p.b));
+      w.fill_(9.0);
+      CHECK(vals(p.w) == std::vector<double>{1, 2});
+    }
+  }
+}
