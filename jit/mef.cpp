@@ -3,8 +3,6 @@
 // leaves the buffer and no allocation is larger than the file.
 #include "mef.h"
 
-#include <zlib.h>
-
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -17,6 +15,7 @@
 
 #include "../backends/cpu/jit/small_gemm.h"
 #include "../trace/treedef_io.h"
+#include "mef_crc.h"
 #include "mef_graph.h"
 #include "mef_io.h"
 #include "mef_plan.h"
@@ -65,17 +64,6 @@ void fail(const std::string& what, const std::string& msg) {
 
 namespace {
 using namespace io;
-
-uint32_t crc32_of(std::string_view b) {
-  uLong crc = crc32(0L, Z_NULL, 0);
-  size_t pos = 0;
-  while (pos < b.size()) {  // zlib takes uInt lengths: feed large files in pieces
-    const size_t n = std::min<size_t>(b.size() - pos, 1u << 30);
-    crc = crc32(crc, reinterpret_cast<const Bytef*>(b.data() + pos), static_cast<uInt>(n));
-    pos += n;
-  }
-  return static_cast<uint32_t>(crc);
-}
 
 // Smallest encoded layout / weight: dtype, device type, index, (stride class), rank.
 constexpr size_t kMinLayoutBytes = 11;
