@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "../backends/cpu/matmul.h"
-#include "../backends/cpu/strided_loop.h"
+#include "../backends/cpu/strided_loop_types.h"  // the loop structure only: no OpenMP runner
 #include "../trace/graph.h"
 #include "elementwise_program.h"
 #include "inference_session.h"
