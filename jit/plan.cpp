@@ -5,6 +5,7 @@
 #include "plan.h"
 
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 #include "cpu_lowering.h"
@@ -163,8 +164,8 @@ void ExecutionPlan::run(std::span<const Tensor> inputs, std::span<const Tensor> 
   // thread (an eager kernel calling compiled code) gets its own.
   thread_local Bound reused;
   thread_local bool in_use = false;
-  Bound local;
-  Bound& bound = in_use ? local : reused;
+  std::optional<Bound> local;  // made only for a nested call
+  Bound& bound = in_use ? local.emplace() : reused;
   struct Release {
     bool* flag;
     Bound& b;

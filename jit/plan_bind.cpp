@@ -143,20 +143,21 @@ bool ExecutionPlan::bind_all(Bound& b, const Buffer& arena) const {
     if (!vals[v].defined()) vals[v] = destination(v, arena, b.owner);
     return vals[v];
   };
+  // A realized tensor's memory, without Tensor's layered checks.
+  auto memory = [](const detail::TensorImpl& i) {
+    return static_cast<char*>(i.storage.data()) + (i.offset ? i.offset * static_cast<int64_t>(size_of(i.dtype)) : 0);
+  };
   auto in = [&](int32_t v) -> char* {
     if (arena_offset_[v] >= 0) return arena_data + arena_offset_[v];
     const Tensor& t = src[v] ? *src[v] : vals[v];
-    if (t.defined() && t.is_realized()) {  // the common case, without Tensor's layered checks
-      const detail::TensorImpl& i = t.impl();
-      if (is_contiguous(i.shape, i.strides))
-        return static_cast<char*>(i.storage.data()) + (i.offset ? i.offset * static_cast<int64_t>(size_of(i.dtype)) : 0);
-    }
+    if (t.defined() && t.is_realized() && is_contiguous(t.impl().shape, t.impl().strides)) return memory(t.impl());
     if (!t.is_contiguous()) strided = true;  // bind() would copy data not computed yet
     return static_cast<char*>(t.data_ptr());
   };
   auto out = [&](int32_t v) -> char* {
     if (arena_offset_[v] >= 0) return arena_data + arena_offset_[v];
-    return static_cast<char*>(value(v).data_ptr());
+    const Tensor& t = value(v);
+    return t.is_realized() ? memory(t.impl()) : static_cast<char*>(t.data_ptr());
   };
   for (size_t k = 0; k < S; ++k) {
     const PlanStep& s = steps_[k];
