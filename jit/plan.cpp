@@ -4,6 +4,8 @@
 // thread, a scratch arena per call.
 #include "plan.h"
 
+#include <algorithm>
+#include <optional>
 #include <vector>
 
 #include "cpu_lowering.h"
@@ -47,6 +49,7 @@ ExecutionPlan::ExecutionPlan(std::shared_ptr<const Graph> graph, const KernelOpt
   release_after_.assign(memory.release_after.begin(), memory.release_after.end());
   arena_offset_ = std::move(memory.arena_offset);
   arena_bytes_ = memory.arena_bytes;
+  init_run_tables();
 }
 
 ExecutionPlan::ExecutionPlan(std::shared_ptr<const Graph> graph, const KernelOptions& opt, Parts parts)
@@ -68,6 +71,7 @@ ExecutionPlan::ExecutionPlan(std::shared_ptr<const Graph> graph, const KernelOpt
   for (int32_t v : graph_->output_ids()) is_output[static_cast<size_t>(v)] = 1;
   pairs_ = interop_enabled();
   mark_adjacent_pairs(steps_, is_output, pairs_);
+  init_run_tables();
 }
 
 std::vector<int32_t> step_reads(const PlanStep& s) {
@@ -98,27 +102,50 @@ std::vector<int32_t> step_writes(const PlanStep& s) {
   return w;
 }
 
-// A call's arena: one a finished call gave back, else a new one. Given back
-// when the call ends, unless something else (a result viewing an
-// intermediate) still holds it: the next call would overwrite that result.
+// A call's arena and whether the call owns the plan. The owner (one call at
+// a time: one atomic exchange, no lock) runs in the plan's own arena; a call
+// made while another owns the plan takes one a finished call gave back,
+// else a new one. Either is given up when the call ends if something else (a
+// result viewing an intermediate) still holds it: the next call would
+// overwrite that result.
 struct ExecutionPlan::ArenaLease {
   const ExecutionPlan& plan;
-  Buffer arena;
-  explicit ArenaLease(const ExecutionPlan& p) : plan(p) {
+  const bool owner;
+  Buffer own;                // a non-owner's arena
+  const Buffer* arena = &own;
+  explicit ArenaLease(const ExecutionPlan& p) : plan(p), owner(!p.owner_busy_.exchange(true, std::memory_order_acquire)) {
     if (!p.arena_bytes_) return;
+    if (owner) {
+      if (!p.owner_arena_) {
+        try {
+          p.owner_arena_ = Buffer::allocate(p.arena_bytes_);
+        } catch (...) {
+          p.owner_busy_.store(false, std::memory_order_release);
+          throw;
+        }
+      }
+      arena = &p.owner_arena_;
+      return;
+    }
     {
       std::lock_guard<std::mutex> lock(p.arena_mu_);
       if (!p.free_arenas_.empty()) {
-        arena = std::move(p.free_arenas_.back());
+        own = std::move(p.free_arenas_.back());
         p.free_arenas_.pop_back();
       }
     }
-    if (!arena) arena = Buffer::allocate(p.arena_bytes_);
+    if (!own) own = Buffer::allocate(p.arena_bytes_);
   }
   ~ArenaLease() {
-    if (!arena || arena.use_count() != 1) return;
+    if (owner) {
+      // A result views it: it is the result's now (the next call makes another).
+      if (plan.owner_arena_ && plan.owner_arena_.use_count() != 1) plan.owner_arena_ = Buffer();
+      plan.owner_busy_.store(false, std::memory_order_release);
+      return;
+    }
+    if (!own || own.use_count() != 1) return;
     std::lock_guard<std::mutex> lock(plan.arena_mu_);
-    plan.free_arenas_.push_back(std::move(arena));
+    plan.free_arenas_.push_back(std::move(own));
   }
   ArenaLease(const ArenaLease&) = delete;
   ArenaLease& operator=(const ArenaLease&) = delete;
@@ -131,14 +158,14 @@ void ExecutionPlan::run(std::span<const Tensor> inputs, std::span<const Tensor> 
   const ArenaLease lease(*this);
   // One scratch buffer per call (calls may run concurrently) for every
   // intermediate (the lease above); graph outputs get their own memory.
-  const Buffer& arena = lease.arena;
+  const Buffer& arena = *lease.arena;
   // The value table and the binding's vectors are reused by the next call on
   // this thread (no allocation per call); a call made while one runs on this
   // thread (an eager kernel calling compiled code) gets its own.
   thread_local Bound reused;
   thread_local bool in_use = false;
-  Bound local;
-  Bound& bound = in_use ? local : reused;
+  std::optional<Bound> local;  // made only for a nested call
+  Bound& bound = in_use ? local.emplace() : reused;
   struct Release {
     bool* flag;
     Bound& b;
@@ -148,39 +175,56 @@ void ExecutionPlan::run(std::span<const Tensor> inputs, std::span<const Tensor> 
     }
   } release{in_use ? nullptr : &in_use, bound};
   in_use = true;
-  std::vector<Tensor>& vals = bound.vals;
-  vals.resize(g.num_values());  // empty handles (clear() dropped the last call's)
+  bound.owner = lease.owner;
+  // The caller's tensors and the constants are read where they are (no
+  // handle copied); vals holds only the values this call makes.
+  const size_t nv = g.num_values();
+  std::vector<const Tensor*>& src = bound.src;
+  src.assign(nv, nullptr);
   const auto& in_ids = g.input_ids();
-  for (size_t i = 0; i < in_ids.size(); ++i) vals[in_ids[i]] = inputs[i];
-  for (size_t i = 0; i < weight_values_.size(); ++i) vals[weight_values_[i]] = weights[i];
-  for (const Node& n : g.nodes())
-    if (n.kind == NodeKind::constant) vals[n.outputs[0]] = n.data;
+  for (size_t i = 0; i < in_ids.size(); ++i) src[in_ids[i]] = &inputs[i];
+  for (size_t i = 0; i < weight_values_.size(); ++i) src[weight_values_[i]] = &weights[i];
+  for (const auto& [v, t] : constants_) src[v] = t;
+  std::vector<Tensor>& vals = bound.vals;
+  vals.resize(nv);  // empty handles (clear() dropped the last call's)
   // A defined outputs[k] is where output k is computed (in-place write-back,
   // jit/write_in_place.h); a step run one by one may still put it elsewhere.
-  for (size_t k = 0; k < outputs.size() && k < g.output_ids().size(); ++k)
-    if (outputs[k].defined() && !vals[g.output_ids()[k]].defined()) {
-      vals[g.output_ids()[k]] = outputs[k];
+  const auto& out_ids = g.output_ids();
+  for (size_t k = 0; k < outputs.size() && k < out_ids.size(); ++k)
+    if (outputs[k].defined() && !src[out_ids[k]] && !vals[out_ids[k]].defined()) {
+      vals[out_ids[k]] = outputs[k];
       bound.outputs_given = true;
     }
-  if (bind_all(bound, vals, arena)) {
+  if (bind_all(bound, arena)) {
     run_bound(bound);
   } else {
-    run_stepwise(vals, arena);
+    for (size_t v = 0; v < nv; ++v)
+      if (src[v]) vals[v] = *src[v];
+    std::fill(src.begin(), src.end(), nullptr);
+    run_stepwise(vals, arena, lease.owner);
   }
-  outputs.resize(g.output_ids().size());
+  outputs.resize(out_ids.size());
   for (size_t k = 0; k < outputs.size(); ++k) {
-    int32_t v = g.output_ids()[k];
-    const Node& prod = g.node(g.producer(v));
-    // Never hand out the plan's own constant storage.
-    outputs[k] = prod.kind == NodeKind::constant ? vals[v].clone() : vals[v];
+    const int32_t v = out_ids[k];
+    const Tensor& t = src[v] ? *src[v] : vals[v];
+    switch (output_take_[k]) {
+      case 2: outputs[k] = t.clone(); break;  // never hand out the plan's own constant storage
+      case 1:
+        if (!src[v]) {
+          outputs[k] = std::move(vals[v]);
+          break;
+        }
+        [[fallthrough]];
+      default: outputs[k] = t;
+    }
   }
 }
 
 // Binds and runs one step at a time (a step's input is then a computed
 // value that bind() may copy to make contiguous); values outside the arena
 // are dropped after their last use.
-void ExecutionPlan::run_stepwise(std::vector<Tensor>& vals, const Buffer& arena) const {
-  auto destination = [&](int32_t v) { return this->destination(v, arena); };
+void ExecutionPlan::run_stepwise(std::vector<Tensor>& vals, const Buffer& arena, bool owner) const {
+  auto destination = [&](int32_t v) { return this->destination(v, arena, owner); };
   std::vector<Tensor> args;
   for (size_t k = 0; k < steps_.size(); ++k) {
     const PlanStep& s = steps_[k];

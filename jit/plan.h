@@ -7,6 +7,8 @@
 // device-neutral).
 #pragma once
 #include <array>
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -206,17 +208,48 @@ class ExecutionPlan {
   bool fuse_ = true;
   bool pairs_ = true;
   std::string read_note_;
-  // Arenas of finished calls, for the next ones (many threads may call one
-  // plan: each call takes its own).
+  // One call at a time owns the plan (owner_busy_, taken with one atomic
+  // exchange: the uncontended case): it uses owner_arena_ and the reused
+  // outputs below without a lock. A call made while another owns the plan
+  // (threads sharing a callable, a nested call) takes an arena from
+  // free_arenas_ under arena_mu_ (each call its own) and allocates its
+  // outputs.
+  mutable std::atomic<bool> owner_busy_{false};
+  mutable Buffer owner_arena_;
   mutable std::mutex arena_mu_;
   mutable std::vector<Buffer> free_arenas_;
   struct ArenaLease;
+  // Graph constants: (value id, the node's data), so a call does not scan the nodes.
+  std::vector<std::pair<int32_t, const Tensor*>> constants_;
+  // Per graph output: how run() hands it out: 0 a copy of the handle, 1 the
+  // handle moved (the value's last place among the outputs), 2 a clone (a
+  // constant: never the plan's own storage).
+  std::vector<uint8_t> output_take_;
+  // Each non-op step's binding, made once (jit/plan_bind.cpp): its operand
+  // pointers that do not change between calls (its program's constant
+  // table; null elsewhere), and per operand slot that points at a value
+  // (bind_patches_[bind_first_[k] .. bind_first_[k + 1]) for step k) the
+  // value's arena offset, or the value whose memory a call looks up.
+  struct BindPatch {
+    uint8_t slot = 0;
+    bool out = false;       // written by the step
+    int32_t value = -1;
+    int64_t arena_offset = -1;
+  };
+  std::vector<std::array<char*, kMaxFusedOperands>> bind_base_;
+  std::vector<uint32_t> bind_first_;
+  std::vector<BindPatch> bind_patches_;
+  // Per value id: its bytes when a call may reuse an earlier output's memory
+  // for it (CPU, 1 .. kReusedOutputBytes), else 0.
+  std::vector<size_t> reusable_bytes_;
+  void init_run_tables();
   // Outputs of earlier calls, per value id (outputs up to
   // kReusedOutputBytes): a tensor only this holds (the caller dropped every
   // handle to it and every view of its memory) is the next call's output
   // for that value, so a call that feeds its results back (a training
   // step's weights) allocates nothing for them; a tensor or memory the
-  // caller still holds is never reused. Guarded by arena_mu_.
+  // caller still holds is never reused. Used only by the call that owns the
+  // plan (owner_busy_).
   // At most kReusedOutputTotal bytes are kept this way per plan (a plan with
   // many outputs keeps the first ones it made); the others are allocated
   // per call as before.
@@ -236,10 +269,13 @@ class ExecutionPlan {
     std::vector<Tensor> args;                              // op steps' arguments, flattened
     std::vector<std::pair<uint32_t, uint32_t>> arg_range;  // per op step: first and count in args
     std::vector<char> run_view;                            // per step: a view step run when reached
-    std::vector<Tensor> vals;                              // per value id (run()'s value table)
+    std::vector<Tensor> vals;                              // per value id: the values the call makes
+    std::vector<const Tensor*> src;                        // per value id: an input, weight or constant, else null
     bool outputs_given = false;                            // run() got memory for an output
+    bool owner = false;                                    // the call owns the plan (reuses outputs)
     void clear() {  // drops the tensors, keeps the capacity
       outputs_given = false;
+      owner = false;
       vals.clear();
       steps.clear();
       args.clear();
@@ -247,11 +283,14 @@ class ExecutionPlan {
       run_view.clear();
     }
   };
-  bool bind_all(Bound& b, std::vector<Tensor>& vals, const Buffer& arena) const;
+  // Binds every step (b.src and the outputs given in b.vals set); false when
+  // a generated or BLAS step reads a strided view.
+  bool bind_all(Bound& b, const Buffer& arena) const;
   void run_bound(const Bound& b) const;
-  void run_stepwise(std::vector<Tensor>& vals, const Buffer& arena) const;
-  // Where value v is written: its arena slot, or (outputs) a new tensor.
-  Tensor destination(int32_t v, const Buffer& arena) const;
+  void run_stepwise(std::vector<Tensor>& vals, const Buffer& arena, bool owner) const;
+  // Where value v is written: its arena slot, or (outputs) a tensor: one an
+  // earlier call returned and the caller dropped (owner only), else a new one.
+  Tensor destination(int32_t v, const Buffer& arena, bool owner) const;
 };
 
 template <class In, class Out, class OutTensor>

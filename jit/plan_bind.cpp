@@ -25,8 +25,8 @@ bool has_contiguous_strides(const detail::TensorImpl& i) {
 }
 }  // namespace
 
+// Called by the call that owns the plan only (ArenaLease): no lock.
 Tensor ExecutionPlan::output_tensor(int32_t v, const TensorType& t) const {
-  std::lock_guard<std::mutex> lock(arena_mu_);
   if (reused_outputs_.size() < graph_->num_values()) reused_outputs_.resize(graph_->num_values());
   std::array<Tensor, 2>& slots = reused_outputs_[static_cast<size_t>(v)];
   for (const Tensor& r : slots) {
@@ -56,18 +56,78 @@ Tensor ExecutionPlan::output_tensor(int32_t v, const TensorType& t) const {
   return fresh;
 }
 
-Tensor ExecutionPlan::destination(int32_t v, const Buffer& arena) const {
-  const TensorType& t = graph_->type(v);
-  if (arena_offset_[v] < 0) {
-    const size_t nbytes = static_cast<size_t>(checked_numel(t.shape)) * size_of(t.dtype);
-    if (!t.device.is_cpu() || nbytes == 0 || nbytes > kReusedOutputBytes) return Tensor::empty(t.shape, t.dtype, t.device);
-    return output_tensor(v, t);
+void ExecutionPlan::init_run_tables() {
+  const Graph& g = *graph_;
+  for (const Node& n : g.nodes())
+    if (n.kind == NodeKind::constant) constants_.emplace_back(n.outputs[0], &n.data);
+  const auto& outs = g.output_ids();
+  output_take_.assign(outs.size(), 1);
+  for (size_t k = 0; k < outs.size(); ++k) {
+    if (g.node(g.producer(outs[k])).kind == NodeKind::constant) {
+      output_take_[k] = 2;
+      continue;
+    }
+    for (size_t j = k + 1; j < outs.size(); ++j)
+      if (outs[j] == outs[k]) output_take_[k] = 0;  // handed out again below: copy here
   }
+  reusable_bytes_.assign(g.num_values(), 0);
+  for (size_t v = 0; v < g.num_values(); ++v) {
+    const TensorType& t = g.type(static_cast<int32_t>(v));
+    if (!t.device.is_cpu()) continue;
+    int64_t n = 0;
+    try {
+      n = checked_numel(t.shape);
+    } catch (const Error&) {
+      continue;  // destination() raises it, as before
+    }
+    const size_t nbytes = static_cast<size_t>(n) * size_of(t.dtype);
+    if (nbytes <= kReusedOutputBytes) reusable_bytes_[v] = nbytes;
+  }
+  // The bindings: bind_to with each value's slot marked by a tagged id
+  // ((id << 2) | 1, | 2 when written); the constant tables' addresses are
+  // real pointers (8-byte aligned: low bits 0).
+  const size_t S = steps_.size();
+  bind_base_.assign(S, {});
+  bind_first_.assign(S + 1, 0);
+  bind_patches_.clear();
+  auto tag = [](int32_t v, uintptr_t w) { return reinterpret_cast<char*>((static_cast<uintptr_t>(v) << 2) | 1 | w); };
+  for (size_t k = 0; k < S; ++k) {
+    bind_first_[k] = static_cast<uint32_t>(bind_patches_.size());
+    if (steps_[k].kind == PlanStep::Kind::op) continue;
+    const BoundStep b = bind_to(
+        k, [&](int32_t v) { return tag(v, 0); }, [&](int32_t v) { return tag(v, 2); },
+        [](int32_t) { return Tensor(); });
+    for (size_t j = 0; j < b.base.size(); ++j) {
+      const uintptr_t x = reinterpret_cast<uintptr_t>(b.base[j]);
+      if (!(x & 1)) {
+        bind_base_[k][j] = b.base[j];
+        continue;
+      }
+      BindPatch p;
+      p.slot = static_cast<uint8_t>(j);
+      p.out = (x & 2) != 0;
+      p.value = static_cast<int32_t>(x >> 2);
+      p.arena_offset = arena_offset_[static_cast<size_t>(p.value)];
+      bind_patches_.push_back(p);
+    }
+  }
+  bind_first_[S] = static_cast<uint32_t>(bind_patches_.size());
+}
+
+Tensor ExecutionPlan::destination(int32_t v, const Buffer& arena, bool owner) const {
+  if (arena_offset_[v] < 0) {
+    if (owner && reusable_bytes_[v]) return output_tensor(v, graph_->type(v));
+    const TensorType& t = graph_->type(v);
+    return Tensor::empty(t.shape, t.dtype, t.device);
+  }
+  const TensorType& t = graph_->type(v);
   return Tensor(arena, t.dtype, t.shape, contiguous_strides(t.shape),
                 arena_offset_[v] / static_cast<int64_t>(size_of(t.dtype)));
 }
 
-bool ExecutionPlan::bind_all(Bound& b, std::vector<Tensor>& vals, const Buffer& arena) const {
+bool ExecutionPlan::bind_all(Bound& b, const Buffer& arena) const {
+  std::vector<Tensor>& vals = b.vals;
+  const std::vector<const Tensor*>& src = b.src;
   const size_t S = steps_.size();
   b.steps.resize(S);
   b.arg_range.assign(S, {0, 0});
@@ -76,23 +136,41 @@ bool ExecutionPlan::bind_all(Bound& b, std::vector<Tensor>& vals, const Buffer& 
   bool strided = false;
   // Generated code and BLAS calls need only addresses: an intermediate in
   // the arena gets a Tensor only when an eager op reads it.
+  // An input, weight or constant is read where the caller keeps it (src);
+  // the values this call makes are in vals.
   auto value = [&](int32_t v) -> const Tensor& {
-    if (!vals[v].defined()) vals[v] = destination(v, arena);
+    if (const Tensor* t = src[v]) return *t;
+    if (!vals[v].defined()) vals[v] = destination(v, arena, b.owner);
     return vals[v];
+  };
+  // A realized tensor's memory, without Tensor's layered checks.
+  auto memory = [](const detail::TensorImpl& i) {
+    return static_cast<char*>(i.storage.data()) + (i.offset ? i.offset * static_cast<int64_t>(size_of(i.dtype)) : 0);
   };
   auto in = [&](int32_t v) -> char* {
     if (arena_offset_[v] >= 0) return arena_data + arena_offset_[v];
-    if (!vals[v].is_contiguous()) strided = true;  // bind() would copy data not computed yet
-    return static_cast<char*>(vals[v].data_ptr());
+    const Tensor& t = src[v] ? *src[v] : vals[v];
+    if (t.defined() && t.is_realized() && is_contiguous(t.impl().shape, t.impl().strides)) return memory(t.impl());
+    if (!t.is_contiguous()) strided = true;  // bind() would copy data not computed yet
+    return static_cast<char*>(t.data_ptr());
   };
   auto out = [&](int32_t v) -> char* {
     if (arena_offset_[v] >= 0) return arena_data + arena_offset_[v];
-    return static_cast<char*>(value(v).data_ptr());
+    const Tensor& t = value(v);
+    return t.is_realized() ? memory(t.impl()) : static_cast<char*>(t.data_ptr());
   };
   for (size_t k = 0; k < S; ++k) {
     const PlanStep& s = steps_[k];
     if (s.kind != PlanStep::Kind::op) {
-      b.steps[k] = bind_to(k, in, out, value);
+      // The binding made once (init_run_tables), its value slots filled in.
+      BoundStep& bs = b.steps[k];
+      bs.step = &s;
+      bs.base = bind_base_[k];
+      for (uint32_t i = bind_first_[k]; i < bind_first_[k + 1]; ++i) {
+        const BindPatch& p = bind_patches_[i];
+        bs.base[p.slot] = p.arena_offset >= 0 ? arena_data + p.arena_offset : p.out ? out(p.value) : in(p.value);
+      }
+      if (s.kind == PlanStep::Kind::fused && s.reduce_operand >= 0) bs.out = value(s.reduce_output);  // as bind_to
       if (strided) return false;
       continue;
     }
@@ -107,7 +185,7 @@ bool ExecutionPlan::bind_all(Bound& b, std::vector<Tensor>& vals, const Buffer& 
       const bool strided_reshape = s.op == OpId::Reshape && !b.args[first].is_contiguous();
       if (!strided_reshape) {
         Tensor r = detail::eager_execute(s.op, std::span<const Tensor>(b.args.data() + first, s.inputs.size()), s.attrs);
-        if (r.buffer() == vals[s.inputs[0]].buffer()) {
+        if (r.buffer() == value(s.inputs[0]).buffer()) {
           vals[s.output] = std::move(r);
           b.args.resize(first);
           continue;

@@ -228,6 +228,52 @@ TEST_SUITE("alloc_free") {
     CHECK(bad == 0);
   }
 
+  TEST_CASE("many threads calling one plan whose outputs are reused: each result keeps its own values") {
+    // One call at a time owns the plan and reuses outputs dropped earlier;
+    // calls running at the same time allocate theirs. Each thread drops its
+    // previous results before the next call (so they are reusable) and
+    // checks every element of the new ones against its own reference: two
+    // calls handed one buffer would show the other thread's values.
+    auto f = [](Tensor w, Tensor g) { return std::make_tuple(w - g * 0.5f, tanh(w) * g); };
+    CompiledCallable run = compile(f)(f32({4, 8}), f32({4, 8}));
+    std::vector<Tensor> ws, gs;
+    std::vector<std::vector<double>> want0, want1;
+    for (int t = 0; t < 4; ++t) {
+      ws.push_back(random::normal({4, 8}, 200 + t));
+      gs.push_back(random::normal({4, 8}, 300 + t));
+      // float64 reference, element by element
+      const std::vector<double> w = kt::values(ws.back()), g = kt::values(gs.back());
+      std::vector<double> a(w.size()), b(w.size());
+      for (size_t k = 0; k < w.size(); ++k) {
+        a[k] = w[k] - g[k] * 0.5;
+        b[k] = std::tanh(w[k]) * g[k];
+      }
+      want0.push_back(a);
+      want1.push_back(b);
+    }
+    std::atomic<int> bad{0};
+    std::vector<std::thread> ts;
+    for (int t = 0; t < 4; ++t)
+      ts.emplace_back([&, t] {
+        std::vector<Tensor> r;
+        for (int i = 0; i < 3000; ++i) {
+          r.clear();  // dropped: the next call may reuse their memory
+          r = run.execute_raw(std::vector<Tensor>{ws[t], gs[t]});
+          const std::vector<double> a = kt::values(r[0]), b = kt::values(r[1]);
+          for (size_t k = 0; k < a.size(); ++k)
+            if (!kt::close(a[k], want0[t][k], 1e-6, 1e-6) || !kt::close(b[k], want1[t][k], 1e-5, 1e-5)) ++bad;
+        }
+      });
+    for (auto& t : ts) t.join();
+    CHECK(bad == 0);
+    // Alone again, a call owns the plan: dropped outputs are reused (no allocation).
+    std::vector<Tensor> r = run.execute_raw(std::vector<Tensor>{ws[0], gs[0]});
+    r.clear();
+    CHECK(allocations_in([&] { r = run.execute_raw(std::vector<Tensor>{ws[0], gs[0]}); }) == 0);
+    const std::vector<double> a = kt::values(r[0]);
+    for (size_t k = 0; k < a.size(); k += 31) CHECK(kt::close(a[k], want0[0][k], 1e-6, 1e-6));
+  }
+
   TEST_CASE("a call reuses the outputs of an earlier call the caller dropped, never those it holds") {
     // A training step's shape: the results are fed back as the next call's
     // arguments, and the call before's results are then dropped.
