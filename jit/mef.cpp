@@ -339,9 +339,34 @@ Contents decode(std::string_view b, const std::string& what, bool for_build) {
   Contents c;
   c.format_version = get_u32_at(b, 8);
   if (c.format_version == 0) fail(what, "invalid format version 0 (the file is corrupted)");
-  if (c.format_version > kFormatVersion)
+  if (c.format_version > kFormatVersion) {
+    // A newer kiln's file still has this header (magic, version, total
+    // length) and ends in the CRC-32 of everything before it; a version
+    // field damaged in a file of a version this kiln reads fails that
+    // check. Blame the version only for a file that is otherwise intact.
+    char v[48];
+    std::snprintf(v, sizeof v, "%u (0x%08x)", static_cast<unsigned>(c.format_version),
+                  static_cast<unsigned>(c.format_version));
+    const std::string odd = std::string("its format version field reads ") + v + ", newer than the " +
+                            std::to_string(kFormatVersion) + " this kiln reads, ";
+    if (size < kHeaderBytes + kChecksumBytes)
+      fail(what, "the file is truncated or corrupted: " + odd + "and it has only " + std::to_string(size) +
+                     " bytes, fewer than any MEF file's header and checksum");
+    const uint64_t total = get_u64_at(b, 12);
+    if (total != size)
+      fail(what, "the file is corrupted: " + odd + "and its header gives a total length of " + std::to_string(total) +
+                     " bytes for a file of " + std::to_string(size));
+    const uint32_t stored = get_u32_at(b, size - kChecksumBytes),
+                   computed = crc32_of(b.substr(0, size - kChecksumBytes));
+    if (stored != computed) {
+      char buf[112];
+      std::snprintf(buf, sizeof buf, "and its checksum does not match (stored 0x%08x, computed 0x%08x)",
+                    static_cast<unsigned>(stored), static_cast<unsigned>(computed));
+      fail(what, "the file is corrupted: " + odd + buf + "; a file a newer kiln wrote would pass the checksum");
+    }
     fail(what, "written by a newer kiln: format version " + std::to_string(c.format_version) +
                    ", this kiln reads up to " + std::to_string(kFormatVersion) + "; upgrade kiln to read it");
+  }
   if (size < kHeaderBytes) truncated_header();
   const uint64_t total = get_u64_at(b, 12);
   const uint32_t nsec = get_u32_at(b, 20);

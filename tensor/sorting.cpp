@@ -16,24 +16,29 @@ namespace kiln {
 namespace {
 
 /// The host values of a data-dependent op's input, or a RealizationError
-/// naming `op` inside a traced function or a kiln::lazy() scope.
-std::vector<bool> truth_values(const Tensor& x, const char* op) {
-  const bool tracing = detail::recording_graph();
+/// naming `op` inside a traced function or a kiln::lazy() scope; `instead`
+/// names what to use there (a fixed-size variant, a mask).
+std::vector<bool> truth_values(const Tensor& x, const char* op, const char* instead) {
+  // Traced, the input is a symbolic value (or becomes one: even a captured
+  // tensor's cast is recorded), so there is nothing to count: one message
+  // naming the op, not to_vector's explanation tacked on.
+  if (detail::recording_graph())
+    throw RealizationError(std::string(op) + ": the result's shape depends on the data, and inside jit/compile/stage "
+                           "tensors are symbolic values with no data until the compiled function runs, so " + op +
+                           " cannot be traced; use " + instead + ", or call it outside the traced function");
   try {
     return cast(x, DType::bool_).to_vector<bool>();
   } catch (const RealizationError& e) {
-    if (!tracing)  // a kiln::lazy() scope: its values come when the scope ends
-      throw RealizationError(std::string(op) + ": the result's shape depends on the data, which a kiln::lazy() "
-                             "scope computes only when it ends (call it after the lazy() scope, compute the input "
-                             "before entering it, or use a mask with where()): " + e.what());
-    throw RealizationError(std::string(op) + ": the result's shape depends on the data, so it cannot be recorded "
-                           "into a graph (call it outside jit/compile/stage, or use a mask with where()): " + e.what());
+    // a kiln::lazy() scope: its values come when the scope ends
+    throw RealizationError(std::string(op) + ": the result's shape depends on the data, which a kiln::lazy() "
+                           "scope computes only when it ends (call it after the lazy() scope, compute the input "
+                           "before entering it, or use a mask with where()): " + e.what());
   }
 }
 
 /// nonzero of `x`, with errors naming `op` (nonzero, argwhere, a bool index).
-std::vector<Tensor> nonzero_named(const Tensor& x, const char* op) {
-  const std::vector<bool> t = truth_values(x, op);
+std::vector<Tensor> nonzero_named(const Tensor& x, const char* op, const char* instead) {
+  const std::vector<bool> t = truth_values(x, op, instead);
   const int64_t nd = x.ndim();
   std::vector<std::vector<int64_t>> coords(static_cast<size_t>(nd));
   std::vector<int64_t> idx(static_cast<size_t>(nd), 0);
@@ -54,8 +59,8 @@ std::vector<Tensor> nonzero_named(const Tensor& x, const char* op) {
 }
 
 /// The int64 positions of the true elements of the 1-d mask.
-Tensor truth_positions(const Tensor& mask, const char* op) {
-  const std::vector<bool> t = truth_values(mask, op);
+Tensor truth_positions(const Tensor& mask, const char* op, const char* instead) {
+  const std::vector<bool> t = truth_values(mask, op, instead);
   std::vector<int64_t> pos;
   for (size_t i = 0; i < t.size(); ++i)
     if (t[i]) pos.push_back(static_cast<int64_t>(i));
@@ -65,16 +70,25 @@ Tensor truth_positions(const Tensor& mask, const char* op) {
 
 }  // namespace
 
-std::vector<Tensor> nonzero(const Tensor& x) { return nonzero_named(x, "nonzero"); }
+std::vector<Tensor> nonzero(const Tensor& x) {
+  return nonzero_named(x, "nonzero",
+                       "nonzero_static(x, size, fill) for a fixed number of positions, or a mask with where()");
+}
 
 std::vector<Tensor> detail::bool_index_positions(const Tensor& mask) {
-  return nonzero_named(mask, "index (a bool mask)");
+  return nonzero_named(mask, "index (a bool mask)",
+                       "where(mask, x, fill) or masked_fill to keep the shape, or nonzero_static(mask, size, fill) "
+                       "for a fixed number of positions");
 }
+
+namespace {
+constexpr const char* kArgwhereInstead = "nonzero_static(x, size, fill) for a fixed number of coordinates";
+}  // namespace
 
 Tensor argwhere(const Tensor& x) {
   if (x.ndim() == 0)  // numpy: one row of no coordinates when true, none when false
-    return zeros({truth_values(x, "argwhere")[0] ? 1 : 0, 0}, DType::int64);
-  std::vector<Tensor> c = nonzero_named(x, "argwhere");
+    return zeros({truth_values(x, "argwhere", kArgwhereInstead)[0] ? 1 : 0, 0}, DType::int64);
+  std::vector<Tensor> c = nonzero_named(x, "argwhere", kArgwhereInstead);
   for (Tensor& t : c) t = unsqueeze(t, 1);
   return concat(c, 1);
 }
@@ -93,7 +107,8 @@ Unique unique(const Tensor& x) {
   } else {
     starts = zeros({0}, DType::bool_);
   }
-  const Tensor first = truth_positions(starts, "unique");  // positions in `sorted` where each value starts
+  // positions in `sorted` where each value starts
+  const Tensor first = truth_positions(starts, "unique", "unique_static(x, size, fill) for a fixed number of values");
   const int64_t groups = first.numel();
   Unique u;
   u.values = index_select(sorted, 0, first);

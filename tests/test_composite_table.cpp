@@ -100,6 +100,36 @@ TEST_SUITE("composite op table") {
     CHECK(inf);
   }
 
+  TEST_CASE("nonzero, argwhere, unique and a bool-mask index traced: one message naming the op and what to use") {
+    const Tensor x = Tensor::from_vector(std::vector<float>{0, 2, 0, 5, 1});
+    const TensorLayout l(DType::float32, {5});
+    struct Case {
+      const char* op;
+      std::function<Tensor(Tensor)> f;
+      const char* instead;
+    };
+    const std::vector<Case> cases = {
+        {"nonzero", [](Tensor t) { return nonzero(t)[0]; }, "use nonzero_static(x, size, fill)"},
+        {"argwhere", [](Tensor t) { return argwhere(t); }, "use nonzero_static(x, size, fill)"},
+        {"unique", [](Tensor t) { return unique(t).values; }, "use unique_static(x, size, fill)"},
+        {"index (a bool mask)", [](Tensor t) { return t.index({t > 1.0f}); }, "use where(mask, x, fill)"},
+    };
+    for (const Case& c : cases) {
+      CAPTURE(c.op);
+      const std::string viajit = realization_message([&] { (void)jit(c.f)(x); });
+      const std::string viacompile = realization_message([&] { (void)compile(c.f)(l); });
+      for (const std::string& m : {viajit, viacompile}) {
+        CHECK_MESSAGE(m.rfind(std::string(c.op) + ": the result's shape depends on the data, and inside "
+                              "jit/compile/stage tensors are symbolic values with no data until the compiled "
+                              "function runs, so " + c.op + " cannot be traced; " + c.instead,
+                              0) == 0,
+                      m);
+        CHECK_MESSAGE(m.find("to_vector") == std::string::npos, m);  // no nested explanation of another call
+        CHECK_MESSAGE(m.find(": realize") == std::string::npos, m);
+      }
+    }
+  }
+
   TEST_CASE("unique, nonzero and argwhere refuse to compile and name the op; the static variants compile") {
     const TensorLayout l(DType::float32, {5});
     const std::string u = realization_message([&] { (void)compile([](Tensor x) { return unique(x).values; })(l); });

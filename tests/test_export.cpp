@@ -104,7 +104,12 @@ TEST_SUITE("export") {
                                                          std::vector<TensorLayout>{f32({1}), f32({2})},
                                                          std::map<std::string, TensorLayout>{{"k:1", f32({1})}},
                                                          std::optional<int>()));
-    for (const TreeDef& t : {t1, TreeDef{}}) {
+    // control bytes, quotes, backslashes and punctuation in static strings and keys (str() escapes them)
+    auto [l2, t2] = tree_flatten_layouts(std::make_tuple(
+        std::string("a\"b\\c,{}:\"\n\t\x01\x7f\xc3\xa9"),
+        std::map<std::string, TensorLayout>{{"k\"\\,: \n", f32({1})}, {"", f32({2})}}));
+    CHECK(t2.str() == "(\"a\\\"b\\\\c,{}:\\\"\\n\\t\\x01\\x7f\xc3\xa9\", {\"\": T, \"k\\\"\\\\,: \\n\": T})");
+    for (const TreeDef& t : {t1, t2, TreeDef{}}) {
       const std::string s = serialize(t);
       CHECK(parse_treedef(s) == t);
     }
@@ -240,11 +245,31 @@ TEST_SUITE("export") {
     CHECK(read_error("") == "engine::read: 'f.mef': the file is empty, not a MEF file");
     CHECK(read_error("PK\x03\x04 a zip file") ==
           "engine::read: 'f.mef': not a MEF file (it does not start with the MEF magic \"KILNMEF\\0\")");
-    std::string newer = good;
+    std::string newer = good;  // an intact file of a later version (its checksum passes)
     newer[8] = 7;
+    mef::reseal(newer);
     CHECK(read_error(newer) ==
           "engine::read: 'f.mef': written by a newer kiln: format version 7, this kiln reads up to 2; upgrade kiln to "
           "read it");
+    // A damaged version field is corruption, not a newer kiln: the checksum fails.
+    std::string bad_version = good;
+    bad_version[11] ^= 0x01;  // the high byte of the u32 at offset 8: version 2 reads 0x01000002
+    const std::string bv = read_error(bad_version);
+    CHECK_MESSAGE(bv.rfind("engine::read: 'f.mef': the file is corrupted: its format version field reads 16777218 "
+                           "(0x01000002), newer than the 2 this kiln reads, and its checksum does not match (stored 0x",
+                           0) == 0,
+                  bv);
+    CHECK_MESSAGE(bv.find("upgrade") == std::string::npos, bv);
+    std::string v7 = good;  // version 7 without resealing: also corruption
+    v7[8] = 7;
+    CHECK(read_error(v7).find("the file is corrupted: its format version field reads 7 (0x00000007)") !=
+          std::string::npos);
+    // a newer version in a file whose length disagrees with its header
+    std::string v7long = newer + "xx";
+    CHECK(read_error(v7long).find("and its header gives a total length of " + std::to_string(good.size()) +
+                                  " bytes for a file of " + std::to_string(good.size() + 2)) != std::string::npos);
+    CHECK(read_error(newer.substr(0, 20)).find("truncated or corrupted: its format version field reads 7") !=
+          std::string::npos);
     std::string zero = good;
     zero[8] = 0;
     CHECK(read_error(zero).find("invalid format version 0") != std::string::npos);

@@ -66,4 +66,24 @@ TEST_SUITE("pytree") {
     using Right = std::tuple<Tensor, std::vector<Tensor>>;
     CHECK_THROWS_AS(tree_unflatten<Right>(def, leaves), ValueError);
   }
+
+  TEST_CASE("str() escapes static strings and quotes odd keys, so each string's end shows") {
+    // A static string holding quotes, a backslash and the printed form's own punctuation.
+    auto [l1, d1] = tree_flatten(std::make_tuple(tensor({1.f}), std::string("a\"b\\c,{}:\"")));
+    CHECK(d1.str() == "(T, \"a\\\"b\\\\c,{}:\\\"\")");  // printed: (T, "a\"b\\c,{}:\"")
+    // Control bytes as \n, \t, \r or \xHH; bytes from 0x80 up (UTF-8) kept.
+    auto [l2, d2] = tree_flatten(std::string("x\ny\tz\r\x01\x7f\xc3\xa9"));
+    CHECK(d2.str() == "\"x\\ny\\tz\\r\\x01\\x7f\xc3\xa9\"");
+    // Keys of letters, digits, _ - . stay bare; others are quoted and escaped.
+    std::map<std::string, Tensor> m{{"layer.0_w-1", tensor({1.f})}, {"a, b: \"c\"", tensor({2.f})}, {"", tensor({3.f})}};
+    auto [l3, d3] = tree_flatten(m);
+    CHECK(d3.str() == "{\"\": T, \"a, b: \\\"c\\\"\": T, layer.0_w-1: T}");
+    // Two trees that printed alike before now print differently.
+    auto [l4, d4] = tree_flatten(std::make_tuple(std::string("a\", \"b"), std::string("c")));
+    auto [l5, d5] = tree_flatten(std::make_tuple(std::string("a"), std::string("b"), std::string("c")));
+    CHECK(d4.str() != d5.str());
+    // Plain values print as before.
+    auto [l6, d6] = tree_flatten(std::make_tuple(3, std::string("x"), DType::int32, true));
+    CHECK(d6.str() == "(3, \"x\", int32, true)");
+  }
 }

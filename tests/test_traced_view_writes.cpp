@@ -159,4 +159,165 @@ TEST_SUITE("traced writes through views") {
     CHECK(vals(got) == vals(want));
     CHECK(vals(w) == vals(we));
   }
+
+  // A captured realized tensor that the function only takes views of before
+  // writing through one becomes a mutable source, as a whole-tensor write
+  // makes it one: each call writes into it as eagerly (the repro wrote
+  // big.index({Slice(0, 4)}).add_(1) and was told big was "read before it
+  // was first written").
+  TEST_CASE("a captured tensor first written through a view becomes a mutable source") {
+    using CapFn = std::function<Tensor(Tensor&, Tensor)>;
+    auto check_capture = [](const CapFn& body, const std::string& what) {
+      CAPTURE(what);
+      Tensor te = grid(), tc = grid(), tj = grid();  // eager, compiled, jit: each its own captured tensor
+      auto fe = [&](Tensor a) { return body(te, a); };
+      auto fc = [&](Tensor a) { return body(tc, a); };
+      auto fj = [&](Tensor a) { return body(tj, a); };
+      CompiledCallable run = compile(fc)(TensorLayout(DType::float64, {3, 4}));
+      auto jitted = jit(fj);
+      for (int call = 0; call < 2; ++call) {  // the second call sees the first one's write
+        CAPTURE(call);
+        const Tensor a = grid() * static_cast<double>(call + 1);
+        const Tensor want = fe(a.clone());
+        CHECK(vals(run(a.clone()).tensor()) == vals(want));
+        CHECK(vals(jitted(a.clone()).tensor()) == vals(want));
+        CHECK(vals(tc) == vals(te));
+        CHECK(vals(tj) == vals(te));
+      }
+      // not a constant: a mutable source, read from the tensor on every call
+      for (const auto& c : run.staged().captured) CHECK_FALSE(c.source.is_same(tc));
+      REQUIRE(run.staged().mutable_weights.size() == 1);
+      CHECK(run.staged().mutable_weights.begin()->second.is_same(tc));
+    };
+    check_capture([](Tensor& t, Tensor a) { t.index({Slice(0, 2)}).add_(1.0); return a * 2.0; },
+                  "t.index({Slice(0, 2)}).add_(1)");
+    check_capture([](Tensor& t, Tensor a) { t.index({Slice(0, 2)}) += 1.0; return a * 2.0; },
+                  "t.index({Slice(0, 2)}) += 1");
+    check_capture([](Tensor& t, Tensor a) { t[0] = 7.0; return a * 2.0; }, "t[0] = 7");
+    check_capture([](Tensor& t, Tensor a) { t[2] *= a[0]; return a * 2.0; }, "t[2] *= a[0]");
+    check_capture(
+        [](Tensor& t, Tensor a) {
+          Tensor r = t[1] * 3.0;  // reads only elements the write below overwrites: read at call time
+          t[1].add_(1.0);
+          return r + a[1];
+        },
+        "t[1] read, then written");
+    check_capture([](Tensor& t, Tensor a) { slice(t, 1, 1, 3).fill_(-1.0); return a + t; },
+                  "slice(t, 1, 1, 3).fill_(-1), then t read");
+    check_capture([](Tensor& t, Tensor a) { t[1][2] = a[0][0] + 100.0; return a - t; },
+                  "t[1][2] = a value computed from the argument");
+    check_capture(
+        [](Tensor& t, Tensor a) {
+          t.transpose(0, 1)[1].add_(a[2].slice(0, 0, 3));  // column 1 += a[2, 0:3]
+          return a * t;
+        },
+        "a transposed view written");
+    check_capture(
+        [](Tensor& t, Tensor a) {
+          Tensor r = t[1], c = t.index({Slice(), 3});  // views taken before the write see it
+          t[1][3].mul_(10.0);
+          return concat({r + a[1], c * 1.0}, 0);
+        },
+        "sibling views taken before the write");
+    check_capture(
+        [](Tensor& t, Tensor a) {
+          Tensor v = t.index({Slice(0, 1)});  // a view, then a whole-tensor write: v sees it
+          t.mul_(2.0);
+          return v * 1.0 + a[0];
+        },
+        "a view taken, then the whole tensor written");
+    check_capture(
+        [](Tensor& t, Tensor a) {
+          t[0].add_(1.0);
+          t[0].add_(a[0]);  // a second write through a new view of the mutable source
+          t.sub_(0.5);
+          return a + t[0];
+        },
+        "several writes");
+  }
+
+  TEST_CASE("a captured tensor read before a write through its view: refused, naming what read it") {
+    Tensor w = grid();
+    const TensorLayout l(DType::float64, {3, 4});
+    auto msg = [&](const std::function<Tensor(Tensor)>& f) {
+      try {
+        (void)compile(f)(l);
+      } catch (const RealizationError& e) {
+        return std::string(e.what());
+      }
+      return std::string("no error");
+    };
+    // a value computed from it
+    std::string m = msg([&](Tensor a) {
+      Tensor r = a + w;
+      w[0].fill_(0.0);
+      return r;
+    });
+    CHECK_MESSAGE(m.find("fill_: writing through a view (graph value %") != std::string::npos, m);
+    CHECK_MESSAGE(m.find("of a captured realized tensor (float64[3, 4] cpu) that this trace already holds as a constant") !=
+                      std::string::npos,
+                  m);
+    CHECK_MESSAGE(m.find(": add (graph value %") != std::string::npos, m);
+    CHECK_MESSAGE(m.find("read it before this write") != std::string::npos, m);
+    CHECK_MESSAGE(m.find("read before it was first written, or a weight") == std::string::npos, m);
+    // read through a view, then written through another one
+    m = msg([&](Tensor a) {
+      Tensor r = a[0] * w[1];
+      w[2].add_(1.0);
+      return r;
+    });
+    CHECK_MESSAGE(m.find("add_: writing through a view") != std::string::npos, m);
+    CHECK_MESSAGE(m.find(": mul (graph value %") != std::string::npos, m);
+    CHECK_MESSAGE(m.find("read it through a view (graph value %") != std::string::npos, m);
+    // a whole-tensor write after a read says the same
+    m = msg([&](Tensor a) {
+      Tensor r = a + w;
+      w.add_(1.0);
+      return r;
+    });
+    CHECK_MESSAGE(m.find("add_: writing into a captured realized tensor (float64[3, 4] cpu)") != std::string::npos, m);
+    CHECK_MESSAGE(m.find(": add (graph value %") != std::string::npos, m);
+    // a subgraph body that captured it read it too (its copy would go stale)
+    auto rd = as_subgraph([&](Tensor x) { return x + w; }, "rd");
+    m = msg([&](Tensor a) {
+      Tensor v = w[0];
+      Tensor r = rd(a);
+      v.fill_(0.0);
+      return r;
+    });
+    CHECK_MESSAGE(m.find("the body of subgraph call 'rd' captured it") != std::string::npos, m);
+    m = msg([&](Tensor a) {
+      Tensor r = rd(a);
+      w[0].fill_(0.0);
+      return r;
+    });
+    CHECK_MESSAGE(m.find("the body of subgraph call 'rd' captured it") != std::string::npos, m);
+    CHECK(vals(w) == vals(grid()));  // nothing was written
+    // explicitly, add_mutable_source refuses it with the same reason
+    Graph g("m", {TensorType(DType::float64, {3, 4})});
+    {
+      GraphRealizationContext ctx(g);
+      Tensor x = Tensor::from_graph_value(g.inputs()[0]);
+      Tensor v = w[1];  // a view only: still fine
+      Tensor y = x * w;
+      CHECK_THROWS_WITH_AS(ctx.add_mutable_source(w), doctest::Contains("already read as a constant of graph 'm' (mul"),
+                           RealizationError);
+      g.output(y + v);
+    }
+  }
+
+  TEST_CASE("jit: a captured tensor written through a view, and a view of it passed in as the argument") {
+    Tensor big = zeros({8}, DType::float64), big_e = zeros({8}, DType::float64);
+    auto g = [&big](Tensor x) { big.index({Slice(0, 4)}).add_(1.0); return x * 2.0; };
+    auto ge = [&big_e](Tensor x) { big_e.index({Slice(0, 4)}).add_(1.0); return x * 2.0; };
+    auto jg = jit(g);
+    CHECK(vals(jg(ones({4}, DType::float64)).tensor()) == vals(ge(ones({4}, DType::float64))));
+    CHECK(vals(big) == vals(big_e));
+    // the argument overlaps the memory written: eagerly x (big[2:6]) sees the write into big[0:4]
+    const Tensor r = jg(big.index({Slice(2, 6)})).tensor();
+    const Tensor re = ge(big_e.index({Slice(2, 6)}));
+    CHECK(vals(re) == std::vector<double>{4, 4, 0, 0});  // big[2:6] after the second write: [2, 2, 0, 0]
+    CHECK(vals(r) == vals(re));
+    CHECK(vals(big) == vals(big_e));
+  }
 }

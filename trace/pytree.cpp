@@ -1,5 +1,7 @@
 #include "pytree.h"
 
+#include <string_view>
+
 namespace kiln {
 
 namespace detail {
@@ -68,19 +70,67 @@ std::vector<std::string> TreeDef::leaf_paths() const {
   return r;
 }
 
+namespace {
+// `s` with `"` and `\` escaped, and control bytes (tab, newline, ...) as
+// \t, \n, \r or \xHH, so a printed tree shows where each string ends.
+std::string escaped(std::string_view s) {
+  static const char hex[] = "0123456789abcdef";
+  std::string r;
+  r.reserve(s.size());
+  for (const char ch : s) {
+    const auto u = static_cast<unsigned char>(ch);
+    switch (ch) {
+      case '"': r += "\\\""; break;
+      case '\\': r += "\\\\"; break;
+      case '\n': r += "\\n"; break;
+      case '\t': r += "\\t"; break;
+      case '\r': r += "\\r"; break;
+      default:
+        if (u < 0x20 || u == 0x7f) {
+          r += "\\x";
+          r += hex[u >> 4];
+          r += hex[u & 15];
+        } else {
+          r += ch;
+        }
+    }
+  }
+  return r;
+}
+
+// A dict key or field name: bare when it is made of letters, digits, `_`,
+// `-` and `.` only (`{alpha: T}`), else quoted and escaped (`{"a, b": T}`).
+std::string key_str(const std::string& k) {
+  bool bare = !k.empty();
+  for (const char ch : k)
+    bare = bare && ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_' ||
+                    ch == '-' || ch == '.');
+  return bare ? k : "\"" + escaped(k) + "\"";
+}
+
+// A static leaf's printed form: a string (kept quoted in `value`) quoted
+// with its contents escaped; other values (numbers, names) as they are.
+std::string static_str(const std::string& v) {
+  if (v.size() >= 2 && v.front() == '"' && v.back() == '"')
+    return "\"" + escaped(std::string_view(v).substr(1, v.size() - 2)) + "\"";
+  return escaped(v);
+}
+}  // namespace
+
 std::string TreeDef::str() const {
   switch (kind) {
     case Kind::leaf: return "T";
-    case Kind::static_leaf: return value;
+    case Kind::static_leaf: return static_str(value);
     case Kind::none: return "None";
     default: break;
   }
-  std::string open = kind == Kind::tuple ? "(" : kind == Kind::list ? "[" : kind == Kind::dict ? "{" : value + "{";
+  std::string open =
+      kind == Kind::tuple ? "(" : kind == Kind::list ? "[" : kind == Kind::dict ? "{" : escaped(value) + "{";
   std::string close = kind == Kind::tuple ? ")" : kind == Kind::list ? "]" : "}";
   std::string r = open;
   for (size_t i = 0; i < children.size(); ++i) {
     if (i) r += ", ";
-    if (kind == Kind::dict || kind == Kind::record) r += keys[i] + ": ";
+    if ((kind == Kind::dict || kind == Kind::record) && i < keys.size()) r += key_str(keys[i]) + ": ";
     r += children[i].str();
   }
   if (kind == Kind::tuple && children.size() == 1) r += ",";

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <mutex>
 
 #include "../tensor/creation.h"
@@ -156,6 +157,28 @@ void check_not_broadcast_argument(RealizationContext& cur, const Tensor& dst, co
                    "contiguous");
 }
 
+// How graph context `g` already read its constant `c` (the captured
+// realized tensor `t`), or empty when it did not: when the trace only took
+// views of it (view ops, and views of those: a view reads nothing), or read
+// only elements that `written` flags (one flag per element of t, row-major;
+// null: none) -- the elements a write through a view is about to overwrite,
+// which `x[...] += v` reads first. A read of other elements would compute
+// with the contents at that point, while the write turns the tensor into a
+// mutable source. A subgraph call whose body captured the tensor reads it
+// too (the body holds a copy of it: matched by dtype, shape and bytes).
+std::string constant_read(GraphRealizationContext& g, int32_t c, const Tensor& t, const std::vector<char>* written);
+// Makes the captured realized tensor `t` a mutable source of `g` before a
+// write into it, naming `who`: `view` is the value of the view written
+// through and `written` the elements it covers (see constant_read), or -1
+// and null for a whole-tensor write. A tensor embedded as a constant that
+// was not read (see constant_read) becomes one all the same; otherwise a
+// RealizationError says what read it.
+void make_mutable_for_write(GraphRealizationContext& g, const Tensor& t, const char* who, int32_t view,
+                            const std::vector<char>* written);
+// The elements add_mutable_source may find read already (set by
+// make_mutable_for_write around its call).
+thread_local const std::vector<char>* t_written_region = nullptr;
+
 // A write into a value marked ambiguous, or through a view of one, is refused.
 void check_not_ambiguous(RealizationContext& cur, const Tensor& dst, const char* who) {
   if (!cur.has_ambiguous()) return;
@@ -227,7 +250,7 @@ detail::WriteMode detail::begin_write(const Tensor& dst, const char* who) {
     dst.realize();  // another context's tensor: realize it there (throws where that is impossible)
   }
   if (auto* g = dynamic_cast<GraphRealizationContext*>(cur)) {
-    g->add_mutable_source(dst);
+    make_mutable_for_write(*g, dst, who, -1, nullptr);
     return WriteMode::functional;
   }
   return WriteMode::eager;
@@ -455,12 +478,35 @@ void RealizationContext::check_view_write(const Tensor& view, const char* who) {
     throw RealizationError(std::string(who) + ": writing through a view of a traced tensor (graph value %" +
                            std::to_string(v) + ") whose base this trace does not know is not supported; write into "
                            "the whole tensor (e.g. x.copy_(where(mask, value, x))), or run eagerly");
-  if (!root_writable(root))
+  if (!root_writable(root)) {
+    const Graph& gr = graph();
+    const Node& rn = gr.node(static_cast<size_t>(gr.producer(root)));
+    auto* g = dynamic_cast<GraphRealizationContext*>(this);
+    if (g && rn.kind == NodeKind::constant) {
+      // A captured realized tensor: it becomes a mutable source (or the
+      // refusal says what read it), its constant node turned into the
+      // mutable source's weight, so the view is a view of that now.
+      for (const auto& [t, c] : g->sources())
+        if (c == root) {
+          const Tensor pos = view_positions(view_chain(root, v), graph().type(root).shape);
+          std::vector<char> written(static_cast<size_t>(checked_numel(graph().type(root).shape)), 0);
+          for (int64_t p : pos.to_vector<int64_t>()) written[static_cast<size_t>(p)] = 1;
+          make_mutable_for_write(*g, t, who, v, &written);
+          break;
+        }
+    }
+    if (root_writable(root)) return check_view_write(view, who);
+    if (rn.kind == NodeKind::weight)
+      throw RealizationError(std::string(who) + ": writing through a view (graph value %" + std::to_string(v) +
+                             ") of weight '" + rn.name + "' (graph value %" + std::to_string(root) + "), which this "
+                             "trace holds as a constant bound when the call starts (a module parameter or a compiled "
+                             "callable's weight), cannot be recorded; write into a copy (.clone()), pass the tensor "
+                             "in as an argument, or run eagerly");
     throw RealizationError(std::string(who) + ": writing through a view (graph value %" + std::to_string(v) +
-                           ") of a tensor this trace holds as a constant (graph value %" + std::to_string(root) +
-                           ": a realized tensor read before it was first written, or a weight) cannot be recorded; "
-                           "write into the tensor before reading it (it then becomes a mutable source), pass it in "
-                           "as an argument, or run eagerly");
+                           ") of a value this trace holds as a constant (graph value %" + std::to_string(root) +
+                           ") cannot be recorded; write into a copy (.clone()), pass the tensor in as an argument, "
+                           "or run eagerly");
+  }
   const Tensor pos = view_positions(view_chain(root, v), graph().type(root).shape);
   std::vector<char> seen(static_cast<size_t>(checked_numel(graph().type(root).shape)), 0);
   for (int64_t p : pos.to_vector<int64_t>()) {
@@ -880,16 +926,134 @@ std::shared_ptr<RealizationState> GraphRealizationContext::add_source(const Tens
   return std::make_shared<RealizationState>(std::vector<GraphValue>{{graph_, v}}, link_);
 }
 
+namespace {
+// True when subgraph `body` holds a constant with `t`'s dtype, shape and
+// bytes (a copy of it, as a body's captured tensors are). A tensor not in
+// host memory is assumed captured (refusing is the safe answer).
+bool body_captures(const Graph& body, const Tensor& t) {
+  Tensor tc;
+  for (const Node& n : body.nodes()) {
+    if (n.kind != NodeKind::constant || !n.data.defined() || n.data.dtype() != t.dtype() || n.data.shape() != t.shape())
+      continue;
+    if (!t.device().is_cpu() || !n.data.device().is_cpu()) return true;
+    if (!tc.defined()) {
+      detail::EagerGuard eager;
+      tc = t.contiguous();
+    }
+    const size_t nb = static_cast<size_t>(t.numel()) * t.itemsize();
+    if (nb == 0 || std::memcmp(n.data.data_ptr(), tc.data_ptr(), nb) == 0) return true;
+  }
+  return false;
+}
+
+std::string constant_read(GraphRealizationContext& g, int32_t c, const Tensor& t, const std::vector<char>* written) {
+  const Graph& gr = g.graph();
+  const Shape& shape = gr.type(c).shape;
+  // True when view value `u` of c covers only elements `written` flags.
+  auto inside_written = [&](int32_t u) {
+    if (!written || u == c) return false;
+    std::vector<std::pair<OpId, Attrs>> chain;
+    for (int32_t x = u; x != c;) {
+      const Node& n = gr.node(static_cast<size_t>(gr.producer(x)));
+      chain.emplace_back(n.op, n.attrs);
+      x = n.inputs[0];
+    }
+    std::reverse(chain.begin(), chain.end());
+    for (int64_t p : view_positions(chain, shape).to_vector<int64_t>())
+      if (!(*written)[static_cast<size_t>(p)]) return false;
+    return true;
+  };
+  std::set<int32_t> views{c};  // c and the views taken of it, directly or of its views
+  for (size_t i = static_cast<size_t>(gr.producer(c)) + 1; i < gr.num_nodes(); ++i) {
+    const Node& n = gr.node(i);
+    const bool view_op = n.kind == NodeKind::op && op_info(n.op).category == OpCategory::View;
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      const int32_t u = n.inputs[k];
+      if (!views.count(u) || (k == 0 && view_op) || inside_written(u)) continue;
+      std::string by = n.kind == NodeKind::op     ? std::string(op_name(n.op))
+                       : n.kind == NodeKind::call ? "a call of subgraph '" + n.name + "'"
+                                                  : std::string("a graph node");
+      if (!n.outputs.empty()) by += " (graph value %" + std::to_string(n.outputs[0]) + ")";
+      return by + " read it" + (u != c ? " through a view (graph value %" + std::to_string(u) + ")" : "");
+    }
+    if (view_op && !n.inputs.empty() && views.count(n.inputs[0]))
+      for (int32_t o : n.outputs) views.insert(o);
+    if (n.kind == NodeKind::call)
+      if (const Graph* body = gr.root()->subgraph(n.name); body && body_captures(*body, t))
+        return "the body of subgraph call '" + n.name + "' captured it";
+  }
+  for (int32_t o : gr.output_ids())
+    if (views.count(o)) return "it is a result of the graph";
+  return {};
+}
+
+void make_mutable_for_write(GraphRealizationContext& g, const Tensor& t, const char* who, int32_t view,
+                            const std::vector<char>* written) {
+  if (!g.is_mutable_source(t))
+    for (const auto& [s, c] : g.sources())
+      if (&s.impl() == &t.impl()) {
+        const std::string why = constant_read(g, c, t, written);
+        if (!why.empty())
+          throw RealizationError(
+              std::string(who) + ": writing " +
+              (view >= 0 ? "through a view (graph value %" + std::to_string(view) + ") of" : std::string("into")) +
+              " a captured realized tensor (" + TensorType(t.dtype(), t.shape(), t.device()).str() +
+              ") that this trace already holds as a constant (graph value %" + std::to_string(c) + "): " + why +
+              " before this write, so the graph computes with the contents it had then and the write cannot reach "
+              "that read; write into the tensor (or through a view of it) before anything else reads it (it then "
+              "becomes a mutable source, read and written back by every call), pass it in as an argument, or run "
+              "eagerly");
+        break;
+      }
+  t_written_region = written;
+  try {
+    g.add_mutable_source(t);
+  } catch (...) {
+    t_written_region = nullptr;
+    throw;
+  }
+  t_written_region = nullptr;
+}
+}  // namespace
+
 std::shared_ptr<RealizationState> GraphRealizationContext::add_mutable_source(const Tensor& t) {
   if (!t.defined() || !t.is_realized())
     throw RealizationError("add_mutable_source: only realized tensors may be mutable graph sources");
   const detail::TensorImpl* key = &t.impl();
   if (mutable_index_.count(key)) return add_source(t);
-  if (sources_.count(key))
-    throw RealizationError("add_mutable_source: the tensor (" + TensorType(t.dtype(), t.shape(), t.device()).str() +
-                           ") was already read as a constant of graph '" + graph_->name() +
-                           "' (its value at that point is baked in); make it mutable before its first read, e.g. "
-                           "write into it before reading it or call add_mutable_source first");
+  // A tensor embedded as a constant that was not read yet (the trace only
+  // took views of it, or read elements a write through a view is about to
+  // overwrite: make_mutable_for_write) becomes a mutable source all the
+  // same: its constant node turns into the mutable source's weight node, so
+  // the views taken of it (and those reads) read the tensor at call time.
+  const std::vector<char>* written = t_written_region;
+  t_written_region = nullptr;
+  if (auto s = sources_.find(key); s != sources_.end()) {
+    const std::string why = constant_read(*this, s->second, t, written);
+    if (!why.empty())
+      throw RealizationError("add_mutable_source: the tensor (" + TensorType(t.dtype(), t.shape(), t.device()).str() +
+                             ") was already read as a constant of graph '" + graph_->name() + "' (" + why +
+                             "; its value at that point is baked in); make it mutable before its first read, e.g. "
+                             "write into it before reading it or call add_mutable_source first");
+    const int32_t c = s->second;
+    MutableSource m;
+    m.tensor = t;
+    m.weight = prefix_ + "mutable." + std::to_string(mutable_.size());
+    m.value = c;
+    // (Graph::add_weight's name index does not learn of this weight; the
+    // name is new, and passes rebuild the index from the nodes.)
+    Node& n = graph_->mutable_nodes()[static_cast<size_t>(graph_->producer(c))];
+    n.kind = NodeKind::weight;
+    n.name = m.weight;
+    n.placeholder = false;
+    n.data = Tensor();
+    sources_.erase(s);
+    auto p = std::find_if(pinned_.begin(), pinned_.end(), [&](const Tensor& q) { return &q.impl() == key; });
+    if (p != pinned_.end()) pinned_.erase(p);  // mutable_ keeps the tensor (and so the key) alive now
+    mutable_index_[key] = mutable_.size();
+    mutable_.push_back(std::move(m));
+    return add_source(t);
+  }
   MutableSource m;
   m.tensor = t;
   m.weight = prefix_ + "mutable." + std::to_string(mutable_.size());
