@@ -199,7 +199,7 @@ void BM_call_1000(benchmark::State& st) {
 BENCHMARK(BM_call_1000)->Unit(benchmark::kMicrosecond);
 
 // The stages of BM_read_1000_code_plan, each alone:
-//   BM_stage_decode_1000      framing, checksum (zlib crc32 of the whole file), section decoding
+//   BM_stage_decode_1000      framing, checksum (CRC-32 of the whole file, jit/mef_crc.h), section decoding
 //   BM_stage_crc_1000         the checksum alone
 //   BM_stage_parse_1000       Graph::parse of the graph section (parse + verify)
 //   BM_stage_binary_1000      the graph built from its GRPB section (decode + verify)

@@ -112,7 +112,7 @@ bool build_fused_step(const Graph& g, const FusionGroup& grp, const KernelOption
   step.num_outputs = p.num_outputs;
   for (int32_t v : out_vals) step.out_layouts.push_back(g.type(v).layout());
   step.group_nodes = grp.nodes;
-  step.program = std::move(text);
+  step.program = std::make_shared<const std::string>(std::move(text));
   step.elementwise = std::make_shared<const ElementwiseProgram>(std::move(p));
   return true;
 }
@@ -262,7 +262,7 @@ bool restore_gemm_step(const Graph& g, int32_t node, const GemmOperands& ops, co
   if (n.kind != NodeKind::op || n.op != OpId::Matmul || n.inputs.size() != 2 || n.outputs.size() != 1) return false;
   const TensorType& out = g.type(n.outputs[0]);
   if ((out.dtype != DType::float32 && out.dtype != DType::float64) || out.shape.size() != 2 ||
-      out.layout().numel() == 0)
+      checked_numel(out.shape) == 0)
     return false;
   // each operand is the matmul's input, or (transposed) the input of a
   // permute {1, 0} that is the matmul's input (match_gemm in fusion.cpp)
@@ -414,7 +414,7 @@ std::vector<PlanStep> lower_cpu(const Graph& g, const FusionPlan& fusion, const 
   if (opt.fuse) merge_gemm_epilogues(g, steps, opt, images);
   // The kernels of the groups that run as such (not as a GEMM's epilogue).
   for (PlanStep& s : steps)
-    if (s.kind == PlanStep::Kind::fused || s.kind == PlanStep::Kind::fused_row) s.kernel = kernels.get(*s.elementwise, s.program);
+    if (s.kind == PlanStep::Kind::fused || s.kind == PlanStep::Kind::fused_row) s.kernel = kernels.get(*s.elementwise, *s.program);
   return steps;
 }
 
@@ -563,7 +563,7 @@ std::string ExecutionPlan::describe(bool with_disassembly) const {
       for (size_t i = 0; i < s.group_nodes.size(); ++i)
         os << (i ? " " : "") << op_name(graph_->node(s.group_nodes[i]).op);
       os << "] on the tile in registers (product never stored), " << s.small_gemm->code_size() << " bytes of code\n"
-         << s.program << "\n";
+         << *s.program << "\n";
       if (with_disassembly) os << s.small_gemm->disassembly() << "\n";
       continue;
     }
@@ -577,7 +577,7 @@ std::string ExecutionPlan::describe(bool with_disassembly) const {
         os << (i ? " " : "") << op_name(graph_->node(s.group_nodes[i]).op);
       os << "] into " << op_name(s.op) << ": " << s.row_kernel->str() << ", " << s.rows << " rows of " << s.row_n
          << " (x never stored), " << s.kernel->code_size() + s.row_kernel->code_size() << " bytes of code\n"
-         << s.program << "\n";
+         << *s.program << "\n";
       if (with_disassembly) os << s.kernel->disassembly() << "\n" << s.row_kernel->disassembly() << "\n";
       continue;
     }
@@ -593,7 +593,7 @@ std::string ExecutionPlan::describe(bool with_disassembly) const {
       os << (i ? " " : "") << op_name(graph_->node(s.group_nodes[i]).op);
     os << "]";
     if (s.reduce_operand >= 0) os << " + " << op_name(s.reduce_op) << " over the last " << s.reduce_nred << " of each of " << s.reduce_nout << " rows";
-    os << ", " << s.kernel->code_size() << " bytes of code\n" << s.program << "\n";
+    os << ", " << s.kernel->code_size() << " bytes of code\n" << *s.program << "\n";
     if (with_disassembly) os << s.kernel->disassembly() << "\n";
   }
   os << "arena: " << arena_bytes_ << " bytes of scratch per call\n";

@@ -3,8 +3,6 @@
 // leaves the buffer and no allocation is larger than the file.
 #include "mef.h"
 
-#include <zlib.h>
-
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -17,6 +15,7 @@
 
 #include "../backends/cpu/jit/small_gemm.h"
 #include "../trace/treedef_io.h"
+#include "mef_crc.h"
 #include "mef_graph.h"
 #include "mef_io.h"
 #include "mef_plan.h"
@@ -65,17 +64,6 @@ void fail(const std::string& what, const std::string& msg) {
 
 namespace {
 using namespace io;
-
-uint32_t crc32_of(std::string_view b) {
-  uLong crc = crc32(0L, Z_NULL, 0);
-  size_t pos = 0;
-  while (pos < b.size()) {  // zlib takes uInt lengths: feed large files in pieces
-    const size_t n = std::min<size_t>(b.size() - pos, 1u << 30);
-    crc = crc32(crc, reinterpret_cast<const Bytef*>(b.data() + pos), static_cast<uInt>(n));
-    pos += n;
-  }
-  return static_cast<uint32_t>(crc);
-}
 
 // Smallest encoded layout / weight: dtype, device type, index, (stride class), rank.
 constexpr size_t kMinLayoutBytes = 11;
@@ -236,7 +224,7 @@ Contents::Code code_of(const codegen::ExecutionPlan& plan) {
   };
   std::set<const void*> gemms;  // each generated GEMM once (its key printed once)
   for (const codegen::PlanStep& s : plan.steps()) {
-    if (s.kernel) add(s.program, s.kernel->image());
+    if (s.kernel) add(*s.program, s.kernel->image());
     if (s.small_gemm && gemms.insert(s.small_gemm.get()).second) add(s.small_gemm->key().str(), s.small_gemm->image());
     if (s.gemm.small && gemms.insert(s.gemm.small).second) add(s.gemm.small->key().str(), s.gemm.small->image());
   }
@@ -337,7 +325,7 @@ std::string encode(const Contents& c) {
   return encode_sections(kFormatVersion, s);
 }
 
-Contents decode(std::string_view b, const std::string& what) {
+Contents decode(std::string_view b, const std::string& what, bool for_build) {
   const std::string_view magic(kMagic, sizeof kMagic);
   const size_t size = b.size();
   if (size == 0) fail(what, "the file is empty, not a MEF file");
@@ -394,7 +382,7 @@ Contents decode(std::string_view b, const std::string& what) {
     fail(what, buf);
   }
   // The section table must tile [header, checksum) exactly.
-  std::map<std::string, std::string_view> found;
+  std::map<std::string, std::string_view, std::less<>> found;
   size_t pos = kHeaderBytes;
   for (uint32_t i = 0; i < nsec; ++i) {
     if (body - pos < kSectionHeaderBytes)
@@ -418,8 +406,9 @@ Contents decode(std::string_view b, const std::string& what) {
   for (const char* req : {"GRPH", "SIGN", "WGTS"})
     if (!found.count(req)) fail(what, "the file has no section " + tag_str(req));
   if (found.count("META")) c.writer = std::string(found["META"]);
-  c.graph_text = std::string(found["GRPH"]);
   if (found.count("GRPB")) c.graph_binary = std::string(found["GRPB"]);
+  if (!for_build || c.graph_binary.empty() || graph_binary_layout(c.graph_binary) != kGraphLayoutVersion)
+    c.graph_text = std::string(found["GRPH"]);
   if (found.count("SRCG")) c.source_text = std::string(found["SRCG"]);
   if (found.count("PLAN")) c.plan = std::string(found["PLAN"]);
   {
@@ -479,13 +468,13 @@ std::string mismatch(const std::string& what_sig, const std::string& a, const st
 
 std::shared_ptr<const engine::CompiledModel> build(const Contents& c, const KernelOptions& options,
                                                    const std::string& what) {
-  std::shared_ptr<Graph> g =
-      !c.graph_binary.empty() && graph_binary_layout(c.graph_binary) == kGraphLayoutVersion
-          ? decode_graph_binary(c.graph_binary, what)
-          : parse_graph_section(c.graph_text, "the graph section", what);
+  const bool binary = !c.graph_binary.empty() && graph_binary_layout(c.graph_binary) == kGraphLayoutVersion;
+  std::shared_ptr<Graph> g = binary ? decode_graph_binary(c.graph_binary, what)
+                                    : parse_graph_section(c.graph_text, "the graph section", what);
   if (!g->subgraphs().empty())
     fail(what, "the graph section is not flat: it defines subgraphs (a MEF holds the optimised, inlined graph)");
-  for (size_t v = 0; v < g->num_values(); ++v) {
+  // (the GRPB decoder checked each type's element count as it read it)
+  for (size_t v = 0; !binary && v < g->num_values(); ++v) {
     try {
       checked_numel(g->type(static_cast<int32_t>(v)).shape);
     } catch (const Error&) {
@@ -621,7 +610,7 @@ namespace kiln::engine {
 std::shared_ptr<const CompiledModel> read_bytes(std::string_view bytes, const std::string& what,
                                                 std::shared_ptr<InferenceSession> session) {
   if (!session) session = InferenceSession::default_session();
-  mef::Contents c = mef::decode(bytes, what);
+  mef::Contents c = mef::decode(bytes, what, true);
   return mef::build(c, session->options(), what);
 }
 

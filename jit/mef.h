@@ -156,8 +156,11 @@ std::string encode_weights(const std::vector<std::pair<std::string, TensorType>>
 
 /// Checks the framing (magic, version, length, checksum, section table) and
 /// decodes every section except the graph text. Throws ValueError
-/// "engine::read: '<what>': ..." naming the problem.
-Contents decode(std::string_view bytes, const std::string& what);
+/// "engine::read: '<what>': ..." naming the problem. With `for_build`
+/// (engine::read's), the graph text is left out (graph_text empty) when
+/// the GRPB section has the layout build() reads instead: build() never
+/// reads the text then, and a 1,000-node graph's text is 44 KB to copy.
+Contents decode(std::string_view bytes, const std::string& what, bool for_build = false);
 
 /// Builds the artifact from decoded contents: parses and verifies the graph
 /// (and the source graph, if present), checks signature and weights against

@@ -157,13 +157,7 @@ class TypeCheck {
       return;
     }
     in_.resize(operands.size());
-    for (size_t k = 0; k < operands.size(); ++k) {
-      const TensorType& t = types[operands[k]];
-      in_[k].dtype = t.dtype;
-      in_[k].shape = t.shape;
-      in_[k].device = t.device;
-      in_[k].stride_class = StrideClass::contiguous;
-    }
+    for (size_t k = 0; k < operands.size(); ++k) types[operands[k]].layout_into(in_[k]);
     TensorLayout want;
     try {
       want = infer_layout(op, in_, attrs);
@@ -243,6 +237,11 @@ std::shared_ptr<Graph> decode_graph_binary(std::string_view payload, const std::
   std::vector<Node>& nodes = g->mutable_nodes();
   nodes.reserve(static_cast<size_t>(ni) + nn);
   vtype.reserve(static_cast<size_t>(ni) + nn);
+  g->reserve_values(static_cast<size_t>(ni) + nn);
+  // The graph's values share the section's type table (one shape each, not
+  // one per value): gtype[t] is type t's entry in the graph's table.
+  std::vector<uint32_t> gtype(nt);
+  for (uint32_t t = 0; t < nt; ++t) gtype[t] = g->add_type(types[t]);
   auto value = [&](const char* field) {
     const size_t at = c.pos;
     const uint32_t v = c.u32(field);
@@ -345,7 +344,7 @@ std::shared_ptr<Graph> decode_graph_binary(std::string_view payload, const std::
       t = type_index("a constant's type");
       const TensorType& tt = types[t];
       if (tt.device.type != DeviceType::cpu) c.bad("a constant on " + tt.device.str() + " (constants are on the cpu)");
-      const size_t nb = static_cast<size_t>(tt.layout().numel()) * size_of(tt.dtype);  // numel checked by Cursor::shape
+      const size_t nb = static_cast<size_t>(checked_numel(tt.shape)) * size_of(tt.dtype);  // numel checked by Cursor::shape
       c.need(nb, "a constant's bytes");
       Tensor d;
       if (tt.device == Device::cpu() && nb > 0) {
@@ -371,7 +370,7 @@ std::shared_ptr<Graph> decode_graph_binary(std::string_view payload, const std::
     } else {
       c.bad_at(at, "unknown node kind " + std::to_string(kind));
     }
-    n.outputs.push_back(g->new_value(types[t], idx));
+    n.outputs.push_back(g->new_value_of_type(gtype[t], idx));
     vtype.push_back(t);
   }
   if (pool_used != pool_bytes)

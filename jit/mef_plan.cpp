@@ -100,12 +100,12 @@ std::string encode_plan(const codegen::ExecutionPlan& plan) {
                      s.kind == PlanStep::Kind::gemm_fused;
     if (!has) continue;
     if (!s.elementwise) return {};
-    if (index.emplace(s.program, static_cast<uint32_t>(programs.size())).second) programs.push_back(s.elementwise.get());
+    if (index.emplace(*s.program, static_cast<uint32_t>(programs.size())).second) programs.push_back(s.elementwise.get());
   }
   put_u32(o, static_cast<uint32_t>(programs.size()));
   for (const ElementwiseProgram* p : programs) put_program(o, *p);
   auto fused_part = [&](const PlanStep& s) {
-    put_u32(o, index.at(s.program));
+    put_u32(o, index.at(*s.program));
     put_u32(o, static_cast<uint32_t>(s.operands.size()));
     for (int32_t v : s.operands) put_i32(o, v);
     put_u32(o, static_cast<uint32_t>(s.num_outputs));
@@ -343,7 +343,7 @@ int32_t get_node(Cursor& c, size_t nn, const char* field) {
 
 struct Program {
   std::shared_ptr<const ElementwiseProgram> p;
-  std::string text;                                  // p->str(), made on first use
+  std::shared_ptr<const std::string> text;           // p->str(), made on first use (the steps share it)
   std::shared_ptr<codegen::ElementwiseKernel> kernel;  // made on first use by a fused or fused_row step
 };
 
@@ -362,7 +362,7 @@ std::optional<codegen::EpiLayout> epi_layout(const TensorType& t, int64_t m, int
   if (t.dtype != DType::float32) return std::nullopt;
   const Shape& s = t.shape;
   if (s.size() == 2 && s[0] == m && s[1] == n) return codegen::EpiLayout::matrix;
-  if (t.layout().numel() == 1) return codegen::EpiLayout::scalar;
+  if (checked_numel(s) == 1) return codegen::EpiLayout::scalar;
   if ((s.size() == 1 && s[0] == n) || (s.size() == 2 && s[0] == 1 && s[1] == n)) return codegen::EpiLayout::row;
   return std::nullopt;
 }
@@ -506,7 +506,7 @@ void PlanReader::fused_part(PlanStep& s, size_t at, bool loop) {
                               std::string(name(g_.type(s.operands[k]).dtype)) + ", the program reads " +
                               std::string(name(p.operand_dtypes[k])));
   s.elementwise = prog.p;
-  if (prog.text.empty()) prog.text = p.str();
+  if (!prog.text) prog.text = std::make_shared<const std::string>(p.str());
   s.program = prog.text;
   if (!loop) return;
   // outputs have the loop's shape; inputs broadcast to it
@@ -529,7 +529,7 @@ void PlanReader::fused_part(PlanStep& s, size_t at, bool loop) {
       bad_step(at, step_, "operand " + std::to_string(k) + "'s broadcasting differs from its program's");
   if (s.kind == PlanStep::Kind::fused)  // (a fused_row step keeps its row op's)
     for (int j = 0; j < s.num_outputs; ++j) s.out_layouts.push_back(g_.type(s.operands[j]).layout());
-  if (!prog.kernel) prog.kernel = kernels_.get(p, prog.text);
+  if (!prog.kernel) prog.kernel = kernels_.get(p, *prog.text);
   s.kernel = prog.kernel;
 }
 

@@ -44,7 +44,7 @@ ExecutionPlan::ExecutionPlan(std::shared_ptr<const Graph> graph, const KernelOpt
       io[k] = StepValues{};
     }
   MemoryPlan memory = plan_memory(g, io, fusion.is_output);
-  release_after_ = std::move(memory.release_after);
+  release_after_.assign(memory.release_after.begin(), memory.release_after.end());
   arena_offset_ = std::move(memory.arena_offset);
   arena_bytes_ = memory.arena_bytes;
 }

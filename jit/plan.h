@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "../backends/cpu/matmul.h"
-#include "../backends/cpu/strided_loop.h"
+#include "../backends/cpu/strided_loop_types.h"  // the loop structure only: no OpenMP runner
 #include "../trace/graph.h"
 #include "elementwise_program.h"
 #include "inference_session.h"
@@ -61,16 +61,21 @@ struct PlanStep {
   // op's, its x = inputs[0] computed by the fused fields below, operand 0)
   OpId op{};
   Attrs attrs;
-  std::vector<int32_t> inputs;   // value ids
+  // Value-id lists are ValueLists (trace/graph.h): up to 4 ids inside the
+  // step, so a plan's steps own few heap blocks (restoring a plan from a MEF
+  // file, and freeing it, costs an allocation per list otherwise).
+  ValueList inputs;   // value ids
   int32_t output = -1;
   // fused step: operands = outputs first, then inputs (value ids)
-  std::vector<int32_t> operands;
+  ValueList operands;
   int num_outputs = 0;
   std::vector<TensorLayout> out_layouts;
   std::shared_ptr<ElementwiseKernel> kernel;
-  std::vector<int32_t> group_nodes;  // node indices fused (for dumps)
+  ValueList group_nodes;             // node indices fused (for dumps)
   std::vector<uint64_t> imm_table;   // the program's constant table (ElementwiseProgram::table_slots)
-  std::string program;               // printed program (for dumps)
+  // The printed program (dumps; the key of its machine code in a MEF file's
+  // CODE section), shared by the steps that run the same program.
+  std::shared_ptr<const std::string> program;
   std::shared_ptr<const ElementwiseProgram> elementwise;  // the program itself (a gemm epilogue may take it)
   std::shared_ptr<const SmallGemm> small_gemm;            // gemm_fused: the generated GEMM with its epilogue
   int product_operand = -1;                               // gemm_fused: the operand that is the product
@@ -127,7 +132,7 @@ class ExecutionPlan {
   /// PLAN section, jit/mef_plan.h), already checked against `graph`.
   struct Parts {
     std::vector<PlanStep> steps;
-    std::vector<std::vector<int32_t>> release_after;  ///< per step
+    std::vector<ValueList> release_after;  ///< per step
     std::vector<int64_t> arena_offset;                ///< per value, -1 outside the arena
     size_t arena_bytes = 0;
   };
@@ -180,7 +185,7 @@ class ExecutionPlan {
   /// Per value: its byte offset in the arena, or -1 (memory_plan.h).
   const std::vector<int64_t>& arena_offsets() const { return arena_offset_; }
   /// Per step: the values dropped after it.
-  const std::vector<std::vector<int32_t>>& release_after() const { return release_after_; }
+  const std::vector<ValueList>& release_after() const { return release_after_; }
   /// How a plan read from a MEF file was made: restored from its PLAN
   /// section ("" then), or why it was planned again (no section, another
   /// key, KILN_JIT_DUMP). Empty for a compiled plan.
@@ -194,7 +199,7 @@ class ExecutionPlan {
   std::vector<PlanStep> steps_;
   std::vector<std::pair<std::string, TensorType>> weight_slots_;
   std::vector<int32_t> weight_values_;  // value id per weight slot
-  std::vector<std::vector<int32_t>> release_after_;  // per step: values dropped after it
+  std::vector<ValueList> release_after_;  // per step: values dropped after it
   std::vector<int64_t> arena_offset_;                // per value: byte offset in the arena, or -1
   size_t arena_bytes_ = 0;
   std::string code_key_;

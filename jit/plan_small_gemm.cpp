@@ -98,7 +98,11 @@ void merge_gemm_epilogues(const Graph& g, std::vector<PlanStep>& steps, const Ke
       f.small_gemm = gen;
       f.product_operand = product;
       f.kernel.reset();
-      f.group_nodes.insert(f.group_nodes.begin(), s.group_nodes.begin(), s.group_nodes.end());
+      {  // the matmul's nodes first, then the group's
+        ValueList nodes = s.group_nodes;
+        for (int32_t n : f.group_nodes) nodes.push_back(n);
+        f.group_nodes = std::move(nodes);
+      }
       merged[k] = 1;
       break;
     }

@@ -87,6 +87,11 @@ void set_traced_value_layout(int32_t value, const TracedLayout& l);
 /// The stride class of a tensor of `shape` with element strides `strides`
 /// (what Tensor::stride_class reports for a realized one).
 StrideClass stride_class_of(const Shape& shape, const Strides& strides);
+/// Tensor::stride_class for internal callers (cache keys, specs): the same
+/// class, except that a traced tensor whose class is not known while
+/// tracing (TracedLayout::cls_known false) gives StrideClass::general, the
+/// class whose traced code covers every layout, instead of throwing.
+StrideClass covering_stride_class(const Tensor& t);
 /// A view op's result shape and strides from its input's (the eager rule);
 /// false (and contiguous strides) when a reshape cannot be a view (a copy).
 bool view_strides(OpId op, const Shape& shape, const Strides& strides, const Attrs& attrs, Shape& out_shape,

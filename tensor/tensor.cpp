@@ -98,13 +98,25 @@ int64_t Tensor::numel() const {
 int64_t Tensor::size(int64_t axis) const { return impl().shape[normalize_axis(axis, ndim(), "size")]; }
 
 StrideClass Tensor::stride_class() const {
-  if (!is_realized()) {
-    // A traced value reports the layout the trace knows (eager's); a lazy one is contiguous once realized.
-    if (auto l = detail::traced_layout(*this)) return l->cls;
+  if (!is_realized())
+    if (auto l = detail::traced_layout(*this); l && !l->cls_known)
+      // Eagerly the class depends on strides the trace does not know: no guess.
+      throw RealizationError("stride_class(): the stride class of this traced tensor is not known while tracing (" +
+                             l->why + "); eagerly it depends on the argument's strides, and the compiled entry "
+                             "covers every layout of the argument's stride class, so no one class is right. Call "
+                             "contiguous() (always contiguous) or pass a contiguous argument");
+  return detail::covering_stride_class(*this);
+}
+
+StrideClass detail::covering_stride_class(const Tensor& t) {
+  if (!t.is_realized()) {
+    // A traced value reports the layout the trace knows (eager's; general
+    // when not even the class is known); a lazy one is contiguous once realized.
+    if (auto l = traced_layout(t)) return l->cls;
     return StrideClass::contiguous;
   }
-  const auto& im = impl();
-  return detail::stride_class_of(im.shape, im.strides);
+  const auto& im = t.impl();
+  return stride_class_of(im.shape, im.strides);
 }
 
 StrideClass detail::stride_class_of(const Shape& shape, const Strides& strides) {
@@ -143,7 +155,9 @@ bool Tensor::is_contiguous() const {
   return stride_class() == StrideClass::contiguous;
 }
 
-TensorLayout Tensor::layout() const { return TensorLayout(dtype(), shape(), device(), stride_class()); }
+TensorLayout Tensor::layout() const {
+  return TensorLayout(dtype(), shape(), device(), detail::covering_stride_class(*this));
+}
 
 const Buffer& Tensor::buffer() const {
   realize();

@@ -112,6 +112,10 @@ class Tensor {
   bool defined() const { return impl_ != nullptr; }
   DType dtype() const { return impl().dtype; }
   const Shape& shape() const { return impl().shape; }
+  /// Element strides. A traced tensor (inside jit/compile/stage) reports
+  /// the strides eager code would see; where the trace does not know them (a
+  /// view of an argument traced for a non-contiguous stride class) it throws
+  /// RealizationError. Other unrealized tensors are realized first.
   const Strides& strides() const;
   int64_t offset() const { return impl().offset; }
   int64_t ndim() const { return static_cast<int64_t>(impl().shape.size()); }
@@ -119,8 +123,23 @@ class Tensor {
   /// Extent of `axis` (negative counts from the end).
   int64_t size(int64_t axis) const;
   Device device() const { return impl().device; }
+  /// dtype, shape, device and stride class: the spec of the compiled entry
+  /// that takes this tensor. For a traced tensor whose stride class is not
+  /// known while tracing (see stride_class) the class is
+  /// StrideClass::general, the one whose traced code assumes no layout;
+  /// never throws for a defined tensor.
   TensorLayout layout() const;
+  /// The class of the strides(). A traced tensor reports the class eager
+  /// code would see (an argument: the class its compiled entry was traced
+  /// for). Throws RealizationError, naming stride_class(), for a traced
+  /// tensor whose class depends on strides the trace does not know: a view
+  /// (transpose, slice, ...) of an argument traced for a non-contiguous
+  /// class, whose compiled entry covers every layout of that class (eagerly
+  /// such a view may be contiguous for one and not for another). A lazy
+  /// tensor not yet realized reports contiguous.
   StrideClass stride_class() const;
+  /// stride_class() == StrideClass::contiguous; throws RealizationError where
+  /// stride_class() does (a traced tensor whose class is not known).
   bool is_contiguous() const;
   size_t itemsize() const { return size_of(dtype()); }
 

@@ -4,11 +4,19 @@
 //   layout eager code would see (so a branch on it takes eager's branch);
 // - contiguous() of an already contiguous traced view is the view itself,
 //   so writes through it reach its base as eagerly;
+// - stride_class() of a traced view whose class depends on strides the trace
+//   does not know throws; layout() (specs, subgraph keys) names the class
+//   that covers every layout, and a subgraph body sees what inlined code sees;
+// - several threads tracing at once keep their traces' bookkeeping apart;
 // - a compiled callable takes a C++ number for a 0-d tensor parameter;
 // - a jit function or compiled callable runs inside a lazy() scope.
 // Expected values are literals worked out by hand, and eager runs.
+#include <atomic>
 #include <cmath>
 #include <limits>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include "same_bits.h"
 #include "test_util.h"
@@ -201,5 +209,148 @@ TEST_SUITE("traced_layout") {
         compile(div)(TensorLayout(DType::int32, {1}), TensorLayout(DType::int32, {}));
     CHECK_THROWS_WITH_AS(ci(tensor({1}, DType::int32), 2.5), doctest::Contains(": a floating number (2.5) for a 0-d int32"),
                          ValueError);
+  }
+
+  TEST_CASE("stride_class() of a traced view whose class depends on unknown strides throws, naming stride_class()") {
+    // Two general-class arguments of shape [4, 3], so one compiled entry covers
+    // both; eagerly row 0 of the first is contiguous, of the second not.
+    Tensor a = slice(arange(0.0, 20.0, 1.0, DType::float32).reshape({4, 5}), 1, 0, 3);     // strides {5, 1}
+    Tensor b = slice(arange(0.0, 24.0, 1.0, DType::float32).reshape({4, 6}), 1, 0, 6, 2);  // strides {6, 2}
+    REQUIRE(a.stride_class() == StrideClass::general);
+    REQUIRE(b.stride_class() == StrideClass::general);
+    CHECK(a[0].stride_class() == StrideClass::contiguous);  // strides {1}
+    CHECK(b[0].stride_class() == StrideClass::general);     // strides {2}
+    auto f = [](Tensor x) {
+      (void)x[0].stride_class();
+      return x * 1.0f;
+    };
+    CHECK_THROWS_WITH_AS(compile(f)(a.layout()), doctest::Contains("stride_class(): the stride class of this traced"),
+                         RealizationError);
+    CHECK_THROWS_WITH_AS(jit(f)(b), doctest::Contains("not known while tracing"), RealizationError);
+    CHECK_THROWS_WITH_AS(jit(f)(b), doctest::Contains("covers every layout"), RealizationError);
+    // The argument's own class is the one its entry is traced for; layout()
+    // of the view names the covering class, without throwing.
+    StrideClass own = StrideClass::contiguous, spec = StrideClass::contiguous;
+    auto g = [&](Tensor x) {
+      own = x.stride_class();
+      spec = x[0].layout().stride_class;
+      return x * 1.0f;
+    };
+    (void)compile(g)(a.layout());
+    CHECK(own == StrideClass::general);
+    CHECK(spec == StrideClass::general);
+    // A view of a contiguous argument keeps a known class.
+    StrideClass row = StrideClass::general;
+    auto h = [&](Tensor x) {
+      row = x[1].stride_class();
+      return x * 1.0f;
+    };
+    (void)compile(h)(TensorLayout(DType::float32, {4, 3}));
+    CHECK(row == StrideClass::contiguous);
+  }
+
+  TEST_CASE("conv2d of a traced view whose class is not known traces (it reads layout()) and gives eager's numbers") {
+    // [1, 1, 5, 4] of general class (strides {40, 40, 8, 1}); x[r][c] = 8 r + c.
+    auto mk = [] { return slice(arange(0.0, 40.0, 1.0, DType::float32).reshape({1, 1, 5, 8}), 3, 0, 4); };
+    Tensor w = ones({1, 1, 2, 2});
+    auto h = [&](Tensor x) { return conv2d(x.permute({0, 1, 3, 2}), w); };  // [1, 1, 4, 5] -> [1, 1, 3, 4]
+    // out[i][j] = sum over a, b in {0, 1} of xt[i + a][j + b], xt[r][c] = x[c][r] = 8 c + r.
+    std::vector<double> want;
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 4; ++j) {
+        double sum = 0;
+        for (int da = 0; da < 2; ++da)
+          for (int db = 0; db < 2; ++db) sum += 8.0 * (j + db) + (i + da);
+        want.push_back(sum);
+      }
+    Tensor x = mk();
+    REQUIRE(x.stride_class() == StrideClass::general);
+    CHECK(kt::values(h(x)) == want);  // eager
+    CompiledCallable c = compile(h)(x.layout());
+    CHECK(kt::values(Tensor(c(mk()))) == want);
+    CHECK(kt::values(Tensor(jit(h)(mk()))) == want);
+  }
+
+  TEST_CASE("a subgraph body given a view of unknown class sees what inlined code sees (its own key)") {
+    // [3, 3] of general class (strides {4, 1}); x[i][j] = 4 i + j. Its
+    // transpose (strides {1, 4}) is general eagerly too, but traced its class
+    // depends on the argument's strides.
+    auto mk = [] { return slice(slice(arange(0.0, 16.0, 1.0, DType::float32).reshape({4, 4}), 0, 0, 3), 1, 0, 3); };
+    std::vector<int> threw;  // per body trace: 1 when stride_class() of its argument threw
+    auto body = as_subgraph(
+        [&](Tensor a) {
+          try {
+            (void)a.stride_class();
+            threw.push_back(0);
+          } catch (const RealizationError&) {
+            threw.push_back(1);
+          }
+          return a + a;  // no constants: traced once per key, then reused
+        },
+        "probe");
+    auto f = [&](Tensor x) {
+      Tensor p = body(x);  // in this order
+      Tensor q = body(x.transpose());
+      return p + q;
+    };
+    std::vector<double> want;  // 2 x + 2 x^T
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 3; ++j) want.push_back(2.0 * (4 * i + j) + 2.0 * (4 * j + i));
+    Tensor x = mk();
+    REQUIRE(x.stride_class() == StrideClass::general);
+    CHECK(kt::values(f(x)) == want);  // eager: the body runs as a plain function
+    CHECK(threw == std::vector<int>{0, 0});
+    threw.clear();
+    CompiledCallable c = compile(f)(x.layout());
+    // x: the class its entry is traced for; x.transpose(): not known, and a
+    // key of its own, so the body is traced again rather than reused (the two
+    // traces are the same graph, so they still end up as one body).
+    CHECK(threw == std::vector<int>{0, 1});
+    CHECK(c.staged().graph->subgraphs().size() == 1);
+    CHECK(kt::values(Tensor(c(mk()))) == want);
+  }
+
+  TEST_CASE("many threads trace at once: each trace keeps its own layouts, ambiguous marks and reads after writes") {
+    auto g = [](Tensor a, Tensor b) {
+      a.mul_(2.0f);
+      return b + 1.0f;
+    };
+    const TensorLayout l3(DType::float32, {3});
+    CompiledCallable c = compile(g)(l3, l3);
+    std::atomic<int> bad{0};
+    std::vector<std::thread> ts;
+    for (int t = 0; t < 4; ++t)
+      ts.emplace_back([&, t] {
+        for (int i = 0; i < 8; ++i) {
+          // A shape per thread, [2, n]: a transposed view's strides are {1, n}.
+          const int64_t n = 2 + t;
+          Strides seen;
+          auto f = [&](Tensor y) {
+            seen = y.transpose().strides();
+            return y * 2.0f;
+          };
+          Tensor r = Tensor(jit(f)(full({2, n}, 1.0f)));  // a fresh jit function: traced on this thread
+          if (seen != Strides{1, n}) ++bad;
+          if (kt::values(r) != std::vector<double>(static_cast<size_t>(2 * n), 2.0)) ++bad;
+          // A general-class argument: its flattening is ambiguous, and the write into it refused.
+          Tensor x = slice(arange(0.0, 20.0, 1.0, DType::float32).reshape({4, 5}), 1, 0, 3);
+          auto wr = [](Tensor z) {
+            z.reshape({-1}).fill_(-1.0f);
+            return z * 1.0f;
+          };
+          try {
+            (void)jit(wr)(x);
+            ++bad;
+          } catch (const RealizationError& e) {
+            if (std::string(e.what()).find("result of reshape") == std::string::npos) ++bad;
+          }
+          // The compiled callable inlined: b is read after a's write.
+          auto body = [&](Tensor a, Tensor b) { return Tensor(c(a, b)); };
+          StagedGraph s = stage(body)(l3, l3);
+          if (s.write_reads.size() != 1 || s.write_reads[0].arguments != std::vector<char>{1, 1}) ++bad;
+        }
+      });
+    for (auto& th : ts) th.join();
+    CHECK(bad == 0);
   }
 }

@@ -19,9 +19,26 @@ Graph::Graph(std::string name, std::vector<TensorType> input_types) : name_(std:
 }
 
 int32_t Graph::new_value(const TensorType& t, int32_t producer_node) {
-  types_.push_back(t);
+  return new_value_of_type(add_type(t), producer_node);
+}
+
+uint32_t Graph::add_type(TensorType t) {
+  if (type_table_.size() >= UINT32_MAX) throw ValueError("Graph: too many value types");
+  type_table_.push_back(std::move(t));
+  return static_cast<uint32_t>(type_table_.size() - 1);
+}
+
+int32_t Graph::new_value_of_type(uint32_t type_index, int32_t producer_node) {
+  if (type_index >= type_table_.size()) throw ValueError("Graph::new_value_of_type: no type " + std::to_string(type_index));
+  if (value_type_.size() >= static_cast<size_t>(INT32_MAX)) throw ValueError("Graph: too many values");
+  value_type_.push_back(type_index);
   producer_.push_back(producer_node);
-  return static_cast<int32_t>(types_.size() - 1);
+  return static_cast<int32_t>(value_type_.size() - 1);
+}
+
+void Graph::reserve_values(size_t n) {
+  value_type_.reserve(n);
+  producer_.reserve(n);
 }
 
 int32_t Graph::push_node(Node n, const std::vector<TensorType>& out_types) {
@@ -185,16 +202,17 @@ void Graph::verify() const {
   auto fail = [&](size_t i, const std::string& msg) {
     throw ValueError("verify: graph '" + name_ + "' node " + std::to_string(i) + ": " + msg);
   };
-  std::vector<char> defined(types_.size(), 0);
+  const size_t nv = value_type_.size();
+  std::vector<char> defined(nv, 0);
   std::vector<TensorLayout> in;  // an op node's input layouts (reused: shapes keep their capacity)
   for (size_t i = 0; i < nodes_.size(); ++i) {
     const Node& n = nodes_[i];
     for (int32_t v : n.inputs) {
-      if (v < 0 || static_cast<size_t>(v) >= types_.size()) fail(i, "uses unknown value %" + std::to_string(v));
+      if (v < 0 || static_cast<size_t>(v) >= nv) fail(i, "uses unknown value %" + std::to_string(v));
       if (!defined[v]) fail(i, "uses %" + std::to_string(v) + " before it is defined");
     }
     for (int32_t v : n.outputs) {
-      if (v < 0 || static_cast<size_t>(v) >= types_.size()) fail(i, "defines unknown value %" + std::to_string(v));
+      if (v < 0 || static_cast<size_t>(v) >= nv) fail(i, "defines unknown value %" + std::to_string(v));
       if (defined[v]) fail(i, "defines %" + std::to_string(v) + " twice");
       if (producer_[v] != static_cast<int32_t>(i)) fail(i, "value %" + std::to_string(v) + " has a wrong producer");
       defined[v] = 1;
@@ -203,20 +221,14 @@ void Graph::verify() const {
       case NodeKind::op: {
         if (n.outputs.size() != 1) fail(i, "an op node defines exactly one value");
         in.resize(n.inputs.size());
-        for (size_t k = 0; k < n.inputs.size(); ++k) {
-          const TensorType& t = types_[n.inputs[k]];
-          in[k].dtype = t.dtype;
-          in[k].shape = t.shape;
-          in[k].device = t.device;
-          in[k].stride_class = StrideClass::contiguous;
-        }
+        for (size_t k = 0; k < n.inputs.size(); ++k) type(n.inputs[k]).layout_into(in[k]);
         TensorLayout want;
         try {
           want = infer_layout(n.op, in, n.attrs);
         } catch (const Error& e) {
           fail(i, std::string("invalid op: ") + e.what());
         }
-        const TensorType& got = types_[n.outputs[0]];
+        const TensorType& got = type(n.outputs[0]);
         if (want.dtype != got.dtype || want.shape != got.shape || !(want.device == got.device))
           fail(i, std::string(op_name(n.op)) + " result type " + got.str() + " but the op gives " +
                       TensorType(want).str());
@@ -224,7 +236,7 @@ void Graph::verify() const {
       }
       case NodeKind::constant:
         if (!n.data.defined() || n.outputs.size() != 1) fail(i, "constant without data");
-        if (!(TensorType(n.data.dtype(), n.data.shape(), n.data.device()) == types_[n.outputs[0]]))
+        if (!(TensorType(n.data.dtype(), n.data.shape(), n.data.device()) == type(n.outputs[0])))
           fail(i, "constant data does not match its type");
         break;
       case NodeKind::weight:
@@ -239,15 +251,15 @@ void Graph::verify() const {
         if (body->inputs_.size() != n.inputs.size() || body->outputs_.size() != n.outputs.size())
           fail(i, "call of @" + n.name + " does not match its signature");
         for (size_t k = 0; k < n.inputs.size(); ++k)
-          if (!(types_[n.inputs[k]] == body->type(body->inputs_[k]))) fail(i, "argument type mismatch calling @" + n.name);
+          if (!(type(n.inputs[k]) == body->type(body->inputs_[k]))) fail(i, "argument type mismatch calling @" + n.name);
         for (size_t k = 0; k < n.outputs.size(); ++k)
-          if (!(types_[n.outputs[k]] == body->type(body->outputs_[k]))) fail(i, "result type mismatch calling @" + n.name);
+          if (!(type(n.outputs[k]) == body->type(body->outputs_[k]))) fail(i, "result type mismatch calling @" + n.name);
         break;
       }
     }
   }
   for (int32_t v : outputs_)
-    if (v < 0 || static_cast<size_t>(v) >= types_.size() || !defined[v])
+    if (v < 0 || static_cast<size_t>(v) >= nv || !defined[v])
       throw ValueError("verify: graph '" + name_ + "' returns undefined value %" + std::to_string(v));
   if (!root_)
     for (const auto& [k, g] : subgraphs_) g->verify();
@@ -264,9 +276,11 @@ bool same_attrs_bits(const Attrs& a, const Attrs& b) {
 }  // namespace
 
 bool Graph::equals(const Graph& o) const {
-  if (name_ != o.name_ || types_ != o.types_ || inputs_ != o.inputs_ || outputs_ != o.outputs_ ||
+  if (name_ != o.name_ || num_values() != o.num_values() || inputs_ != o.inputs_ || outputs_ != o.outputs_ ||
       nodes_.size() != o.nodes_.size() || subgraphs_.size() != o.subgraphs_.size())
     return false;
+  for (size_t v = 0; v < num_values(); ++v)
+    if (!(type(static_cast<int32_t>(v)) == o.type(static_cast<int32_t>(v)))) return false;
   for (size_t i = 0; i < nodes_.size(); ++i) {
     const Node &a = nodes_[i], &b = o.nodes_[i];
     if (a.kind != b.kind || a.inputs != b.inputs || a.outputs != b.outputs || a.name != b.name ||
@@ -298,12 +312,11 @@ void Graph::remove_nodes(const std::vector<char>& removed, std::vector<int32_t> 
 
 void Graph::renumber(std::vector<Node>& nodes, const std::vector<char>* removed, std::vector<int32_t> outputs) {
   // One walk drops the removed nodes (moving the others down), renumbers the
-  // operands and records, per surviving value, its old id. The types are
-  // then moved, not copied (a copy allocates a shape per value; freeing the
-  // old ones costs as much again): in place when the old ids of the
-  // survivors increase (always, for graphs built by add_* and edited by the
-  // passes), else into a new array.
-  const size_t nv = types_.size();
+  // operands and records, per surviving value, its old id. The values' type
+  // indices then move (the type table stays): in place when the old ids of
+  // the survivors increase (always, for graphs built by add_* and edited by
+  // the passes), else into a new array.
+  const size_t nv = value_type_.size();
   std::vector<int32_t> remap(nv, -1);
   std::vector<int32_t> old_id;  // per new value
   old_id.reserve(nv);
@@ -322,7 +335,7 @@ void Graph::renumber(std::vector<Node>& nodes, const std::vector<char>* removed,
       v = remap[v];
     }
     for (int32_t& v : n.outputs) {
-      (void)types_.at(v);  // range check, as before
+      (void)value_type_.at(v);  // range check, as before
       if (!old_id.empty() && v <= old_id.back()) increasing = false;
       old_id.push_back(v);
       producer.push_back(static_cast<int32_t>(out));
@@ -342,15 +355,14 @@ void Graph::renumber(std::vector<Node>& nodes, const std::vector<char>* removed,
   if (increasing) {
     // old_id[k] >= k and strictly increasing: slot old_id[k] is read before
     // any later write can reach it.
-    for (size_t k = 0; k < kept; ++k)
-      if (static_cast<size_t>(old_id[k]) != k) types_[k] = std::move(types_[static_cast<size_t>(old_id[k])]);
-    types_.resize(kept);
+    for (size_t k = 0; k < kept; ++k) value_type_[k] = value_type_[static_cast<size_t>(old_id[k])];
+    value_type_.resize(kept);
   } else {
-    // A value defined twice (not a valid graph) is copied, as before.
-    std::vector<TensorType> types;
+    // A value defined twice (not a valid graph) shares its type entry.
+    std::vector<uint32_t> types;
     types.reserve(kept);
-    for (int32_t v : old_id) types.push_back(types_[static_cast<size_t>(v)]);
-    types_ = std::move(types);
+    for (int32_t v : old_id) types.push_back(value_type_[static_cast<size_t>(v)]);
+    value_type_ = std::move(types);
   }
   weights_.clear();
   for (size_t i : weight_nodes) weights_[nodes[i].name] = nodes[i].outputs[0];

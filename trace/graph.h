@@ -32,6 +32,15 @@ struct TensorType {
       : dtype(dtype), shape(std::move(shape)), device(device) {}
   explicit TensorType(const TensorLayout& l) : dtype(l.dtype), shape(l.shape), device(l.device) {}
   TensorLayout layout() const { return TensorLayout(dtype, shape, device); }
+  /// Sets `out` to layout() without a new TensorLayout: `out.shape` keeps
+  /// its capacity, so a loop that refills the same layouts (an op's operand
+  /// layouts for infer_layout, once per node) stops allocating.
+  void layout_into(TensorLayout& out) const {
+    out.dtype = dtype;
+    out.shape.assign(shape.begin(), shape.end());
+    out.device = device;
+    out.stride_class = StrideClass::contiguous;
+  }
   /// "float32[3, 4] cpu"
   std::string str() const;
   friend bool operator==(const TensorType&, const TensorType&) = default;
@@ -258,10 +267,10 @@ class Graph {
 
   // ---- inspection ----
   size_t num_nodes() const { return nodes_.size(); }
-  size_t num_values() const { return types_.size(); }
+  size_t num_values() const { return value_type_.size(); }
   const Node& node(size_t i) const { return nodes_[i]; }
   const std::vector<Node>& nodes() const { return nodes_; }
-  const TensorType& type(int32_t value) const { return types_.at(static_cast<size_t>(value)); }
+  const TensorType& type(int32_t value) const { return type_table_[value_type_.at(static_cast<size_t>(value))]; }
   /// Index of the node defining `value`.
   int32_t producer(int32_t value) const { return producer_.at(static_cast<size_t>(value)); }
   const std::vector<int32_t>& output_ids() const { return outputs_; }
@@ -296,6 +305,14 @@ class Graph {
   std::vector<Node>& mutable_nodes() { return nodes_; }
   std::vector<int32_t>& mutable_outputs() { return outputs_; }
   int32_t new_value(const TensorType& t, int32_t producer_node);
+  /// Values sharing one type: add_type() enters `t` in the graph's type
+  /// table once, new_value_of_type() defines a value of that entry. A reader
+  /// of a file whose types come from a table (a MEF's GRPB section) then
+  /// copies each distinct shape once, not once per value.
+  uint32_t add_type(TensorType t);
+  int32_t new_value_of_type(uint32_t type_index, int32_t producer_node);
+  /// Room for `n` values in all, so defining them does not reallocate.
+  void reserve_values(size_t n);
 
  private:
   friend struct GraphParser;
@@ -304,7 +321,12 @@ class Graph {
   std::string name_;
   Graph* root_ = nullptr;  // null for a root graph
   std::vector<Node> nodes_;
-  std::vector<TensorType> types_;   // per value
+  // Value types, interned: value v has type type_table_[value_type_[v]].
+  // new_value() adds an entry per value (as a per-value array would);
+  // add_type() lets values share one. Entries of removed values stay until
+  // the graph goes (renumber() remaps only the indices).
+  std::vector<TensorType> type_table_;
+  std::vector<uint32_t> value_type_;  // per value
   std::vector<int32_t> producer_;   // per value: defining node
   std::vector<int32_t> inputs_, outputs_;
   std::map<std::string, int32_t> weights_;  // name -> value

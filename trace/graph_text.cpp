@@ -300,8 +300,8 @@ struct GraphParser {
       const size_t lines = static_cast<size_t>(std::count(s.begin() + static_cast<std::ptrdiff_t>(pos),
                                                           s.begin() + static_cast<std::ptrdiff_t>(end), '\n'));
       g.nodes_.reserve(lines + 8);
-      g.types_.reserve(lines + 8);
-      g.producer_.reserve(lines + 8);
+      g.type_table_.reserve(lines + 8);
+      g.reserve_values(lines + 8);
       names.dense.reserve(lines + 8);
     }
     expect("(");
@@ -425,11 +425,7 @@ struct GraphParser {
       // Graph::push_node, moving the types in (no copy of their shapes)
       const int32_t idx = static_cast<int32_t>(g.nodes_.size());
       n.outputs.clear();
-      for (TensorType& t : out_types) {
-        g.types_.push_back(std::move(t));
-        g.producer_.push_back(idx);
-        n.outputs.push_back(static_cast<int32_t>(g.types_.size() - 1));
-      }
+      for (TensorType& t : out_types) n.outputs.push_back(g.new_value_of_type(g.add_type(std::move(t)), idx));
       g.nodes_.push_back(std::move(n));
       for (size_t k = 0; k < defs.size(); ++k) {
         if (names.find(defs[k])) fail("value %" + std::to_string(defs[k]) + " defined twice");

@@ -20,7 +20,9 @@ namespace kiln::detail {
 /// Records that, in `ctx`'s graph, the function reads value `read` (or the
 /// memory it is a view of) after writing the destination whose value before
 /// the write is `written` (a view root: an input, a weight, or an op result).
-void note_read_after_write(const GraphRealizationContext& ctx, int32_t written, int32_t read);
+/// Kept by the context (GraphRealizationContext::note_read_after_write), so
+/// it is forgotten with it.
+void note_read_after_write(GraphRealizationContext& ctx, int32_t written, int32_t read);
 /// The values noted for `written` in `ctx` (empty when none).
 std::vector<int32_t> reads_after_write(const GraphRealizationContext& ctx, int32_t written);
 

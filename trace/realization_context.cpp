@@ -33,18 +33,6 @@ void pop(RealizationContext* c) {
 }  // namespace
 
 namespace {
-// Values of a context whose view-vs-copy status eagerly depends on strides
-// the trace does not know (reshape or contiguous() of a view of an argument
-// traced for a non-contiguous stride class), with the op that made each: an
-// in-place write into one, or through a view of one, is refused.
-std::mutex g_ambiguous_mu;
-std::map<const RealizationContext*, std::map<int32_t, std::string>> g_ambiguous;
-
-void mark_ambiguous(const RealizationContext* c, int32_t v, const std::string& who) {
-  std::lock_guard<std::mutex> lock(g_ambiguous_mu);
-  g_ambiguous[c][v] = who;
-}
-
 // The strides eager code would see for `t` (a tensor of context `c`, or a
 // realized tensor about to become its source), when known: replayed through
 // the eager view rules from its root's. For a graph context, traced_layout;
@@ -113,7 +101,7 @@ Tensor detail::recorded_copy(const Tensor& t, bool always) {
   const KnownLayout l = known_layout(*cur, t);
   if (l.cls_known && l.cls == StrideClass::contiguous) return t;
   Tensor r = apply(OpId::Cast, t, a);
-  if (!l.cls_known) mark_ambiguous(cur, r.impl().state->values[0].id, "contiguous()");
+  if (!l.cls_known) cur->mark_ambiguous(r.impl().state->values[0].id, "contiguous()");
   return r;
 }
 
@@ -170,17 +158,15 @@ void check_not_broadcast_argument(RealizationContext& cur, const Tensor& dst, co
 
 // A write into a value marked ambiguous, or through a view of one, is refused.
 void check_not_ambiguous(RealizationContext& cur, const Tensor& dst, const char* who) {
-  std::lock_guard<std::mutex> lock(g_ambiguous_mu);
-  auto c = g_ambiguous.find(&cur);
-  if (c == g_ambiguous.end() || c->second.empty()) return;
+  if (!cur.has_ambiguous()) return;
   const Graph& g = cur.graph();
   int32_t v = dst.impl().state->values[0].id;
   const int32_t root = cur.view_root(v);
   for (;;) {
-    if (auto a = c->second.find(v); a != c->second.end())
+    if (const std::string* a = cur.ambiguous_mark(v))
       throw RealizationError(
           std::string(who) + ": the destination (shape " + shape_str(dst.shape()) + ") is, or is a view of, the " +
-          "result of " + a->second + " (graph value %" + std::to_string(v) + ") of a view of an argument traced " +
+          "result of " + *a + " (graph value %" + std::to_string(v) + ") of a view of an argument traced " +
           "for a non-contiguous stride class; whether that result is a view or a copy depends on the argument's " +
           "runtime strides, so whether this write reaches the argument cannot be decided while tracing. Write " +
           "into a copy (.clone()) or pass a contiguous argument");
@@ -360,7 +346,7 @@ Tensor RealizationContext::apply_op(OpId op, std::span<const Tensor> in, const A
       }
       t_plain_reshape = false;
       if (ambiguous) {
-        mark_ambiguous(this, r.impl().state->values[0].id, "reshape");
+        mark_ambiguous(r.impl().state->values[0].id, "reshape");
         return r;
       }
       // Eagerly a copy in row-major order: a value of its own, so writes
@@ -549,12 +535,8 @@ void RealizationContext::rebind_views(AliasGroup& g, int32_t old_root, int32_t n
       std::reverse(old_vals.begin(), old_vals.end());
     }
     std::vector<std::string> marks(old_vals.size());
-    {
-      std::lock_guard<std::mutex> lock(g_ambiguous_mu);
-      if (auto c = g_ambiguous.find(this); c != g_ambiguous.end())
-        for (size_t k = 0; k < old_vals.size(); ++k)
-          if (auto m = c->second.find(old_vals[k]); m != c->second.end()) marks[k] = m->second;
-    }
+    for (size_t k = 0; k < old_vals.size(); ++k)
+      if (const std::string* m = ambiguous_mark(old_vals[k])) marks[k] = *m;
     Tensor t = create_unrealized({GraphValue{&graph(), new_root}});
     size_t k = 0;
     t_plain_reshape = true;  // the same views again, on the new value
@@ -562,7 +544,7 @@ void RealizationContext::rebind_views(AliasGroup& g, int32_t old_root, int32_t n
       for (const auto& [op, a] : view_chain(old_root, hv)) {
         const Tensor arg[1] = {t};
         t = RealizationContext::apply_op(op, arg, a);
-        if (k < marks.size() && !marks[k].empty()) mark_ambiguous(this, t.impl().state->values[0].id, marks[k]);
+        if (k < marks.size() && !marks[k].empty()) mark_ambiguous(t.impl().state->values[0].id, marks[k]);
         ++k;
       }
     } catch (...) {
@@ -711,19 +693,9 @@ GraphRealizationContext::GraphRealizationContext(Graph& graph, std::vector<Graph
 }
 
 namespace {
-// Layouts set for values of graph contexts (set_traced_value_layout: the
-// arguments), per context; dropped with the context.
-std::mutex g_layout_mu;
-std::map<const RealizationContext*, std::map<int32_t, detail::TracedLayout>> g_layouts;
-
 // The layout of `root` (not a view) of graph context `g`.
 detail::TracedLayout root_layout(GraphRealizationContext& g, int32_t root) {
-  {
-    std::lock_guard<std::mutex> lock(g_layout_mu);
-    auto it = g_layouts.find(&g);
-    if (it != g_layouts.end())
-      if (auto v = it->second.find(root); v != it->second.end()) return v->second;
-  }
+  if (const detail::TracedLayout* set = g.value_layout(root)) return *set;
   const Graph& gr = g.graph();
   const Node& n = gr.node(static_cast<size_t>(gr.producer(root)));
   detail::TracedLayout l;
@@ -796,8 +768,7 @@ std::optional<detail::TracedLayout> detail::traced_layout(const Tensor& t) {
 void detail::set_traced_value_layout(int32_t value, const TracedLayout& l) {
   auto* g = dynamic_cast<GraphRealizationContext*>(active_context());
   if (!g) return;
-  std::lock_guard<std::mutex> lock(g_layout_mu);
-  g_layouts[g][value] = l;
+  g->set_value_layout(value, l);
 }
 
 std::optional<Strides> detail::class_strides(const Shape& shape, StrideClass cls) {
@@ -853,11 +824,8 @@ bool keeps_layout(RealizationContext& c, int32_t v) {
   auto* g = dynamic_cast<GraphRealizationContext*>(&c);
   if (!g || g->is_view_value(v)) return false;
   const Graph& gr = g->graph();
-  if (gr.node(static_cast<size_t>(gr.producer(v))).kind == NodeKind::input) {
-    std::lock_guard<std::mutex> lock(g_layout_mu);  // an argument with no layout set: nothing to keep
-    auto it = g_layouts.find(g);
-    if (it == g_layouts.end() || !it->second.count(v)) return false;
-  }
+  // An argument with no layout set: nothing to keep.
+  if (gr.node(static_cast<size_t>(gr.producer(v))).kind == NodeKind::input && !g->value_layout(v)) return false;
   const detail::TracedLayout l = root_layout(*g, v);
   return !l.strides || *l.strides != contiguous_strides(g->graph().type(v).shape);
 }
@@ -865,45 +833,29 @@ bool keeps_layout(RealizationContext& c, int32_t v) {
 void inherit_layout(RealizationContext& c, int32_t from, int32_t to) {
   auto* g = dynamic_cast<GraphRealizationContext*>(&c);
   if (!g) return;
-  detail::TracedLayout l = root_layout(*g, from);
-  std::lock_guard<std::mutex> lock(g_layout_mu);
-  g_layouts[g][to] = std::move(l);
+  g->set_value_layout(to, root_layout(*g, from));
 }
 }  // namespace
 
-namespace {
-std::mutex g_raw_mu;
-// context -> written value -> values read after the write (detail::note_read_after_write)
-std::map<const RealizationContext*, std::map<int32_t, std::vector<int32_t>>> g_reads_after_write;
-}  // namespace
-
-void detail::note_read_after_write(const GraphRealizationContext& ctx, int32_t written, int32_t read) {
-  std::lock_guard<std::mutex> lock(g_raw_mu);
-  auto& v = g_reads_after_write[&ctx][written];
+void GraphRealizationContext::note_read_after_write(int32_t written, int32_t read) {
+  auto& v = reads_after_write_[written];
   if (std::find(v.begin(), v.end(), read) == v.end()) v.push_back(read);
 }
 
-std::vector<int32_t> detail::reads_after_write(const GraphRealizationContext& ctx, int32_t written) {
-  std::lock_guard<std::mutex> lock(g_raw_mu);
-  auto it = g_reads_after_write.find(&ctx);
-  if (it == g_reads_after_write.end()) return {};
-  auto jt = it->second.find(written);
-  return jt == it->second.end() ? std::vector<int32_t>{} : jt->second;
+std::vector<int32_t> GraphRealizationContext::reads_after_write(int32_t written) const {
+  auto it = reads_after_write_.find(written);
+  return it == reads_after_write_.end() ? std::vector<int32_t>{} : it->second;
 }
 
-GraphRealizationContext::~GraphRealizationContext() {
-  pop(this);
-  {
-    std::lock_guard<std::mutex> lock(g_ambiguous_mu);
-    g_ambiguous.erase(this);
-  }
-  {
-    std::lock_guard<std::mutex> lock(g_raw_mu);
-    g_reads_after_write.erase(this);
-  }
-  std::lock_guard<std::mutex> lock(g_layout_mu);
-  g_layouts.erase(this);
+void detail::note_read_after_write(GraphRealizationContext& ctx, int32_t written, int32_t read) {
+  ctx.note_read_after_write(written, read);
 }
+
+std::vector<int32_t> detail::reads_after_write(const GraphRealizationContext& ctx, int32_t written) {
+  return ctx.reads_after_write(written);
+}
+
+GraphRealizationContext::~GraphRealizationContext() { pop(this); }
 
 void GraphRealizationContext::realize_all() {
   throw RealizationError("realize: can't realize from a graph context (graph '" + graph_->name() +

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "../tensor/op_table.h"
+#include "../tensor/realize_hook.h"
 #include "graph.h"
 #include "pytree.h"
 
@@ -120,6 +121,26 @@ class RealizationContext {
   /// realized tensor (a graph context's mutable source).
   void follow_write(const Tensor* holder, int32_t old_value, int32_t new_value);
 
+  /// Marks value `v` ambiguous: eagerly, whether it is a view or a copy
+  /// depends on strides the trace does not know (a reshape or contiguous()
+  /// of a view of an argument traced for a non-contiguous stride class);
+  /// `who` names the op that made it. An in-place write into it, or through
+  /// a view of it, is then refused (RealizationError, see tensor/mutation.h).
+  void mark_ambiguous(int32_t v, std::string who) { ambiguous_[v] = std::move(who); }
+  /// The op that made value `v` ambiguous (see mark_ambiguous), or null.
+  const std::string* ambiguous_mark(int32_t v) const {
+    auto it = ambiguous_.find(v);
+    return it == ambiguous_.end() ? nullptr : &it->second;
+  }
+  /// True when some value of this context is marked ambiguous.
+  bool has_ambiguous() const { return !ambiguous_.empty(); }
+
+  // Thread safety: a context's bookkeeping (the maps above and below) is not
+  // locked. A graph context is used only by the thread that traces into it
+  // (it is that thread's current context from construction to destruction);
+  // a lazy one by one thread at a time. Different contexts may be used by
+  // different threads at once.
+
  protected:
   /// True when a write may rebind the (non-view) value `root`: an op result
   /// or an argument. A graph context also accepts a mutable source.
@@ -134,6 +155,7 @@ class RealizationContext {
     superseded_at_.clear();
     groups_.clear();
     source_groups_.clear();
+    ambiguous_.clear();
   }
   std::shared_ptr<detail::ContextLink> link_;
 
@@ -156,6 +178,7 @@ class RealizationContext {
   std::map<const detail::TensorImpl*, std::shared_ptr<AliasGroup>> groups_;
   // root value of a realized base (a source) -> the alias group of its views
   std::map<int32_t, std::shared_ptr<AliasGroup>> source_groups_;
+  std::map<int32_t, std::string> ambiguous_;  // value -> the op that made it ambiguous (mark_ambiguous)
 };
 
 /// Runs each op at once with the eager kernels (the default context).
@@ -260,6 +283,24 @@ class GraphRealizationContext : public RealizationContext {
   /// tracing the body again.
   std::map<std::string, TreeDef> subgraph_out_defs;
 
+  /// The layout set for root value `v` (an argument's, from its stride
+  /// class: detail::set_traced_value_layout; or the layout a value written in
+  /// place inherits from the memory it replaces), or null when none was set
+  /// (detail::traced_layout then derives it from the value's producer).
+  const detail::TracedLayout* value_layout(int32_t v) const {
+    auto it = layouts_.find(v);
+    return it == layouts_.end() ? nullptr : &it->second;
+  }
+  /// Sets the layout of root value `v` (see value_layout).
+  void set_value_layout(int32_t v, detail::TracedLayout l) { layouts_[v] = std::move(l); }
+  /// Records that the traced function reads value `read` after writing the
+  /// destination whose value before the write was `written` (a view root),
+  /// where the graph's node order does not show it (trace/read_after_write.h).
+  void note_read_after_write(int32_t written, int32_t read);
+  /// The values noted for `written` by note_read_after_write, in the order
+  /// first noted (empty when none).
+  std::vector<int32_t> reads_after_write(int32_t written) const;
+
  protected:
   bool root_writable(int32_t root) const override;
   bool rebind_source(int32_t root, int32_t new_root) override;
@@ -272,6 +313,8 @@ class GraphRealizationContext : public RealizationContext {
   std::vector<Tensor> pinned_;
   std::vector<MutableSource> mutable_;
   std::map<const detail::TensorImpl*, size_t> mutable_index_;  // impl -> index into mutable_
+  std::map<int32_t, detail::TracedLayout> layouts_;             // root value -> its layout (value_layout)
+  std::map<int32_t, std::vector<int32_t>> reads_after_write_;   // written value -> values read after the write
 };
 
 /// The innermost context on this thread, or the default one.

@@ -14,10 +14,15 @@ GraphRealizationContext* armed_context() {
 
 std::string types_key(const std::vector<Tensor>& ts) {
   std::string r;
-  // The stride class too: a body's arguments report their layout while traced (Tensor::stride_class).
-  for (const auto& t : ts)
-    r += TensorType(t.dtype(), t.shape(), t.device()).str() + "/" + std::to_string(static_cast<int>(t.stride_class())) +
-         ";";
+  // The stride class too: a body's arguments report their layout while
+  // traced (Tensor::stride_class), and "?" where the operand's class is not
+  // known while tracing (its body argument then reports none either).
+  for (const auto& t : ts) {
+    r += TensorType(t.dtype(), t.shape(), t.device()).str() + "/" +
+         std::to_string(static_cast<int>(covering_stride_class(t)));
+    if (auto l = traced_layout(t); l && !l->cls_known) r += "?";
+    r += ";";
+  }
   return r;
 }
 
@@ -99,13 +104,22 @@ std::vector<Tensor> call_subgraph(
       child.bound_weights = parent.bound_weights;  // a body's parameters bind in the root trace
       std::vector<Tensor> body_args;
       for (const auto& v : body.inputs()) body_args.push_back(child.create_unrealized({v}));
-      // Each argument's layout is the operand's (contiguous strides when contiguous; the class is in the key).
+      // Each argument's layout is the operand's (contiguous strides when
+      // contiguous; the class is in the key). An operand whose class is not
+      // known gives an argument whose class is not known: the body sees what
+      // the same code inlined would.
       for (size_t i = 0; i < args.size(); ++i) {
         TracedLayout l;
-        l.cls = args[i].stride_class();
-        l.strides = class_strides(args[i].shape(), l.cls);
-        if (!l.strides)
-          l.why = "a subgraph body's argument " + std::to_string(i) + " is traced for any layout of its stride class";
+        l.cls = covering_stride_class(args[i]);
+        if (auto al = traced_layout(args[i]); al && !al->cls_known) {
+          l.cls_known = false;
+          l.why = "a subgraph body's argument " + std::to_string(i) + " is an operand whose layout is not known (" +
+                  al->why + ")";
+        } else {
+          l.strides = class_strides(args[i].shape(), l.cls);
+          if (!l.strides)
+            l.why = "a subgraph body's argument " + std::to_string(i) + " is traced for any layout of its stride class";
+        }
         set_traced_value_layout(body.input_ids()[i], l);
       }
       std::vector<Tensor> outs = trace_body(body_args, out_tree);

@@ -10,55 +10,16 @@
 #include <vector>
 
 #include "../../tensor/tensor.h"
+#include "strided_loop_types.h"
 
 namespace kiln::cpu {
 
 /// Elements below which a loop stays on one thread.
 inline constexpr int64_t kParallelGrain = 1 << 15;
 
-/// Up to N operands over a common iteration shape.
-template <int N>
-struct StridedLoop {
-  Shape shape;                                 // coalesced iteration shape
-  std::array<std::vector<int64_t>, N> stride;  // byte strides per operand, per axis
-  std::array<char*, N> base{};
-  int64_t numel = 0;
-};
-
 /// Byte strides of `t` broadcast to `shape` (0 on broadcast axes). The tensor
 /// must broadcast to `shape` (checked by the op's shape rule before).
 std::vector<int64_t> broadcast_byte_strides(const Tensor& t, const Shape& shape);
-
-/// Builds a loop over `shape` from per-operand byte strides (already
-/// broadcast to `shape`): drops extent-1 axes and merges neighbouring axes
-/// where every operand is contiguous across the pair. Bases are left null.
-template <int N>
-StridedLoop<N> make_loop_from_strides(const Shape& shape, const std::array<std::vector<int64_t>, N>& st) {
-  StridedLoop<N> L;
-  L.numel = 1;
-  for (int64_t d : shape) L.numel *= d;
-  Shape sh;
-  std::array<std::vector<int64_t>, N> cs;
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (shape[i] == 1) continue;
-    bool merge = !sh.empty();
-    for (int k = 0; merge && k < N; ++k) merge = cs[k].back() == st[k][i] * shape[i];
-    if (merge) {
-      sh.back() *= shape[i];
-      for (int k = 0; k < N; ++k) cs[k].back() = st[k][i];
-    } else {
-      sh.push_back(shape[i]);
-      for (int k = 0; k < N; ++k) cs[k].push_back(st[k][i]);
-    }
-  }
-  if (sh.empty()) {
-    sh.push_back(1);
-    for (int k = 0; k < N; ++k) cs[k].push_back(0);
-  }
-  L.shape = std::move(sh);
-  L.stride = std::move(cs);
-  return L;
-}
 
 /// Builds a loop over `shape`; operand 0 is usually the output.
 template <int N>
