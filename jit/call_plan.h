@@ -2,12 +2,13 @@
 // CompiledCallable (at construction) instead of on every call.
 //
 // A call's fixed costs around the plan are the argument tree compare, the
-// per-leaf layout checks, the captured-constant hashes, and the copy of a
-// result the optimiser reduced to an argument or weight. The parts that
-// depend only on the staged graph are computed here once:
-//  - which results need the "reduced to an input" test at all (a result the
-//    staged graph makes with a non-view op and that is not a written value;
-//    every other result is skipped without looking at memory);
+// per-leaf layout checks and the captured-constant hashes. The parts that
+// depend only on the compiled graph are computed here once:
+//  - which results are the tensor a write-back writes (`x.exp_(); return
+//    x;`): the call returns that argument or weight itself, as eagerly;
+//    (a result eager makes new never aliases an argument or weight: the
+//    compiled graph copies one the optimiser reduced to an input,
+//    jit/fresh_results.h, so no call looks at result memory for that);
 //  - the result tree, shared by every CallResult (no TreeDef copy per call);
 //  - the last argument type whose type-determined tree (pytree_fixed.h) was
 //    found equal to the signature, so a call with the same C++ argument
@@ -20,6 +21,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../trace/stage.h"
@@ -27,10 +29,10 @@
 namespace kiln::detail {
 
 struct CallPlan {
-  /// Results (indices below out_tree's leaf count) the staged graph computes
-  /// as new tensors with an op that is not a view and that are not also a
-  /// written value: the only ones copy_results_reduced_to_inputs looks at.
-  std::vector<uint32_t> reducible;
+  /// (result index, write index) for each result that is the value written
+  /// back by that write (detail::written_results on the optimised graph),
+  /// ascending by result.
+  std::vector<std::pair<uint32_t, uint32_t>> written_results;
   /// StagedGraph::writes.size(): the trailing results that are written values.
   size_t num_writes = 0;
   /// StagedGraph::out_tree, shared by the CallResults of every call.
@@ -40,20 +42,8 @@ struct CallPlan {
   mutable std::atomic<const TreeDef*> fixed_in_tree{nullptr};
 };
 
-/// The call plan of `staged` (its graph may be null: a callable rebuilt from
-/// a compiled artifact, which copies nothing).
-std::shared_ptr<const CallPlan> make_call_plan(const StagedGraph& staged);
-
-/// A result that eager execution computes as a new tensor (x * 1, x - 0,
-/// -(-x): an op that is not a view in the staged graph) but that the
-/// optimiser reduced to an argument or a weight is copied, so that writing
-/// into the result does not write into the caller's tensor. A result the
-/// function returns as the argument itself or a view of it (return x,
-/// x.reshape(...)) aliases it, as it does eagerly; so does one that is an
-/// argument's written value (x.add_(1); return x), which write_back handles.
-/// Only plan.reducible results are looked at, and each is compared by buffer
-/// identity first (no memory-range work unless a buffer is shared).
-void copy_results_reduced_to_inputs(const CallPlan& plan, std::vector<Tensor>& results, std::span<const Tensor> args,
-                                    const std::map<std::string, Tensor>& weights);
+/// The call plan of `staged` compiled to `optimized` (the artifact's graph:
+/// staged.graph may be null, for a callable rebuilt from a compiled artifact).
+std::shared_ptr<const CallPlan> make_call_plan(const StagedGraph& staged, const Graph& optimized);
 
 }  // namespace kiln::detail

@@ -84,7 +84,7 @@ CompiledCallable::CompiledCallable(StagedGraph staged, std::map<std::string, Ten
   for (const auto& [name, t] : staged_.bound_weights) weights_.emplace(name, t);
   const engine::Signature sig = signature();
   auto artifact = engine::compile_graph(staged_.graph, *session_, &sig);
-  model_ = std::make_shared<engine::Model>(artifact, weights_);
+  model_ = std::make_shared<engine::Model>(artifact, weights_, "compile");
   plan_in_place();
 }
 
@@ -94,7 +94,7 @@ struct CompiledCallable::WriteCounters {
 
 void CompiledCallable::plan_in_place() {
   counters_ = std::make_shared<WriteCounters>();
-  call_plan_ = detail::make_call_plan(staged_);
+  call_plan_ = detail::make_call_plan(staged_, model_->artifact().graph());
   if (staged_.writes.empty()) return;
   const size_t nres = model_->artifact().graph().output_ids().size() - staged_.writes.size();
   in_place_ = codegen::in_place_writes(model_->artifact().plan(), nres, staged_.writes);
@@ -214,7 +214,7 @@ CompiledCallable CompiledCallable::from_compiled(std::shared_ptr<const engine::C
   check_signature_against(artifact->graph(), in_layouts, in_tree, out_layouts, out_tree, "from_compiled", writes.size());
   if (engine_model && engine_model->artifact_ptr() != artifact)
     throw ValueError("from_compiled: engine_model was initialised from another artifact");
-  if (!engine_model) engine_model = std::make_shared<engine::Model>(artifact, weights);
+  if (!engine_model) engine_model = std::make_shared<engine::Model>(artifact, weights, "from_compiled");
   StagedGraph s;
   s.in_layouts = std::move(in_layouts);
   s.in_tree = std::move(in_tree);
@@ -241,7 +241,10 @@ CompiledCallable CompiledCallable::from_mef(const std::string& path, std::map<st
                                             std::shared_ptr<InferenceSession> session) {
   auto art = engine::read(path, session);
   const engine::Signature& s = *art->signature();
-  CompiledCallable c = from_compiled(art, nullptr, s.in_layouts, s.in_tree, s.out_layouts, s.out_tree, std::move(weights));
+  auto model = std::make_shared<engine::Model>(art, weights, "from_mef '" + path + "'",
+                                               "the weights given to from_mef (its `weights` map)");
+  CompiledCallable c =
+      from_compiled(art, std::move(model), s.in_layouts, s.in_tree, s.out_layouts, s.out_tree, std::move(weights));
   if (session) c.session_ = std::move(session);
   return c;
 }
@@ -394,6 +397,11 @@ CallResult CompiledCallable::inline_call(GraphRealizationContext& outer, std::sp
     Tensor dst = w.argument >= 0 ? leaves[static_cast<size_t>(w.argument)] : weights_.at(w.weight);
     dst.copy_(v);
   }
+  // A result that is a written value is the tensor written, as eagerly.
+  for (const auto& [i, k] : call_plan_->written_results) {
+    const WriteBack& w = staged_.writes[k];
+    if (i < r.leaves.size()) r.leaves[i] = w.argument >= 0 ? leaves[static_cast<size_t>(w.argument)] : weights_.at(w.weight);
+  }
   return r;
 }
 
@@ -439,6 +447,20 @@ bool parse_number(const std::string& v, Scalar& out) {
   return true;
 }
 
+// The values an integer dtype holds, "-128..127".
+std::string integer_range(DType d) {
+  switch (d) {
+    case DType::int8: return "-128..127";
+    case DType::uint8: return "0..255";
+    case DType::int16: return "-32768..32767";
+    case DType::uint16: return "0..65535";
+    case DType::int32: return "-2147483648..2147483647";
+    case DType::uint32: return "0..4294967295";
+    case DType::uint64: return "0..18446744073709551615";
+    default: return "-9223372036854775808..9223372036854775807";
+  }
+}
+
 // A C++ number given for a 0-d tensor parameter (a static leaf where the
 // compiled signature has a tensor leaf) becomes a 0-d tensor of the
 // parameter's dtype; returns false when `tree` differs from the signature in
@@ -469,7 +491,21 @@ bool numbers_as_tensors(const StagedGraph& staged_, std::vector<Tensor>& leaves,
                          ") for a 0-d " + std::string(name(l.dtype)) +
                          " parameter would change its dtype; pass a 0-d tensor (full({}, value, DType::" +
                          std::string(name(l.dtype)) + "))");
-      Tensor t = full({}, s, l.dtype, l.device);  // out-of-range integers raise here
+      if (is_integral(l.dtype) && s.kind == ScalarKind::integer) {
+        bool fits = true;
+        try {
+          check_scalar_fits(s, l.dtype, "compiled call");
+        } catch (const ValueError&) {
+          fits = false;
+        }
+        if (!fits)
+          throw ValueError("compiled call: argument " + std::to_string(k) + ": the number " + c.value +
+                           " is out of range for a 0-d " + std::string(name(l.dtype)) + " parameter (" +
+                           std::string(name(l.dtype)) + " holds " + integer_range(l.dtype) +
+                           "); pass a value in that range, or compile the function with a wider integer dtype "
+                           "for this parameter");
+      }
+      Tensor t = full({}, s, l.dtype, l.device);
       // A finite number a floating dtype cannot hold would become inf.
       if (is_floating(l.dtype) && std::isfinite(s.value) && std::isinf(t.item<double>()))
         throw ValueError("compiled call: argument " + std::to_string(k) + ": the number " + c.value +
@@ -540,8 +576,9 @@ CallResult CompiledCallable::call_checked(std::span<const Tensor> leaves, const 
   check_captured();
   check_aliasing(*this, leaves, "compiled call");
   CallResult r;
+  // A result eager makes new is new here too: the compiled graph copies one
+  // the optimiser reduced to an argument or weight (jit/fresh_results.h).
   r.leaves = run_model(leaves);  // as given: op steps see eager's layouts; fused steps make operands contiguous
-  detail::copy_results_reduced_to_inputs(*call_plan_, r.leaves, leaves, weights_);
   r.tree = call_plan_->out_tree;
   if (!staged_.writes.empty()) write_back(r.leaves, leaves);
   return r;
@@ -555,13 +592,19 @@ void CompiledCallable::write_back(std::vector<Tensor>& results, std::span<const 
     return it == weights_.end() ? nullptr : &it->second;
   };
   // A result that is (a view of) a tensor about to be written keeps the value
-  // it had in the call (e.g. a result the optimiser reduced to an argument).
-  for (size_t i = 0; i < first; ++i)
+  // it had in the call (a view of an argument returned before the write, or
+  // a result computed into the destination's memory), except the results
+  // that are the written tensor itself (set below).
+  const auto& written = call_plan_->written_results;
+  for (size_t i = 0, wi = 0; i < first; ++i) {
+    while (wi < written.size() && written[wi].first < i) ++wi;
+    if (wi < written.size() && written[wi].first == i) continue;
     for (const WriteBack& w : staged_.writes)
       if (const Tensor* d = destination(w); d && may_share_memory(results[i], *d)) {
         results[i] = results[i].clone();
         break;
       }
+  }
   for (size_t k = 0; k < staged_.writes.size(); ++k) {
     const WriteBack& w = staged_.writes[k];
     const Tensor& value = results[first + k];
@@ -583,6 +626,12 @@ void CompiledCallable::write_back(std::vector<Tensor>& results, std::span<const 
       it->second.copy_(value);
     }
   }
+  // A result that is a written value is the tensor written (`x.exp_();
+  // return x;` returns x), as eagerly: the argument as the caller passed it,
+  // or the bound mutable weight.
+  for (const auto& [i, k] : written)
+    if (i < first)
+      if (const Tensor* d = destination(staged_.writes[k])) results[i] = *d;
   results.resize(first);
 }
 
@@ -600,8 +649,24 @@ std::vector<Buffer> CompiledCallable::execute_raw(const std::vector<Buffer>& buf
                      std::to_string(buffers.size()));
   std::vector<Tensor> in;
   in.reserve(buffers.size());
-  for (size_t i = 0; i < buffers.size(); ++i)
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    const TensorType t(want[i].dtype, want[i].shape, want[i].device);
+    const size_t need = static_cast<size_t>(checked_numel(want[i].shape)) * size_of(want[i].dtype);
+    const size_t got = buffers[i] ? buffers[i].nbytes() : 0;
+    auto where = [&] {
+      return "execute_raw: buffer " + std::to_string(i) + " (argument " + arg_path(staged_.in_tree.leaf_paths(), i) +
+             ", " + t.str() + ")";
+    };
+    if (got < need)
+      throw ValueError(where() + ": expected at least " + std::to_string(need) + " bytes (a contiguous " + t.str() +
+                       "), got " + (buffers[i] ? "a buffer of " + std::to_string(got) + " bytes"
+                                               : std::string("an empty Buffer")) +
+                       "; pass one buffer per in_layouts() entry, in order, each holding that tensor contiguously");
+    if (buffers[i] && !(buffers[i].device() == want[i].device))
+      throw DeviceError(where() + ": expected a buffer on " + want[i].device.str() + ", got one on " +
+                        buffers[i].device().str());
     in.emplace_back(buffers[i], want[i].dtype, want[i].shape, contiguous_strides(want[i].shape), 0);
+  }
   check_aliasing(*this, in, "execute_raw");
   std::vector<Tensor> out = run_model(in);
   if (!staged_.writes.empty()) write_back(out, in);

@@ -130,6 +130,12 @@ class CompiledCallable {
   /// become weights of the outer graph bound to the same tensors (renamed
   /// "name_1", ... when the outer trace binds that name to another tensor),
   /// and its in-place writes become writes of the outer trace.
+  /// Results alias what eager's alias: a result eager makes new is new
+  /// memory (also where the optimiser reduced x * 1 to x), one returned as
+  /// an argument or weight or a view of one aliases it, and one that is a
+  /// tensor the function wrote in place (`x.exp_(); return x;`) is the
+  /// caller's tensor itself (the handle passed), so writes into it reach
+  /// the argument as eagerly.
   template <class... Args>
   CallResult operator()(const Args&... args) const {
     using Sig = std::tuple<std::remove_cvref_t<Args>...>;
@@ -150,9 +156,16 @@ class CompiledCallable {
   CallResult call_flat(const std::vector<Tensor>& leaves, const TreeDef& tree) const;
   /// Runs on contiguous tensors in graph-input order without any check but
   /// the aliasing guard of a function that writes in place (ValueError, as
-  /// for a checked call); returns the results in graph-output order.
+  /// for a checked call); returns the results in graph-output order. As for
+  /// a checked call (and from_mef's callables), a result eager makes new
+  /// (x * 1, even where the optimiser reduced it to x) is new memory, a
+  /// result the function returns as an argument or a view of one aliases
+  /// it, and a result that is an argument it wrote in place (`x.exp_();
+  /// return x;`) is that input tensor itself.
   std::vector<Tensor> execute_raw(std::span<const Tensor> inputs) const;
-  /// As above on raw buffers laid out as in_layouts (contiguous).
+  /// As above on raw buffers laid out as in_layouts (contiguous). A buffer
+  /// smaller than its layout is a ValueError naming its position and the
+  /// bytes expected and given; one on another device a DeviceError.
   std::vector<Buffer> execute_raw(const std::vector<Buffer>& buffers) const;
 
   const std::vector<TensorLayout>& in_layouts() const { return staged_.in_layouts; }

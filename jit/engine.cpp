@@ -14,6 +14,7 @@
 #include "../trace/treedef_io.h"
 #include "capture.h"
 #include "cuda_executable.h"
+#include "fresh_results.h"
 #include "mef.h"
 #include "mef_graph.h"
 #include "mef_plan.h"
@@ -191,7 +192,12 @@ std::shared_ptr<const CompiledModel> compile_graph(const std::shared_ptr<const G
                            sig, session.options());
   if (!art) {
     std::shared_ptr<Graph> flat = inline_calls(*staged);
+    // Results eager makes new stay new where the optimiser reduced them to
+    // an input (x * 1): decided here, recorded in the graph (fresh_results.h).
+    const size_t nwrites = signature ? signature->writes.size() : 0;
+    const kiln::detail::ResultKinds kinds = kiln::detail::classify_results(*flat, nwrites);
     optimize(*flat);
+    kiln::detail::separate_results(*flat, nwrites, kinds);
     flat->verify();
     auto plan = std::make_shared<codegen::ExecutionPlan>(flat, session.options());
     if (session.options().dump)
@@ -225,19 +231,23 @@ std::shared_ptr<const CompiledModel> compile_graph(const std::shared_ptr<const G
 
 Model::~Model() = default;
 
-Model::Model(std::shared_ptr<const CompiledModel> artifact, const std::map<std::string, Tensor>& weights)
+Model::Model(std::shared_ptr<const CompiledModel> artifact, const std::map<std::string, Tensor>& weights,
+             std::string_view who, std::string_view source)
     : artifact_(std::move(artifact)), captures_(std::make_unique<detail::CaptureTable>()) {
+  const std::string w0 = std::string(who) + ": weight '";
   for (const auto& [name, type] : artifact_->weight_slots()) {
     auto it = weights.find(name);
     if (it == weights.end())
-      throw ValueError("compile: weight '" + name + "' (" + type.str() + ") is missing from the weights registry");
+      throw ValueError(w0 + name + "' (" + type.str() + ") is missing from " + std::string(source) +
+                       "; bind a tensor of that type under that name");
     const Tensor& w = it->second;
-    if (!w.defined()) throw ValueError("compile: weight '" + name + "' is an undefined tensor");
+    if (!w.defined())
+      throw ValueError(w0 + name + "' is an undefined tensor in " + std::string(source) + "; expected " + type.str());
     TensorType got(w.dtype(), w.shape(), w.device());
     if (!(got == type))
-      throw ValueError("compile: weight '" + name + "' expects " + type.str() + ", got " + got.str());
+      throw ValueError(w0 + name + "' expects " + type.str() + ", got " + got.str() + " in " + std::string(source));
     if (!w.is_contiguous())
-      throw ValueError("compile: weight '" + name + "' must be contiguous (pass .contiguous())");
+      throw ValueError(w0 + name + "' must be contiguous (pass .contiguous())");
     bound_.push_back(w);
   }
   const Graph& g = artifact_->plan().graph();

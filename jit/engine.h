@@ -145,8 +145,12 @@ struct CaptureTable;
 class Model {
  public:
   /// Binds `weights` (name -> contiguous tensor). Throws ValueError naming a
-  /// weight that is missing, mis-typed or not contiguous.
-  Model(std::shared_ptr<const CompiledModel> artifact, const std::map<std::string, Tensor>& weights);
+  /// weight that is missing, mis-typed or not contiguous; the message starts
+  /// with `who` (the entry point binding them: "compile", "from_mef
+  /// 'f.mef'", "kiln run") and calls the weights given `source` ("the weights
+  /// registry", "--weights 'w.safetensors'").
+  Model(std::shared_ptr<const CompiledModel> artifact, const std::map<std::string, Tensor>& weights,
+        std::string_view who = "engine::Model", std::string_view source = "the weights registry");
   ~Model();
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;

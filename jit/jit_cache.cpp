@@ -1,5 +1,6 @@
 #include "jit_function.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -41,6 +42,28 @@ std::string alias_key(const std::vector<int32_t>& same_as) {
   for (size_t j = 0; j < same_as.size(); ++j)
     if (same_as[j] >= 0) k += (k.empty() ? "alias " : ",") + std::to_string(j) + "=" + std::to_string(same_as[j]);
   return k;
+}
+
+Tensor jit_number_tensor(const Scalar& s, DType d, size_t position) {
+  const std::string where = "jit: argument " + std::to_string(position) + ": the number " + s.str();
+  if (s.kind == ScalarKind::integer && s.above_int64)
+    throw ValueError(where + " is out of range for int64, the dtype of the 0-d tensor jit makes of an integer passed "
+                          "for a Tensor parameter (int64 holds up to 9223372036854775807); pass a 0-d tensor instead, "
+                          "e.g. full({}, value, DType::uint64)");
+  Tensor t = full({}, s, d);
+  if (s.kind == ScalarKind::floating && std::isfinite(s.value) && std::isinf(t.item<double>()))
+    throw ValueError(where + " is out of range for " + std::string(name(d)) +
+                     ", the dtype of the 0-d tensor jit makes of a floating number passed for a Tensor parameter (it "
+                     "would become " + (s.value < 0 ? "-inf" : "inf") +
+                     "); pass a 0-d tensor instead, e.g. full({}, value, DType::float64)");
+  return t;
+}
+
+void jit_undefined_argument(const TreeDef& tree, size_t i) {
+  const std::vector<std::string> paths = tree.leaf_paths();
+  const std::string path = i < paths.size() && !paths[i].empty() ? paths[i] : std::to_string(i);
+  throw ValueError("jit: argument " + path + ": an undefined tensor (a default-constructed Tensor, which has no "
+                   "dtype or shape to compile for); pass a tensor with data");
 }
 
 std::string JitCache::explain(const TreeDef& tree, const std::vector<TensorLayout>& layouts,

@@ -121,6 +121,13 @@ bool write_alias_observed(const CompiledCallable& fn, const std::vector<Tensor>&
 std::vector<int32_t> identical_alias(const std::vector<Tensor>& leaves);
 /// The cache-key part for a same_as pattern: "alias 1=0,3=2".
 std::string alias_key(const std::vector<int32_t>& same_as);
+/// The 0-d tensor of dtype `d` jit makes of the number `s` passed as
+/// argument `position` for a Tensor parameter; ValueError naming jit and the
+/// position when `d` cannot hold it (an integer above int64's range, a
+/// finite floating number float32 would make infinite).
+Tensor jit_number_tensor(const Scalar& s, DType d, size_t position);
+/// "jit: argument <path>: an undefined tensor ..." for leaf `i` of `tree`.
+[[noreturn]] void jit_undefined_argument(const TreeDef& tree, size_t i);
 }  // namespace detail
 
 /// The callable returned by jit(fn). Copies share one cache.
@@ -144,11 +151,11 @@ class JitFunction {
 
  private:
   // A number for a Tensor parameter becomes a runtime 0-d tensor input.
-  template <class P, class A>
+  template <size_t I, class P, class A>
   static auto runtime_scalar(const A& a) {
     if constexpr (std::is_same_v<P, Tensor> && std::is_arithmetic_v<A>) {
       const DType d = std::is_same_v<A, bool> ? DType::bool_ : std::is_integral_v<A> ? DType::int64 : DType::float32;
-      return full({}, Scalar(a), d);
+      return detail::jit_number_tensor(Scalar(a), d, I);
     } else {
       return std::cref(a);
     }
@@ -156,7 +163,7 @@ class JitFunction {
   template <size_t... I, class... Args>
   CallResult call_args(std::index_sequence<I...>, const Args&... args) const {
     using Params = typename detail::fn_traits<F>::args;
-    return call_converted(unwrap(runtime_scalar<std::tuple_element_t<I, Params>>(args))...);
+    return call_converted(unwrap(runtime_scalar<I, std::tuple_element_t<I, Params>>(args))...);
   }
   template <class T>
   static const T& unwrap(const std::reference_wrapper<const T>& r) { return r.get(); }
@@ -177,9 +184,9 @@ class JitFunction {
     auto [leaves, tree] = tree_flatten(std::forward_as_tuple(args...));
     std::vector<TensorLayout> layouts;
     layouts.reserve(leaves.size());
-    for (const auto& t : leaves) {
-      if (!t.defined()) throw ValueError("jit: an argument is an undefined tensor");
-      layouts.push_back(t.layout());
+    for (size_t i = 0; i < leaves.size(); ++i) {
+      if (!leaves[i].defined()) detail::jit_undefined_argument(tree, i);
+      layouts.push_back(leaves[i].layout());
     }
     bool compiled = false;
     auto fn = cache_->get(tree, layouts, [&] {

@@ -10,12 +10,16 @@ bool is_view_step(const PlanStep& s) {
 }
 bool contains(const std::vector<int32_t>& v, int32_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 
-bool safe_in_place(const ExecutionPlan& plan, int32_t old_value, int32_t new_value, size_t output_index) {
+bool safe_in_place(const ExecutionPlan& plan, int32_t old_value, int32_t new_value, size_t output_index,
+                   size_t nresults) {
   const Graph& g = plan.graph();
   const auto& steps = plan.steps();
   const auto& outs = g.output_ids();
-  for (size_t k = 0; k < outs.size(); ++k)
-    if (k != output_index && outs[k] == new_value) return false;  // also returned: it would alias the destination
+  // Also another write's value: that destination would alias this one. A
+  // result of the same value is the written tensor itself (the call returns
+  // the destination for it, fresh_results.h), so it may be the destination.
+  for (size_t k = nresults; k < outs.size(); ++k)
+    if (k != output_index && outs[k] == new_value) return false;
   // The step that writes the new value.
   size_t producer = steps.size();
   for (size_t k = 0; k < steps.size() && producer == steps.size(); ++k)
@@ -66,7 +70,7 @@ std::vector<char> in_place_writes(const ExecutionPlan& plan, size_t nresults, co
     }
     const size_t out_index = nresults + k;
     if (old_value < 0 || out_index >= g.output_ids().size()) continue;
-    ok[k] = safe_in_place(plan, old_value, g.output_ids()[out_index], out_index) ? 1 : 0;
+    ok[k] = safe_in_place(plan, old_value, g.output_ids()[out_index], out_index, nresults) ? 1 : 0;
   }
   return ok;
 }

@@ -14,7 +14,9 @@ namespace kiln::codegen {
 /// plan may compute the final value directly into the destination (graph
 /// input `writes[k].argument`, or the weight named `writes[k].weight`):
 /// - the value is made by a step that writes memory of its own (not a view,
-///   not an input, weight or constant passed through) and is no other output;
+///   not an input, weight or constant passed through) and is no other
+///   write's output (a result that is the same value is the written tensor
+///   itself, which the call returns as the destination: jit/fresh_results.h);
 /// - every other step that reads the old value, or a value that may alias it
 ///   (a view of it, or an eager op's result made from it), runs before that
 ///   step, and no graph output is such a value;

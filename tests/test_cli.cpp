@@ -124,6 +124,15 @@ TEST_SUITE("cli") {
     CHECK(no_w.code == 1);
     CHECK(no_w.err.find("expects 2 weight(s): weight (float32[3, 4] cpu), bias (float32[3] cpu); pass them with "
                         "--weights") != std::string::npos);
+    // A weights file without one of them: the message names `kiln run` and the file (not "compile:").
+    write_safetensors(kiln.file("w1.safetensors"), std::map<std::string, Tensor>{{"weight", lin.state_dict()["weight"]}});
+    Run part_w = kiln("run '" + mef + "' --weights '" + kiln.file("w1.safetensors") + "' --input '" + kiln.file("x.npy") +
+                      "' --input '" + kiln.file("y.npy") + "'");
+    CHECK(part_w.code == 1);
+    CHECK_MESSAGE(part_w.err.find("kiln run: weight 'bias' (float32[3] cpu) is missing from --weights '" +
+                                  kiln.file("w1.safetensors") + "'") != std::string::npos,
+                  part_w.err);
+    CHECK(part_w.err.find("compile:") == std::string::npos);
     Run swapped = kiln("run '" + mef + "' --weights '" + kiln.file("w.safetensors") + "' --input '" +
                        kiln.file("y.npy") + "' --input '" + kiln.file("x.npy") + "'");
     CHECK(swapped.code == 1);

@@ -173,7 +173,9 @@ CompiledCallable load_callable(const Args& a) {
                      " weight(s): " + names + "; pass them with --weights W.safetensors");
   }
   const engine::Signature& s = *art->signature();
-  return CompiledCallable::from_compiled(art, nullptr, s.in_layouts, s.in_tree, s.out_layouts, s.out_tree,
+  auto model = std::make_shared<engine::Model>(art, weights, "kiln " + a.command,
+                                               "--weights '" + a.weights + "'");
+  return CompiledCallable::from_compiled(art, std::move(model), s.in_layouts, s.in_tree, s.out_layouts, s.out_tree,
                                          std::move(weights));
 }
 

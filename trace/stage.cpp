@@ -188,6 +188,16 @@ StagedGraph TraceSession::finish(const std::vector<Tensor>& outs, TreeDef out_tr
   // In-place writes: an argument whose handle now stands for a new value, and
   // every written mutable source, become extra outputs written back per call.
   std::vector<Tensor> all = outs;
+  // A result that is a mutable source (a realized tensor written while
+  // tracing, `state.add_(x); return state;`) is its final value, not a
+  // constant of its contents at trace time.
+  for (Tensor& t : all)
+    if (t.is_realized())
+      for (const auto& m : ctx_->mutable_sources())
+        if (m.tensor.is_same(t)) {
+          t = ctx_->create_unrealized({GraphValue{graph_.get(), m.value}});
+          break;
+        }
   const auto& gin = graph_->input_ids();
   for (size_t i = 0; i < inputs_.size(); ++i) {
     if (!same_as_.empty() && same_as_[i] >= 0) continue;  // written back through the first of its group
