@@ -17,10 +17,12 @@
 #include "../backends/cuda/select_plan.h"
 #include "../tensor/dispatch.h"
 #include "same_bits.h"
+#include "tie_values.h"
 #include "test_util.h"
 
 namespace {
 using namespace kiln;
+using kt::tie_tensor;
 using namespace kiln::cuda;
 using kt::ViewKind;
 
@@ -43,21 +45,6 @@ template <class F> void visit_cuda(DType d, F&& f) {
   }
 }
 
-/// Values from a small set (ties, -0/+0, NaN and infinities for floats),
-/// converted to `d`.
-Tensor tie_tensor(const Shape& shape, DType d, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
-  const std::vector<double> fl = {-1.5, -0.0, 0.0, 1.0, 2.0, 2.0, nan, inf, -inf, 3.25};
-  const std::vector<double> in = {-3, -1, 0, 1, 1, 2, 5, 7};
-  std::vector<double> v(static_cast<size_t>(checked_numel(shape)));
-  for (double& e : v) {
-    if (d == DType::bool_) e = double(rng() & 1);
-    else if (is_floating(d)) e = fl[rng() % fl.size()];
-    else e = is_unsigned(d) ? std::fabs(in[rng() % in.size()]) : in[rng() % in.size()];
-  }
-  return Tensor::from_vector(v, shape).to(d);
-}
 
 template <class T> const T* elems(const Tensor& t) { return static_cast<const T*>(t.data_ptr()); }
 template <class T> T* elems_mut(const Tensor& t) { return static_cast<T*>(t.data_ptr()); }

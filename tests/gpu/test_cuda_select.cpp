@@ -13,27 +13,15 @@
 
 #include "../same_bits.h"
 #include "gpu_util.h"
+#include "../tie_values.h"
 
 namespace {
 using namespace kiln;
+using kt::tie_tensor;
 
 const std::vector<DType> kDTypes = {DType::float32, DType::float16, DType::bfloat16, DType::float64, DType::int32,
                                     DType::int64,   DType::int8,    DType::uint8,    DType::bool_};
 
-/// Values from a small set (ties, -0/+0, NaN, infinities for floats).
-Tensor tie_tensor(const Shape& shape, DType d, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
-  const std::vector<double> fl = {-1.5, -0.0, 0.0, 1.0, 2.0, 2.0, nan, inf, -inf, 3.25};
-  const std::vector<double> in = {-3, -1, 0, 1, 1, 2, 5, 7};
-  std::vector<double> v(static_cast<size_t>(checked_numel(shape)));
-  for (double& e : v) {
-    if (d == DType::bool_) e = double(rng() & 1);
-    else if (is_floating(d)) e = fl[rng() % fl.size()];
-    else e = is_unsigned(d) ? std::fabs(in[rng() % in.size()]) : in[rng() % in.size()];
-  }
-  return Tensor::from_vector(v, shape).to(d);
-}
 
 /// A view applied to the CPU tensor and, after the copy, to the CUDA one
 /// (so the kernel sees the strides).
