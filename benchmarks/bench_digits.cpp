@@ -16,6 +16,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <kiln/kiln.h>
 
 #ifdef KILN_BENCH_HAVE_CBLAS
@@ -26,6 +28,8 @@
 #include "bench_peers.h"
 #include "bench_report.h"
 #include "digits_model.h"
+#include "eigen_avx2_peers.h"
+#include "eigen_digits_step.h"
 
 #ifndef KILN_SOURCE_DIR
 #define KILN_SOURCE_DIR "."
@@ -107,76 +111,40 @@ void BM_kiln_compile_digits_step(benchmark::State& st) {
   for (auto _ : st) benchmark::DoNotOptimize(digits::compiled_step(hyper(), k.p, k.v, k.x, k.y));
 }
 
-// ---- Eigen: the same step by hand, buffers allocated once --------------------------------------
-struct EigenStep {
-  using M = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  using R = Eigen::RowVectorXf;
-  M x, y, w1, w2, v1, v2, z1, h, z2, p, dz2, dw2, dz1, dw1;
-  R b1, b2, vb1, vb2;
-  Eigen::VectorXf mx, se;
-  float lr, mom, loss = 0;
-
-  EigenStep() {
-    const auto& s = start();
-    auto mat = [](const std::vector<float>& d, int64_t r, int64_t c) { return M(Eigen::Map<const M>(d.data(), r, c)); };
-    auto row = [](const std::vector<float>& d) { return R(Eigen::Map<const R>(d.data(), static_cast<int64_t>(d.size()))); };
-    x = mat(s.x, s.batch, s.inputs);
-    y = mat(s.y, s.batch, s.classes);
-    w1 = mat(s.w1, s.inputs, s.hidden);
-    w2 = mat(s.w2, s.hidden, s.classes);
-    b1 = row(s.b1);
-    b2 = row(s.b2);
-    v1 = M::Zero(s.inputs, s.hidden);
-    v2 = M::Zero(s.hidden, s.classes);
-    vb1 = R::Zero(s.hidden);
-    vb2 = R::Zero(s.classes);
-    lr = s.lr;
-    mom = s.momentum;
-  }
-  void step() {
-    const float inv_b = 1.0f / static_cast<float>(x.rows());
-    z1.noalias() = x * w1;
-    z1.rowwise() += b1;
-    h = z1.array().tanh();
-    z2.noalias() = h * w2;
-    z2.rowwise() += b2;
-    mx = z2.rowwise().maxCoeff();
-    p = (z2.colwise() - mx).array().exp();  // softmax numerators
-    se = p.rowwise().sum();
-    // loss = -(1/B) sum y * log_softmax(z2), log_softmax = z2 - max - log(sum exp)
-    loss = -((y.array() * ((z2.colwise() - mx).array().colwise() - se.array().log())).sum()) * inv_b;
-    dz2 = (p.array().colwise() / se.array() - y.array()) * inv_b;
-    dw2.noalias() = h.transpose() * dz2;
-    dz1.noalias() = dz2 * w2.transpose();
-    dz1.array() *= 1.0f - h.array().square();
-    dw1.noalias() = x.transpose() * dz1;
-    v1 = v1 * mom + dw1;
-    w1 -= v1 * lr;
-    vb1 = vb1 * mom + dz1.colwise().sum();
-    b1 -= vb1 * lr;
-    v2 = v2 * mom + dw2;
-    w2 -= v2 * lr;
-    vb2 = vb2 * mom + dz2.colwise().sum();
-    b2 -= vb2 * lr;
-  }
-  std::vector<float> weights() const {
-    std::vector<float> out;
-    auto put = [&](const float* d, int64_t n) { out.insert(out.end(), d, d + n); };
-    put(w1.data(), w1.size());
-    put(b1.data(), b1.size());
-    put(w2.data(), w2.size());
-    put(b2.data(), b2.size());
-    return out;
-  }
-};
+// ---- Eigen: the same step by hand (eigen_digits_step.h), built for this CPU --------------------
+using EigenStep = kb::digits_bench::EigenStep;
 void BM_eigen_digits_step(benchmark::State& st) {
   kb::set_threads(static_cast<int>(st.range(0)));
-  EigenStep e;
+  EigenStep e(start());
   e.step();  // warm-up
   for (auto _ : st) {
     e.step();
     benchmark::DoNotOptimize(e.loss);
   }
+}
+
+// ---- the same Eigen step built for AVX2+FMA (eigen_avx2_peers.h; registered under KILN_JIT_TARGET=avx2) ----
+void BM_eigen_avx2_digits_step(benchmark::State& st) {
+  const int threads = static_cast<int>(st.range(0));
+  kb::set_threads(threads);
+  kb::eigen_avx2::set_threads(threads);
+  kb::eigen_avx2::DigitsStep* e = kb::eigen_avx2::digits_step_new(start());
+  kb::eigen_avx2::digits_step(e);  // warm-up
+  for (auto _ : st) benchmark::DoNotOptimize(kb::eigen_avx2::digits_step(e));
+  kb::eigen_avx2::digits_step_delete(e);
+}
+// True under KILN_JIT_TARGET=avx2 when the AVX2 library is AVX2 indeed: then
+// the step's Eigen peer is BM_eigen_avx2_digits_step.
+bool register_avx2_peers() {
+  const char* t = std::getenv("KILN_JIT_TARGET");
+  if (!t || std::string(t) != "avx2") return false;
+  if (std::string(kb::eigen_avx2::simd_instruction_sets()).find("AVX512") != std::string::npos) {
+    std::fprintf(stderr, "bench_digits: kiln_bench_eigen_avx2 was built with AVX-512; AVX2 peer not run\n");
+    return false;
+  }
+  benchmark::RegisterBenchmark("BM_eigen_avx2_digits_step", BM_eigen_avx2_digits_step)
+      ->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMicrosecond);
+  return true;
 }
 
 #ifdef KILN_BENCH_HAVE_CBLAS
@@ -218,7 +186,7 @@ std::vector<float> flat(const digits::Mlp& p) {
   }
   return out;
 }
-std::string check_same_math() {
+std::string check_same_math(bool avx2_peer) {
   constexpr int kSteps = 10;
   constexpr double kTolerance = 1e-4;  // float32 rounding only: measured ~1e-7
   std::string bad;
@@ -236,9 +204,16 @@ std::string check_same_math() {
   KilnStart k = kiln_start();
   std::vector<std::pair<std::string, std::vector<float>>> runs = {
       {"kiln compiled", run_kiln(digits::compiled_step(hyper(), k.p, k.v, k.x, k.y))}};
-  EigenStep e;
+  EigenStep e(start());
   for (int i = 0; i < kSteps; ++i) e.step();
   runs.emplace_back("Eigen", e.weights());
+  if (avx2_peer) {
+    kb::eigen_avx2::set_threads(1);
+    kb::eigen_avx2::DigitsStep* e2 = kb::eigen_avx2::digits_step_new(start());
+    for (int i = 0; i < kSteps; ++i) kb::eigen_avx2::digits_step(e2);
+    runs.emplace_back("Eigen (AVX2)", kb::eigen_avx2::digits_step_weights(e2));
+    kb::eigen_avx2::digits_step_delete(e2);
+  }
   for (auto& r : kb::digits_bench::torch_runs(kSteps)) runs.push_back(std::move(r));
   std::string out = "Same math: largest |w - w(kiln eager)| after " + std::to_string(kSteps) + " steps:";
   for (const auto& [name, w] : runs) {
@@ -260,23 +235,35 @@ std::string check_same_math() {
 int main(int argc, char** argv) {
   using kb::compare;
   const std::string data = start().real_data ? "data/digits.csv.gz" : "random data (data/digits.csv.gz missing)";
+  // Under KILN_JIT_TARGET=avx2 the Eigen peer is the step built for AVX2+FMA
+  // (BM_eigen_avx2_digits_step), and run_benchmarks.sh runs with
+  // OPENBLAS_CORETYPE=Haswell (OpenBLAS's AVX2 kernels, those of an AVX2-only
+  // CPU) for the GEMM floor; the row titles name both.
+  const bool avx2 = register_avx2_peers();
+  const std::string eigen = avx2 ? "BM_eigen_avx2_digits_step" : "BM_eigen_digits_step";
+  const std::string eigen_words = avx2 ? "Eigen's hand-written step built for AVX2+FMA" : "Eigen's hand-written step";
+#ifdef KILN_BENCH_HAVE_CBLAS
+  const std::string blas_core = openblas_get_corename();
+#else
+  const std::string blas_core = "no OpenBLAS";
+#endif
   for (int t : {1, 2}) {
     std::string s = "/" + std::to_string(t) + "/real_time", th = std::to_string(t) + " thread(s)";
     compare({"digits training step, batch 64, " + th, "BM_kiln_compiled_digits_step" + s,
-             {"BM_eigen_digits_step" + s, "BM_torch_digits_step" + s, "BM_torch_digits_step_inplace" + s,
+             {eigen + s, "BM_torch_digits_step" + s, "BM_torch_digits_step_inplace" + s,
               "BM_torchscript_digits_step" + s},
              ">= 3x faster than kiln eager (eager/compiled >= 3)", "BM_kiln_eager_digits_step" + s});
-    compare({"digits training step vs its GEMM floor (the five GEMMs through OpenBLAS), " + th,
+    compare({"digits training step vs its GEMM floor (the five GEMMs through OpenBLAS, " + blas_core + " kernels), " + th,
              "BM_kiln_compiled_digits_step" + s, {"BM_digits_gemm_floor" + s}, "<= 1.2x the GEMM floor",
              "BM_kiln_eager_digits_step" + s});
-    compare({"digits training step vs Eigen's hand-written step, " + th, "BM_kiln_compiled_digits_step" + s,
-             {"BM_eigen_digits_step" + s}, "<= 0.8x Eigen's step", "BM_kiln_eager_digits_step" + s});
+    compare({"digits training step vs " + eigen_words + ", " + th, "BM_kiln_compiled_digits_step" + s,
+             {eigen + s}, "<= 0.8x Eigen's step", "BM_kiln_eager_digits_step" + s});
     compare({"digits training step vs LibTorch eager only, " + th, "BM_kiln_compiled_digits_step" + s,
              {"BM_torch_digits_step" + s, "BM_torch_digits_step_inplace" + s},
              "faster than LibTorch eager (ratio < 1)", "BM_kiln_eager_digits_step" + s});
   }
   compare({"compile the digits training step (cold)", "BM_kiln_compile_digits_step/real_time",
            {"BM_torchscript_compile_digits_step/real_time"}, "reported (no target)", "", true});
-  kb::note("Digits step data: " + data + ". " + check_same_math());
+  kb::note("Digits step data: " + data + ". " + check_same_math(avx2));
   return kb::run_main(argc, argv, "Digits training step (main job)");
 }

@@ -1,7 +1,8 @@
 // Issue 18, item 1: the generated small GEMMs (backends/cpu/jit/small_gemm.h)
 // against OpenBLAS's sgemm on the same problems, 1 and 2 threads: square
 // 32..256 (where the plan's size threshold kSmallGemmMaxMacs is chosen), the
-// five GEMMs of the digits step at batch 64 (with their transposes), and a
+// five GEMMs of the digits step at batch 64 (with their transposes; together
+// and each alone), and a
 // compiled matmul (what a plan picks: the generated GEMM or the BLAS call).
 // The CPU target follows KILN_JIT_TARGET (avx2 / avx512).
 #include <cblas.h>
@@ -119,6 +120,29 @@ void BM_digits_gemms_blas(benchmark::State& st) {
     benchmark::ClobberMemory();
   }
 }
+// each of the five alone (range(0): its index in kDigits), 1 thread
+void BM_digits_gemm_generated(benchmark::State& st) {
+  kb::set_threads(1);
+  const Problem& p = kDigits[st.range(0)];
+  Data d(p);
+  const auto g = generated(p);
+  char* ptrs[1] = {reinterpret_cast<char*>(d.c.data())};
+  for (auto _ : st) {
+    g->run(d.a.data(), d.b.data(), ptrs);
+    benchmark::ClobberMemory();
+  }
+}
+void BM_digits_gemm_blas(benchmark::State& st) {
+  kb::set_threads(1);
+  const Problem& p = kDigits[st.range(0)];
+  Data d(p);
+  for (auto _ : st) {
+    blas(p, d);
+    benchmark::ClobberMemory();
+  }
+}
+BENCHMARK(BM_digits_gemm_generated)->DenseRange(0, 4)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_digits_gemm_blas)->DenseRange(0, 4)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_digits_gemms_generated)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_digits_gemms_blas)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond);
 
@@ -166,6 +190,12 @@ int main(int argc, char** argv) {
     compare({"the digits step's five GEMMs, generated, " + std::to_string(t) + " thread(s), " + isa,
              "BM_digits_gemms_generated/" + std::to_string(t), {"BM_digits_gemms_blas/" + std::to_string(t)},
              "reported", {}, false, {}, true});
+  const char* names[5] = {"x W1 (64x128x64)", "h W2 (64x10x128)", "h^T dz2 (128x10x64, A^T)", "dz2 W2^T (64x128x10, B^T)",
+                          "x^T dz1 (64x128x64, A^T)"};
+  for (int i = 0; i < 5; ++i)
+    compare({std::string("digits GEMM ") + names[i] + ", generated, 1 thread, " + isa,
+             "BM_digits_gemm_generated/" + std::to_string(i), {"BM_digits_gemm_blas/" + std::to_string(i)}, "reported",
+             {}, false, {}, true});
   for (int n : {32, 40, 48, 56, 64, 80, 96, 112})
     compare({"(a b, c d) compiled, " + std::to_string(n) + "^3 each, 2 threads, GEMMs at once vs in order, " + isa,
              "BM_compiled_two_gemms/" + std::to_string(n) + "/1", {"BM_compiled_two_gemms/" + std::to_string(n) + "/0"},

@@ -7,6 +7,8 @@
 #include <Eigen/Core>
 #include <cmath>
 
+#include "eigen_digits_step.h"
+
 #if defined(__AVX512F__) || !defined(__AVX2__) || !defined(__FMA__)
 #error "eigen_avx2_peers.cpp must be compiled with -mavx2 -mfma -mno-avx512f"
 #endif
@@ -50,5 +52,18 @@ KB_API void exp(const float* x, float* y, int64_t n) { Map(y, n) = CMap(x, n).ex
 KB_API void tanh(const float* x, float* y, int64_t n) { Map(y, n) = CMap(x, n).tanh(); }
 KB_API void sqrt(const float* x, float* y, int64_t n) { Map(y, n) = CMap(x, n).sqrt(); }
 KB_API void copy(const float* x, float* y, int64_t n) { Map(y, n) = CMap(x, n); }
+
+KB_API void set_threads(int n) { Eigen::setNbThreads(n); }
+
+struct DigitsStep {
+  kb::digits_bench::EigenStep step;
+};
+KB_API DigitsStep* digits_step_new(const kb::digits_bench::Start& s) { return new DigitsStep{kb::digits_bench::EigenStep(s)}; }
+KB_API void digits_step_delete(DigitsStep* d) { delete d; }
+KB_API float digits_step(DigitsStep* d) {
+  d->step.step();
+  return d->step.loss;
+}
+KB_API std::vector<float> digits_step_weights(const DigitsStep* d) { return d->step.weights(); }
 
 }  // namespace kb::eigen_avx2

@@ -56,7 +56,9 @@ Written by \`bash scripts/run_benchmarks.sh\` (do not edit by hand).
 - date: $(date -u '+%Y-%m-%d %H:%M UTC')
 - CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores available
 - flags: $(for f in avx2 fma avx512f avx512bw avx512vl; do cpu_flag $f; done | xargs)
-- OpenBLAS kernels: ${blas_core_used:-unknown}${OPENBLAS_CORETYPE:+ (OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE)}
+- OpenBLAS kernels: ${blas_core_used:-unknown}${OPENBLAS_CORETYPE:+ (OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE)}$(
+  [[ "${KILN_BENCH_AVX2:-1}" == "1" && -n "$(cpu_flag avx512f)" ]] &&
+    echo "; the KILN_JIT_TARGET=avx2 table: Haswell (OPENBLAS_CORETYPE=Haswell, OpenBLAS's AVX2 kernels)")
 - load average at start: $(cut -d' ' -f1-3 /proc/loadavg) (other work on the machine makes figures noisy)
 - kiln commit: $commit
 - LibTorch peers: $torch; each benchmark ran for at least ${KILN_BENCH_MIN_TIME:-0.2} s
@@ -74,21 +76,27 @@ run_all() {
 run_all "$@"
 # The second table: the same rows with the JIT capped at AVX2 (what users
 # without AVX-512 get from kiln's generated code, the eager row kernels
-# included). kiln's C++ kernels and the peers keep this CPU's instruction set. Skipped when
-# this CPU has no AVX-512 (the first table is then the AVX2 one) or with
-# KILN_BENCH_AVX2=0.
+# included) and OpenBLAS's AVX2 kernels (OPENBLAS_CORETYPE=Haswell: what
+# OpenBLAS picks on an AVX2-only CPU; it reads the variable once per process,
+# so every program of this table runs with it). kiln's C++ kernels and the
+# other peers keep this CPU's instruction set, except the Eigen peers built for
+# AVX2 (BM_eigen_avx2_*). Skipped when this CPU has no AVX-512 (the first table
+# is then the AVX2 one) or with KILN_BENCH_AVX2=0.
 if [[ "${KILN_BENCH_AVX2:-1}" == "1" && -n "$(cpu_flag avx512f)" ]]; then
   cat >>"$tmp" <<EOF
 
 # The same rows with KILN_JIT_TARGET=avx2
 
 kiln's generated code limited to AVX2+FMA on the same machine and in the same
-session (load average now: $(cut -d' ' -f1-3 /proc/loadavg)); kiln's C++
-kernels (built with -march=native) and the peers are unchanged, and the rows
-marked "vs Eigen built for AVX2" compare with Eigen compiled for AVX2+FMA only
-(kiln_bench_eigen_avx2: BM_eigen_avx2_*, the fair peer of an AVX2-only CPU).
+session (load average now: $(cut -d' ' -f1-3 /proc/loadavg)), against the peers
+an AVX2-only CPU would have: OpenBLAS with its Haswell (AVX2) kernels
+(OPENBLAS_CORETYPE=Haswell: every BLAS peer and the digits step's GEMM floor)
+and, in the rows that name them, Eigen compiled for AVX2+FMA only
+(kiln_bench_eigen_avx2: BM_eigen_avx2_*, e.g. the hand-written digits step
+BM_eigen_avx2_digits_step). kiln's C++ kernels and the other Eigen and
+LibTorch peers are still built for this CPU (-march=native).
 EOF
-  KILN_JIT_TARGET=avx2 run_all "$@"
+  OPENBLAS_CORETYPE=Haswell KILN_JIT_TARGET=avx2 run_all "$@"
 fi
 # Hand-run sections (measured by hand, each with its date and conditions)
 # are kept: everything from the marker line on.

@@ -225,6 +225,28 @@ TEST_SUITE("small_gemm") {
           for (int tr = 0; tr < 4; ++tr) check(t, s[0], s[1], s[2], tr & 1, tr & 2, e, seed++);
   }
 
+  // AVX2 packs a last vector of 2 or 4 columns (n % 8) g = 8 / that many rows
+  // per register (Blocking::pack): n = 2, 4, 10, 12, 18, 20, 26, 28 (packed
+  // block alone or after full blocks, with or without a whole vector before
+  // it), m giving whole and partial row groups, k = 1 .. 64; AVX-512 runs the
+  // same shapes masked. Every epilogue kind's loads and stores on the packed
+  // registers (gathered matrix rows, a repeated bias row).
+  TEST_CASE("narrow last columns (2 or 4 lanes, packed rows on AVX2) match the float64 reference") {
+    const int64_t sizes[][3] = {{1, 2, 1},   {2, 2, 3},    {3, 4, 2},   {5, 10, 7},  {7, 12, 9},  {8, 10, 10},
+                                {9, 10, 4},  {13, 12, 5},  {16, 18, 3}, {17, 20, 6}, {31, 26, 10}, {12, 28, 64},
+                                {64, 10, 128}, {128, 10, 64}, {100, 2, 33}, {30, 4, 1}};
+    uint64_t seed = 5000;
+    const Epi plain = epilogues()[0];
+    for (CpuTarget t : targets())
+      for (const auto& sz : sizes)
+        for (int tr = 0; tr < 4; ++tr) check(t, sz[0], sz[1], sz[2], tr & 1, tr & 2, plain, seed++);
+    const int64_t epi_sizes[][3] = {{13, 12, 7}, {7, 18, 5}, {10, 10, 10}, {3, 2, 4}, {6, 28, 3}};
+    for (CpuTarget t : targets())
+      for (const Epi& e : epilogues())
+        for (const auto& sz : epi_sizes)
+          for (int tr = 0; tr < 4; ++tr) check(t, sz[0], sz[1], sz[2], tr & 1, tr & 2, e, seed++);
+  }
+
   TEST_CASE("results do not depend on the thread count") {
     for (CpuTarget t : targets()) {
       CAPTURE(cpu_target_name(t));

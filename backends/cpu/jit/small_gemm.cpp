@@ -10,10 +10,18 @@
 //                acc[r][v] += s * b[v]             (one FMA each)
 //       epilogue(acc[r][v]) per register, stores its outputs at (i0 + r, j0 + v V)
 //
+// AVX2, n % 8 = 2 or 4: the last column block's last vector is packed
+// (Blocking::pack): acc[q] lanes [l p, (l + 1) p) are row q g + l's p columns
+// (g = 8 / p rows per register), its A factor the row broadcasts blended
+// (vblendps), its B factor B[kk, j .. j + p) repeated (vbroadcastsd /
+// vbroadcastf128); the epilogue gathers and scatters those rows' p columns.
+// Each lane is still one FMA chain over kk in order.
+//
 // Every size, stride and displacement is a constant of the code.
 #include "small_gemm.h"
 
 #include <asmjit/x86.h>
+#include <immintrin.h>
 
 #include <algorithm>
 #include <atomic>
@@ -47,6 +55,10 @@ struct Blocking {
   int64_t col_full = 0;   // full column blocks
   int nvt = 0;            // vectors of the last (narrow) column block, 0: none
   int tail_lanes = 0;     // lanes of that block's last vector (V when full)
+  // AVX2, a last vector of pack = 2 or 4 lanes (n % 8): packed, V / pack rows
+  // per register (lanes [l pack, (l + 1) pack) hold row l of the group), so
+  // n = 10 runs 10 of 8 + 2 lanes rather than 16 (0: not packed, masked).
+  int pack = 0;
   int64_t row_blocks() const { return row_full + (mt > 0); }
 };
 
@@ -60,7 +72,17 @@ Blocking choose_blocking(const SmallGemmKey& k) {
   const int64_t jn = (nvec + nr - 1) / nr;
   nr = (nvec + jn - 1) / jn;  // balanced: the last block is not much narrower
   const int64_t budget = z ? 24 : 12;
-  const int64_t max_mr = std::min<int64_t>(budget / nr, z ? 14 : 12);
+  int64_t max_mr = std::min<int64_t>(budget / nr, z ? 14 : 12);
+  const int64_t cols0 = nr * b.V, rest0 = k.n % cols0;
+  const int tail0 = int(rest0 % b.V);
+  if (!z && (tail0 == 2 || tail0 == 4)) {  // the narrow block's last vector packed (Blocking::pack)
+    b.pack = tail0;
+    const int64_t g = b.V / b.pack, full_v = rest0 / b.V;  // rows per packed register, whole vectors before it
+    int64_t mp = 1;  // rows of the narrow block's tile: mp full_v + ceil(mp / g) accumulators
+    while (mp < 12 && (mp + 1) * full_v + (mp + g) / g <= budget) ++mp;
+    if (k.n >= cols0) max_mr = std::min(max_mr, mp);  // full blocks too: their budget
+    else max_mr = mp >= g ? mp - mp % g : mp;          // the packed block only: whole groups
+  }
   const int64_t in = (k.m + max_mr - 1) / max_mr;
   const int64_t mr = (k.m + in - 1) / in;
   b.mr = int(mr);
@@ -96,10 +118,13 @@ class GemmGen {
   x86::Mem vmask_;              // AVX2: the same as a lane mask in memory
   int vb() const { return A_.vbytes(); }
 
+  int pack_rows_ = 0;           // in epilogue(): rows of the packed register (Blocking::pack), 0: an ordinary one
   x86::Vec load(const x86::Mem& m, bool masked);
   void store(const x86::Mem& m, const x86::Vec& v, bool masked);
-  void tile(const x86::Gp& i0, const x86::Gp& j0, int rows, int nv, bool masked);
-  void rows_loop(const x86::Gp& rb0, const x86::Gp& rb1, const x86::Gp& j0, int nv, bool masked);
+  x86::Vec load_packed(int op, int r, int v);
+  void store_packed(int op, int r, int v, const x86::Vec& x);
+  void tile(const x86::Gp& i0, const x86::Gp& j0, int rows, int nv, bool masked, bool packed);
+  void rows_loop(const x86::Gp& rb0, const x86::Gp& rb1, const x86::Gp& j0, int nv, bool masked, bool packed);
   void epilogue(const x86::Vec& acc, int r, int v, bool masked);
 };
 
@@ -125,7 +150,55 @@ void GemmGen::store(const x86::Mem& m, const x86::Vec& v, bool masked) {
   }
 }
 
-// The epilogue program on one accumulator register: row r, vector v of the tile.
+// A packed register (Blocking::pack lanes of pack_rows_ rows from row r, the
+// columns of vector v) of epilogue operand op: a matrix's rows gathered (2
+// or 4 floats each), a row's columns repeated.
+x86::Vec GemmGen::load_packed(int op, int r, int v) {
+  const int32_t col = v * vb();
+  x86::Vec x = A_.newv(vb());
+  if (k_.layouts[op] == EpiLayout::row) {
+    if (bl_.pack == 2) cc_.vbroadcastsd(x, x86::qword_ptr(Q_[op], col));
+    else cc_.vbroadcastf128(x, x86::xmmword_ptr(Q_[op], col));
+    return x;
+  }
+  auto at = [&](int i) { return int32_t((int64_t(r) + i) * k_.lds[op] * 4 + col); };
+  if (bl_.pack == 4) {
+    cc_.vmovups(x.xmm(), x86::xmmword_ptr(Q_[op], at(0)));
+    if (pack_rows_ > 1) cc_.vinsertf128(x, x, x86::xmmword_ptr(Q_[op], at(1)), 1);
+    return x;
+  }
+  cc_.vmovsd(x.xmm(), x86::qword_ptr(Q_[op], at(0)));
+  if (pack_rows_ > 1) cc_.vmovhps(x.xmm(), x.xmm(), x86::qword_ptr(Q_[op], at(1)));
+  if (pack_rows_ > 2) {
+    const x86::Xmm h = A_.newv(16).xmm();
+    cc_.vmovsd(h, x86::qword_ptr(Q_[op], at(2)));
+    if (pack_rows_ > 3) cc_.vmovhps(h, h, x86::qword_ptr(Q_[op], at(3)));
+    cc_.vinsertf128(x, x, h, 1);
+  }
+  return x;
+}
+
+// Stores a packed register's pack_rows_ rows (the inverse of load_packed's gather).
+void GemmGen::store_packed(int op, int r, int v, const x86::Vec& x) {
+  const int32_t col = v * vb();
+  auto at = [&](int i) { return int32_t((int64_t(r) + i) * k_.lds[op] * 4 + col); };
+  if (bl_.pack == 4) {
+    cc_.vmovups(x86::xmmword_ptr(Q_[op], at(0)), x.xmm());
+    if (pack_rows_ > 1) cc_.vextractf128(x86::xmmword_ptr(Q_[op], at(1)), x, 1);
+    return;
+  }
+  cc_.vmovlps(x86::qword_ptr(Q_[op], at(0)), x.xmm());
+  if (pack_rows_ > 1) cc_.vmovhps(x86::qword_ptr(Q_[op], at(1)), x.xmm());
+  if (pack_rows_ > 2) {
+    const x86::Xmm h = A_.newv(16).xmm();
+    cc_.vextractf128(h, x, 1);
+    cc_.vmovlps(x86::qword_ptr(Q_[op], at(2)), h);
+    if (pack_rows_ > 3) cc_.vmovhps(x86::qword_ptr(Q_[op], at(3)), h);
+  }
+}
+
+// The epilogue program on one accumulator register: row r, vector v of the
+// tile (when pack_rows_ > 0: the packed register of rows r .. r + pack_rows_ - 1).
 void GemmGen::epilogue(const x86::Vec& acc, int r, int v, bool masked) {
   Ctx& c = *c_;
   const size_t N = p_.code.size();
@@ -148,7 +221,7 @@ void GemmGen::epilogue(const x86::Vec& acc, int r, int v, bool masked) {
         else if (l == EpiLayout::scalar) {
           x = A_.newv(vb());
           cc_.vbroadcastss(x, x86::dword_ptr(Q_[in.arg]));
-        } else x = load(addr(in.arg), masked);
+        } else x = pack_rows_ ? load_packed(in.arg, r, v) : load(addr(in.arg), masked);
         val[i] = convert(c, x, DType::float32, in.dtype);
         break;
       }
@@ -178,14 +251,21 @@ void GemmGen::epilogue(const x86::Vec& acc, int r, int v, bool masked) {
         else val[i] = emit_arith(c, in, cd, x, n);
         break;
       }
-      case Instr::Kind::store:
-        store(addr(in.arg), convert(c, val[in.a], p_.code[in.a].dtype, DType::float32), masked);
+      case Instr::Kind::store: {
+        const x86::Vec x = convert(c, val[in.a], p_.code[in.a].dtype, DType::float32);
+        if (pack_rows_) store_packed(in.arg, r, v, x);
+        else store(addr(in.arg), x, masked);
         break;
+      }
     }
   }
 }
 
-void GemmGen::tile(const x86::Gp& i0, const x86::Gp& j0, int rows, int nv, bool masked) {
+// One tile: rows x nv vectors at (i0, j0); when `packed`, the last vector is
+// Blocking::pack lanes wide and packed (g = V / pack rows per accumulator:
+// its A factor blends g row broadcasts, its B factor repeats the row's pack
+// columns), else `masked` masks the last vector to tail_lanes.
+void GemmGen::tile(const x86::Gp& i0, const x86::Gp& j0, int rows, int nv, bool masked, bool packed) {
   const int64_t K = k_.k, lda = k_.lda, ldb = k_.tb ? k_.n : k_.ldb;
   // A and B at the tile's origin
   x86::Gp a = cc_.newIntPtr(), b = cc_.newIntPtr(), cnt = cc_.newIntPtr();
@@ -193,18 +273,38 @@ void GemmGen::tile(const x86::Gp& i0, const x86::Gp& j0, int rows, int nv, bool 
   cc_.imul(a, a, int32_t(k_.ta ? 4 : lda * 4));
   cc_.add(a, a_);
   cc_.lea(b, x86::ptr(b_, j0, 2));
-  std::vector<x86::Vec> acc(size_t(rows) * nv);
+  const int nf = packed ? nv - 1 : nv;  // ordinary vectors
+  const int g = packed ? bl_.V / bl_.pack : 1;
+  const int groups = packed ? (rows + g - 1) / g : 0;
+  // acc[r nf + v]: row r, vector v; acc[rows nf + q]: the packed rows q g ..
+  std::vector<x86::Vec> acc(size_t(rows) * nf + groups);
   for (auto& x : acc) x = A_.zero(vb());
 
   auto step = [&](int u) {  // one kk, u steps past a and b
-    std::vector<x86::Vec> bv(nv);
-    for (int v = 0; v < nv; ++v)
+    std::vector<x86::Vec> bv(nf);
+    for (int v = 0; v < nf; ++v)
       bv[v] = load(x86::ptr(b, int32_t(u * ldb * 4 + v * vb())), masked && v == nv - 1);
+    x86::Vec bt, pat;  // packed: B's pack columns repeated; the blended A factor
+    if (packed) {
+      bt = A_.newv(vb());
+      const int32_t off = int32_t(u * ldb * 4 + nf * vb());
+      if (bl_.pack == 2) cc_.vbroadcastsd(bt, x86::qword_ptr(b, off));
+      else cc_.vbroadcastf128(bt, x86::xmmword_ptr(b, off));
+    }
     for (int r = 0; r < rows; ++r) {
       const int64_t off = k_.ta ? (int64_t(u) * lda + r) * 4 : (int64_t(r) * lda + u) * 4;
       x86::Vec s = A_.newv(vb());
       cc_.vbroadcastss(s, x86::dword_ptr(a, int32_t(off)));
-      for (int v = 0; v < nv; ++v) cc_.vfmadd231ps(acc[size_t(r) * nv + v], bv[v], s);
+      for (int v = 0; v < nf; ++v) cc_.vfmadd231ps(acc[size_t(r) * nf + v], bv[v], s);
+      if (!packed) continue;
+      const int l = r % g;  // lanes [l pack, (l + 1) pack) of the group's register
+      if (l == 0) pat = s;
+      else {
+        x86::Vec p2 = A_.newv(vb());
+        cc_.vblendps(p2, pat, s, ((1 << bl_.pack) - 1) << (l * bl_.pack));
+        pat = p2;
+      }
+      if (l == g - 1 || r == rows - 1) cc_.vfmadd231ps(acc[size_t(rows) * nf + size_t(r / g)], bt, pat);
     }
   };
   constexpr int U = 4;
@@ -235,11 +335,17 @@ void GemmGen::tile(const x86::Gp& i0, const x86::Gp& j0, int rows, int nv, bool 
     if (l != EpiLayout::scalar) cc_.lea(Q_[op], x86::ptr(Q_[op], j0, 2));
   }
   for (int r = 0; r < rows; ++r)
-    for (int v = 0; v < nv; ++v) epilogue(acc[size_t(r) * nv + v], r, v, masked && v == nv - 1);
+    for (int v = 0; v < nf; ++v) epilogue(acc[size_t(r) * nf + v], r, v, masked && v == nv - 1);
+  for (int q = 0; q < groups; ++q) {
+    pack_rows_ = std::min(g, rows - q * g);
+    epilogue(acc[size_t(rows) * nf + size_t(q)], q * g, nf, false);
+    pack_rows_ = 0;
+  }
 }
 
 // Row blocks [rb0, rb1) of the column block at j0 (nv vectors).
-void GemmGen::rows_loop(const x86::Gp& rb0, const x86::Gp& rb1, const x86::Gp& j0, int nv, bool masked) {
+void GemmGen::rows_loop(const x86::Gp& rb0, const x86::Gp& rb1, const x86::Gp& j0, int nv, bool masked,
+                        bool packed) {
   x86::Gp ib = cc_.newIntPtr(), i0 = cc_.newIntPtr();
   Label top = cc_.newLabel(), full_done = cc_.newLabel(), done = cc_.newLabel();
   cc_.mov(ib, rb0);
@@ -250,13 +356,13 @@ void GemmGen::rows_loop(const x86::Gp& rb0, const x86::Gp& rb1, const x86::Gp& j
   cc_.jge(full_done);
   cc_.mov(i0, ib);
   cc_.imul(i0, i0, bl_.mr);
-  tile(i0, j0, bl_.mr, nv, masked);
+  tile(i0, j0, bl_.mr, nv, masked, packed);
   cc_.inc(ib);
   cc_.jmp(top);
   cc_.bind(full_done);
   if (bl_.mt > 0) {  // the short last row block (ib == row_full < rb1)
     cc_.mov(i0, bl_.row_full * bl_.mr);
-    tile(i0, j0, bl_.mt, nv, masked);
+    tile(i0, j0, bl_.mt, nv, masked, packed);
   }
   cc_.bind(done);
 }
@@ -290,7 +396,7 @@ void GemmGen::run() {
     table_ = cc_.newIntPtr();
     cc_.mov(table_, x86::ptr(ptrs, 8 * nops));
   }
-  const bool narrow = bl_.nvt > 0 && bl_.tail_lanes < bl_.V;
+  const bool narrow = bl_.nvt > 0 && bl_.tail_lanes < bl_.V && bl_.pack == 0;  // masked (not packed)
   if (narrow) {
     if (A_.evex()) {
       kmask_ = cc_.newKw();
@@ -312,17 +418,52 @@ void GemmGen::run() {
     cc_.jge(done);
     cc_.mov(j0, jb);
     cc_.imul(j0, j0, bl_.nr * bl_.V);
-    rows_loop(rb0, rb1, j0, bl_.nr, false);
+    rows_loop(rb0, rb1, j0, bl_.nr, false, false);
     cc_.inc(jb);
     cc_.jmp(top);
     cc_.bind(done);
   }
   if (bl_.nvt > 0) {
     cc_.mov(j0, bl_.col_full * bl_.nr * bl_.V);
-    rows_loop(rb0, rb1, j0, bl_.nvt, narrow);
+    rows_loop(rb0, rb1, j0, bl_.nvt, narrow, bl_.pack > 0);
   }
   cc_.ret();
   cc_.endFunc();
+}
+
+// The packed copy of a transposed B (stored n x k, leading dimension ldb):
+// p (k x n, row-major) = B^T. 8 x 8 blocks transposed in AVX registers (8
+// row loads, masked for the last k % 8 columns, and as many row stores; the
+// generated GEMM needs AVX2, so this runs only where it does), the n % 8
+// edge copied one float at a time. About 3x faster than a strided gather
+// for the digits step's 128 x 10 W2.
+__attribute__((target("avx2"))) void pack_transposed_b(const float* b, int64_t n, int64_t k, int64_t ldb,
+                                                        float* __restrict p) {
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    for (int64_t i = 0; i < k; i += 8) {
+      const int64_t rem = std::min<int64_t>(8, k - i);  // columns of B (rows of p) in this block
+      const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(int(rem)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+      __m256 r[8], t[8];
+      for (int q = 0; q < 8; ++q)
+        r[q] = rem == 8 ? _mm256_loadu_ps(b + (j + q) * ldb + i) : _mm256_maskload_ps(b + (j + q) * ldb + i, mask);
+      for (int q = 0; q < 8; q += 2) {
+        t[q] = _mm256_unpacklo_ps(r[q], r[q + 1]);
+        t[q + 1] = _mm256_unpackhi_ps(r[q], r[q + 1]);
+      }
+      for (int q = 0; q < 8; q += 4) {
+        r[q] = _mm256_shuffle_ps(t[q], t[q + 2], 0x44);
+        r[q + 1] = _mm256_shuffle_ps(t[q], t[q + 2], 0xEE);
+        r[q + 2] = _mm256_shuffle_ps(t[q + 1], t[q + 3], 0x44);
+        r[q + 3] = _mm256_shuffle_ps(t[q + 1], t[q + 3], 0xEE);
+      }
+      for (int q = 0; q < 4; ++q) {  // columns i + q and i + q + 4 of the 8 rows
+        if (q < rem) _mm256_storeu_ps(p + (i + q) * n + j, _mm256_permute2f128_ps(r[q], r[q + 4], 0x20));
+        if (q + 4 < rem) _mm256_storeu_ps(p + (i + q + 4) * n + j, _mm256_permute2f128_ps(r[q], r[q + 4], 0x31));
+      }
+    }
+  for (; j < n; ++j)
+    for (int64_t i = 0; i < k; ++i) p[i * n + j] = b[j * ldb + i];
 }
 
 class Generated final : public SmallGemm {
@@ -337,16 +478,8 @@ class Generated final : public SmallGemm {
       static thread_local std::vector<float> packed;
       const int64_t n = key_.n, k = key_.k, ldb = key_.ldb;
       if (packed.size() < size_t(n * k)) packed.resize(size_t(n * k));
-      float* __restrict p = packed.data();
-      // row i of the copy is column i of B: contiguous stores, strided
-      // (gathered) loads
-      for (int64_t i = 0; i < k; ++i) {
-        const float* __restrict src = b + i;
-        float* __restrict dst = p + i * n;
-#pragma omp simd
-        for (int64_t j = 0; j < n; ++j) dst[j] = src[j * ldb];
-      }
-      b = p;
+      pack_transposed_b(b, n, k, ldb, packed.data());
+      b = packed.data();
     }
     // Row blocks split among the OpenMP threads from kSmallGemmParallelMacs
     // on: every C element is still one chain over k computed by one call,

@@ -16,7 +16,11 @@
 // Register blocking (measured on this project's machines): AVX-512 keeps up
 // to 24 accumulators (6 rows x 4 vectors ... 14 rows x 1 vector), AVX2 up to
 // 12 (6 x 2, 12 x 1, 4 x 3); the row and column blocks are balanced over m
-// and n so the edge tiles are not much smaller than the others.
+// and n so the edge tiles are not much smaller than the others. On AVX2 a
+// last vector of 2 or 4 columns (n % 8, e.g. n = 10) is packed: one register
+// holds those columns of 4 or 2 rows (A broadcasts blended, B's columns
+// repeated), so n = 10 costs 10 lanes of FMA per row, not 16 (8 x (1 + 2/8)
+// tiles); other narrow vectors are masked.
 //
 // Numerics: every C element is one sequential fused multiply-add chain over
 // k = 0..K-1 (a fixed order: results never depend on the thread count), so
