@@ -195,6 +195,13 @@ class ExecutionPlan {
   void set_read_note(std::string note) { read_note_ = std::move(note); }
   /// The fusion groups and programs, one per line (KILN_JIT_DUMP).
   std::string describe(bool with_disassembly) const;
+  /// Whether KILN_PLAN_PROFILE=1 was set when the process first ran a plan:
+  /// then every run() records the time of binding, of each step and of the
+  /// gap since the previous run() of the same plan ended (the caller's work
+  /// between calls), and the process prints per plan (run at least 1000
+  /// times) the minimum, median and mean of each to stderr at exit. A
+  /// measuring aid only (benchmarks); off, it costs one test per call.
+  static bool profiling();
 
  private:
   std::shared_ptr<const Graph> graph_;
@@ -286,7 +293,9 @@ class ExecutionPlan {
   // Binds every step (b.src and the outputs given in b.vals set); false when
   // a generated or BLAS step reads a strided view.
   bool bind_all(Bound& b, const Buffer& arena) const;
-  void run_bound(const Bound& b) const;
+  // Runs the bound steps; `stamps` (KILN_PLAN_PROFILE only, else null): the
+  // time stamp counter after each step (a pair's second entry repeats it).
+  void run_bound(const Bound& b, uint64_t* stamps = nullptr) const;
   void run_stepwise(std::vector<Tensor>& vals, const Buffer& arena, bool owner) const;
   // Where value v is written: its arena slot, or (outputs) a tensor: one an
   // earlier call returned and the caller dropped (owner only), else a new one.
