@@ -14,6 +14,9 @@
 #include "small_gemm.h"
 
 #include <asmjit/x86.h>
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <atomic>
@@ -325,6 +328,38 @@ void GemmGen::run() {
   cc_.endFunc();
 }
 
+// The transposed copy of a B stored n x k (leading dimension ldb): row-major
+// k x n at p (row i is column i of B). 4 x 4 blocks are transposed in SSE
+// registers (contiguous loads along k, contiguous stores along n); the
+// last block of each dimension overlaps the one before it (it writes the
+// same values again) when the size is not a multiple of 4, so only sizes
+// below 4 take the scalar loop. A scalar copy along n loads one float at a
+// time (a gather): 0.45 us of the digits step's dz2 W2^T for 128 x 10.
+void pack_transposed(const float* __restrict b, int64_t n, int64_t k, int64_t ldb, float* __restrict p) {
+#if defined(__SSE2__)
+  if (n >= 4 && k >= 4) {
+    for (int64_t j = 0; j < n; j += 4) {
+      const int64_t j0 = std::min(j, n - 4);
+      const float* s = b + j0 * ldb;
+      for (int64_t i = 0; i < k; i += 4) {
+        const int64_t i0 = std::min(i, k - 4);
+        __m128 r0 = _mm_loadu_ps(s + i0), r1 = _mm_loadu_ps(s + ldb + i0), r2 = _mm_loadu_ps(s + 2 * ldb + i0),
+               r3 = _mm_loadu_ps(s + 3 * ldb + i0);
+        _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+        float* d = p + i0 * n + j0;
+        _mm_storeu_ps(d, r0);
+        _mm_storeu_ps(d + n, r1);
+        _mm_storeu_ps(d + 2 * n, r2);
+        _mm_storeu_ps(d + 3 * n, r3);
+      }
+    }
+    return;
+  }
+#endif
+  for (int64_t i = 0; i < k; ++i)
+    for (int64_t j = 0; j < n; ++j) p[i * n + j] = b[j * ldb + i];
+}
+
 class Generated final : public SmallGemm {
  public:
   Generated(SmallGemmKey k, Blocking b, Assembled a)
@@ -335,18 +370,10 @@ class Generated final : public SmallGemm {
   void run(const float* a, const float* b, char* const* ptrs) const override {
     if (key_.tb) {  // pack B (stored n x k) into row-major k x n
       static thread_local std::vector<float> packed;
-      const int64_t n = key_.n, k = key_.k, ldb = key_.ldb;
+      const int64_t n = key_.n, k = key_.k;
       if (packed.size() < size_t(n * k)) packed.resize(size_t(n * k));
-      float* __restrict p = packed.data();
-      // row i of the copy is column i of B: contiguous stores, strided
-      // (gathered) loads
-      for (int64_t i = 0; i < k; ++i) {
-        const float* __restrict src = b + i;
-        float* __restrict dst = p + i * n;
-#pragma omp simd
-        for (int64_t j = 0; j < n; ++j) dst[j] = src[j * ldb];
-      }
-      b = p;
+      pack_transposed(b, n, k, key_.ldb, packed.data());
+      b = packed.data();
     }
     // Row blocks split among the OpenMP threads from kSmallGemmParallelMacs
     // on: every C element is still one chain over k computed by one call,
