@@ -108,6 +108,7 @@ std::vector<int32_t> step_writes(const PlanStep& s) {
   for (int j = 0; j < s.num_outputs; ++j)
     if (j != s.reduce_operand) w.push_back(s.operands[j]);
   if (s.reduce_operand >= 0) w.push_back(s.reduce_output);
+  if (s.column_sum_output >= 0) w.push_back(s.column_sum_output);
   return w;
 }
 

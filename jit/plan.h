@@ -81,6 +81,10 @@ struct PlanStep {
   std::shared_ptr<const ElementwiseProgram> elementwise;  // the program itself (a gemm epilogue may take it)
   std::shared_ptr<const SmallGemm> small_gemm;            // gemm_fused: the generated GEMM with its epilogue
   int product_operand = -1;                               // gemm_fused: the operand that is the product
+  // gemm_fused: the value a sum over axis 0 of one of its outputs makes
+  // (the key's column_sums says which), summed in the epilogue (its
+  // column_sum step merged in: jit/plan_small_gemm.h); -1: none
+  int32_t column_sum_output = -1;
   // Loop structure, fixed at plan time (shapes are static): one per operand count.
   cpu::StridedLoop<kMaxFusedOperands> loop;
   // row step: the kernel (shared with eager's cache), rows of row_n elements
@@ -326,6 +330,7 @@ BoundStep ExecutionPlan::bind_to(size_t k, In&& in, Out&& out, OutTensor&& out_t
     if (!s.imm_table.empty()) b.base[next++] = reinterpret_cast<char*>(const_cast<uint64_t*>(s.imm_table.data()));
     b.base[next] = in(s.inputs[0]);
     b.base[next + 1] = in(s.inputs[1]);
+    if (s.column_sum_output >= 0) b.base[next + 2] = out(s.column_sum_output);  // SmallGemmKey::column_sum_slot
     return b;
   }
   if (s.kind == PlanStep::Kind::row || s.kind == PlanStep::Kind::gemm || s.kind == PlanStep::Kind::column_sum) {

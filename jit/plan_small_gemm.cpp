@@ -127,6 +127,50 @@ void bias_as_epilogue(const Graph& g, PlanStep& s, const KernelOptions& opt, con
   s.group_nodes = {g.producer(out)};  // (a gemm step lists none of its own)
 }
 
+// A float32 column_sum step (sum over axis 0) of an output of an earlier
+// gemm_fused step is summed in that step's epilogue while each tile is in
+// registers (SmallGemmKey::column_sums): the bias gradient db = sum_rows(dz)
+// of the GEMM step that computes dz, without reading dz again. Where the
+// GEMM runs on one thread only (the sums follow the row blocks in order).
+void merge_column_sums(std::vector<PlanStep>& steps, const KernelOptions& opt, const CodeImages* images,
+                       GemmCache& cache) {
+  std::vector<char> merged(steps.size(), 0);
+  for (size_t c = 0; c < steps.size(); ++c) {
+    const PlanStep& cs = steps[c];
+    if (cs.kind != PlanStep::Kind::column_sum || cs.out_layouts.empty() || cs.out_layouts[0].dtype != DType::float32 ||
+        cs.inputs.size() != 1)
+      continue;
+    const int32_t x = cs.inputs[0];
+    for (size_t k = c; k-- > 0;) {
+      const std::vector<int32_t> w = step_writes(steps[k]);
+      if (std::find(w.begin(), w.end(), x) == w.end()) continue;
+      PlanStep& s = steps[k];  // the step that writes x
+      if (s.kind != PlanStep::Kind::gemm_fused || !s.small_gemm || s.column_sum_output >= 0 ||
+          s.operands.size() + !s.imm_table.empty() + 3 > static_cast<size_t>(kMaxFusedOperands))
+        break;
+      int out = -1;
+      for (int j = 0; j < s.num_outputs; ++j)
+        if (s.operands[static_cast<size_t>(j)] == x) out = j;
+      SmallGemmKey key = s.small_gemm->key();
+      if (out < 0 || key.m != cs.rows || key.n != cs.row_n || key.lds[static_cast<size_t>(out)] != key.n) break;
+      key.column_sums = out;
+      if (!small_gemm_why_not(key).empty()) break;
+      s.small_gemm = gemm_for(key, opt, images, cache);
+      s.column_sum_output = cs.output;
+      s.group_nodes.push_back(cs.node);
+      merged[c] = 1;
+      break;
+    }
+  }
+  size_t w = 0;
+  for (size_t k = 0; k < steps.size(); ++k)
+    if (!merged[k]) {
+      if (w != k) steps[w] = std::move(steps[k]);
+      ++w;
+    }
+  steps.resize(w);
+}
+
 }  // namespace
 
 void merge_gemm_epilogues(const Graph& g, std::vector<PlanStep>& steps, const KernelOptions& opt,
@@ -178,6 +222,7 @@ void merge_gemm_epilogues(const Graph& g, std::vector<PlanStep>& steps, const Ke
     }
   steps.resize(w);
   for (PlanStep& s : steps) bias_as_epilogue(g, s, opt, images, cache);
+  merge_column_sums(steps, opt, images, cache);
 }
 
 }  // namespace kiln::codegen

@@ -309,6 +309,60 @@ TEST_SUITE("compile") {
       }
   }
 
+  TEST_CASE("column sums of a GEMM epilogue's output are made in the GEMM step, bitwise eager") {
+    // dz = (a w^T) * (1 - h^2), db = sum_rows(dz): the digits step's dz1 and
+    // db1 (w^T packed, k small), and the same with w untransposed; edge
+    // shapes: 2 rows, n not a multiple of 16, m not a multiple of the tile
+    // rows; the keepdim form of the sum
+    const int64_t shapes[][3] = {{64, 128, 10}, {13, 37, 11}, {2, 17, 3}, {33, 70, 2}, {64, 10, 128}};
+    uint64_t seed = 60;
+    for (const auto& sh : shapes)
+      for (bool tw : {true, false})
+        for (bool keep : {false, true})
+          for (bool strict : {false, true}) {
+            const int64_t m = sh[0], n = sh[1], k = sh[2];
+            CAPTURE(m);
+            CAPTURE(n);
+            CAPTURE(k);
+            CAPTURE(tw);
+            CAPTURE(keep);
+            CAPTURE(strict);
+            auto f = [tw, keep](Tensor a, Tensor w, Tensor h) {
+              Tensor dz = matmul(a, tw ? transpose(w, 0, 1) : w) * (1.0f - h * h);
+              return std::make_tuple(dz, keep ? sum(dz, {-2}, true) : sum(dz, {0}));
+            };
+            auto L = [](Shape s) { return TensorLayout(DType::float32, std::move(s)); };
+            const Shape ws = tw ? Shape{n, k} : Shape{k, n};
+            CompiledCallable run = compile(f, with({.strict = strict}))(L({m, k}), L(ws), L({m, n}));
+            const auto& plan = plan_of(run);
+            const bool generated = codegen::detect_cpu_target() >= codegen::CpuTarget::avx2;
+            if (generated) {
+              CHECK(count(plan, PlanStep::Kind::column_sum) == 0);
+              int merged = 0;
+              for (const auto& s : plan.steps()) merged += s.kind == PlanStep::Kind::gemm_fused && s.column_sum_output >= 0;
+              CHECK(merged == 1);
+            }
+            Tensor a = kt::random_tensor({m, k}, DType::float32, seed++, false, 1.0);
+            Tensor w = kt::random_tensor(ws, DType::float32, seed++, false, 1.0);
+            Tensor h = kt::random_tensor({m, n}, DType::float32, seed++, false, 1.0);
+            auto [dz, db] = run(a, w, h).as<std::tuple<Tensor, Tensor>>();
+            auto [dz_e, db_e] = f(a, w, h);
+            CHECK(same_bits(dz, dz_e));
+            CHECK(same_bits(db, db_e));
+            // float64 reference
+            std::vector<double> av = kt::values(a), wv = kt::values(w), hv = kt::values(h), want(size_t(n), 0.0);
+            for (int64_t i = 0; i < m; ++i)
+              for (int64_t j = 0; j < n; ++j) {
+                double p = 0;
+                for (int64_t kk = 0; kk < k; ++kk)
+                  p += av[size_t(i * k + kk)] * (tw ? wv[size_t(j * k + kk)] : wv[size_t(kk * n + j)]);
+                const double hh = hv[size_t(i * n + j)];
+                want[size_t(j)] += p * (1 - hh * hh);
+              }
+            kt::check_all_close(db, want, 1e-4, 1e-4, "column sums of (a w) * (1 - h^2)");
+          }
+  }
+
   TEST_CASE("gemm steps: a transposed B with a small k is packed first (not in strict mode)") {
     // A B^T with k = 10: the shape of a backward pass's dz W^T
     auto f = [](Tensor a, Tensor bt) { return matmul(a, transpose(bt)); };
