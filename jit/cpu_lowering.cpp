@@ -562,7 +562,10 @@ std::string ExecutionPlan::describe(bool with_disassembly) const {
          << ") with the epilogue [";
       for (size_t i = 0; i < s.group_nodes.size(); ++i)
         os << (i ? " " : "") << op_name(graph_->node(s.group_nodes[i]).op);
-      os << "] on the tile in registers (product never stored), " << s.small_gemm->code_size() << " bytes of code\n"
+      os << "] on the tile in registers (product never stored)";
+      if (s.column_sum_output >= 0)
+        os << ", column sums of output " << s.small_gemm->key().column_sums << " made there (%" << s.column_sum_output << ")";
+      os << ", " << s.small_gemm->code_size() << " bytes of code\n"
          << *s.program << "\n";
       if (with_disassembly) os << s.small_gemm->disassembly() << "\n";
       continue;

@@ -151,6 +151,7 @@ std::string encode_plan(const codegen::ExecutionPlan& plan) {
         put_gemm_part(o, s);
         put_i32(o, s.product_operand);
         fused_part(s);
+        put_i32(o, s.column_sum_output >= 0 ? g.producer(s.column_sum_output) : -1);
         break;
     }
     if (s.node < 0 && s.kind != PlanStep::Kind::fused) return {};  // a step made without its node: not writable
@@ -352,6 +353,7 @@ struct EpilogueGemm {
   uint32_t program;
   int64_t m, n, k, lda, ldb;
   bool ta, tb;
+  int column_sums;
   size_t nops;
   std::array<codegen::EpiLayout, codegen::kMaxFusedOperands> layouts;
   std::array<int64_t, codegen::kMaxFusedOperands> lds;
@@ -398,6 +400,7 @@ void for_each_write(const PlanStep& s, F&& f) {
   }
   for (int j = 0; j < s.num_outputs; ++j)
     if (j != s.reduce_operand) f(s.operands[static_cast<size_t>(j)]);
+  if (s.column_sum_output >= 0) f(s.column_sum_output);
   if (s.reduce_operand >= 0) f(s.reduce_output);
 }
 
@@ -437,7 +440,7 @@ class PlanReader {
   }
   void gemm_part(PlanStep& s, size_t at);
   void fused_part(PlanStep& s, size_t at, bool loop);
-  void epilogue_gemm(PlanStep& s, size_t at);
+  void epilogue_gemm(PlanStep& s, size_t at, int32_t column_sum_node);
   [[noreturn]] void bad_step(size_t at, size_t k, const std::string& msg) const {
     c_.bad_at(at, "step " + std::to_string(k) + ": " + msg);
   }
@@ -533,7 +536,7 @@ void PlanReader::fused_part(PlanStep& s, size_t at, bool loop) {
   s.kernel = prog.kernel;
 }
 
-void PlanReader::epilogue_gemm(PlanStep& s, size_t at) {
+void PlanReader::epilogue_gemm(PlanStep& s, size_t at, int32_t column_sum_node) {
   const cpu::GemmCall& c = s.gemm;
   if (c.f64 || c.bias) bad_step(at, step_, "a GEMM with an epilogue must be a float32 GEMM without bias");
   const int32_t product = s.gemm_base[0] < 0 ? -1 : g_.node(s.node).outputs[0];
@@ -555,12 +558,27 @@ void PlanReader::epilogue_gemm(PlanStep& s, size_t at) {
     lds[j] = *l == codegen::EpiLayout::matrix ? c.n : 0;
   }
   if (found < 0) bad_step(at, step_, "the product operand " + std::to_string(s.product_operand) + " is not the matmul's result");
+  // column sums made in the epilogue: of the output the sum node reads, the
+  // m x n result's rows (a column_sum step's node)
+  int column_sums = -1;
+  if (column_sum_node >= 0) {
+    PlanStep cs;
+    const Node& n = g_.node(column_sum_node);
+    if (!codegen::restore_column_sum_step(g_, column_sum_node, cs) || cs.out_layouts[0].dtype != DType::float32 ||
+        cs.rows != c.m || cs.row_n != c.n)
+      bad_step(at, step_, "node " + std::to_string(column_sum_node) + " is not a float32 sum over axis 0 of the " +
+                              std::to_string(c.m) + " x " + std::to_string(c.n) + " result");
+    for (int j = 0; j < s.num_outputs; ++j)
+      if (s.operands[static_cast<size_t>(j)] == n.inputs[0]) column_sums = j;
+    if (column_sums < 0) bad_step(at, step_, "the column sums' node does not read an output of the step");
+    s.column_sum_output = n.outputs[0];
+  }
   const uint32_t pi = static_cast<uint32_t>(std::find_if(programs_.begin(), programs_.end(), [&](const Program& p) {
                                               return p.p == s.elementwise;
                                             }) - programs_.begin());
   for (const EpilogueGemm& e : gemms_)
     if (e.program == pi && e.m == c.m && e.n == c.n && e.k == c.k && e.lda == c.lda && e.ldb == c.ldb && e.ta == c.ta &&
-        e.tb == c.tb && e.nops == nops && e.layouts == layouts && e.lds == lds) {
+        e.tb == c.tb && e.column_sums == column_sums && e.nops == nops && e.layouts == layouts && e.lds == lds) {
       s.small_gemm = e.gemm;
       return;
     }
@@ -568,6 +586,7 @@ void PlanReader::epilogue_gemm(PlanStep& s, size_t at) {
   key.epilogue = *s.elementwise;
   key.layouts.assign(layouts.begin(), layouts.begin() + static_cast<std::ptrdiff_t>(nops));
   key.lds.assign(lds.begin(), lds.begin() + static_cast<std::ptrdiff_t>(nops));
+  key.column_sums = column_sums;
   const std::string why = codegen::small_gemm_why_not(key);
   if (!why.empty()) bad_step(at, step_, "no generated GEMM for it: " + why);
   std::shared_ptr<const codegen::SmallGemm> gen;
@@ -579,7 +598,7 @@ void PlanReader::epilogue_gemm(PlanStep& s, size_t at) {
     }
   }
   if (!gen) gen = codegen::generate_small_gemm(key, opt_.dump);
-  gemms_.push_back({pi, c.m, c.n, c.k, c.lda, c.ldb, c.ta, c.tb, nops, layouts, lds, gen});
+  gemms_.push_back({pi, c.m, c.n, c.k, c.lda, c.ldb, c.ta, c.tb, column_sums, nops, layouts, lds, gen});
   s.small_gemm = std::move(gen);
 }
 
@@ -706,9 +725,14 @@ std::shared_ptr<codegen::ExecutionPlan> PlanReader::read() {
         s.kind = PlanStep::Kind::gemm_fused;
         s.output = -1;
         fused_part(s, at, false);
-        if (s.operands.size() + !s.imm_table.empty() + 2 > static_cast<size_t>(codegen::kMaxFusedOperands))
+        const size_t cat = c.pos;
+        const int32_t column_sum_node = c.i32("a step's column-sum node");
+        if (column_sum_node < -1 || column_sum_node >= static_cast<int64_t>(nn_))
+          c.bad_at(cat, "a step's column-sum node " + std::to_string(column_sum_node) + " is out of range");
+        if (s.operands.size() + !s.imm_table.empty() + 2 + (column_sum_node >= 0) >
+            static_cast<size_t>(codegen::kMaxFusedOperands))
           bad_step(at, k, "more operands than a GEMM with an epilogue takes");
-        epilogue_gemm(s, at);
+        epilogue_gemm(s, at, column_sum_node);
         break;
       }
     }

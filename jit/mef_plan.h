@@ -20,7 +20,8 @@
 //     fused:           fused part, i32 reduce operand (-1: none) and when
 //                      set u32 reduce node, i64 rows, i64 row length
 //     fused_row:       u32 row node, fused part
-//     gemm_fused:      GEMM part, i32 product operand, fused part
+//     gemm_fused:      GEMM part, i32 product operand, fused part, i32
+//                      column-sum node (-1: none; layout 2 on)
 //     GEMM part:  u32 matmul node, i32 base A, i32 base B, u8 transposed A,
 //                 u8 transposed B, u8 small (eager's generated GEMM) and when
 //                 set i64 m, n, k, lda, ldb, ldc, u8 ta, u8 tb
@@ -48,7 +49,9 @@ namespace kiln::mef {
 
 /// The PLAN payload layout this kiln writes and reads (a file of another
 /// layout is planned again, never misread).
-inline constexpr uint32_t kPlanLayoutVersion = 1;
+/// 2: gemm_fused steps carry the node of the column sums made in their
+/// epilogue.
+inline constexpr uint32_t kPlanLayoutVersion = 2;
 
 /// The key of a plan made with `options` on this CPU: the codegen feature key
 /// (target, strict mode, code generator build) and the fusion flag.

@@ -5,12 +5,21 @@
 #include "plan.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
+#include <sstream>
 #include <vector>
 
 #include "cpu_lowering.h"
 #include "fusion.h"
 #include "memory_plan.h"
+#include "profile_clock.h"
 #include "step_pairs.h"
 
 namespace kiln::codegen {
@@ -99,6 +108,7 @@ std::vector<int32_t> step_writes(const PlanStep& s) {
   for (int j = 0; j < s.num_outputs; ++j)
     if (j != s.reduce_operand) w.push_back(s.operands[j]);
   if (s.reduce_operand >= 0) w.push_back(s.reduce_output);
+  if (s.column_sum_output >= 0) w.push_back(s.column_sum_output);
   return w;
 }
 
@@ -151,8 +161,89 @@ struct ExecutionPlan::ArenaLease {
   ArenaLease& operator=(const ArenaLease&) = delete;
 };
 
+namespace {
+
+// KILN_PLAN_PROFILE: per plan, time stamp counter samples of each run()'s
+// parts, printed at exit (ExecutionPlan::profiling).
+struct PlanProfile {
+  std::vector<std::string> names;              // per step: its describe() line
+  std::vector<std::vector<uint32_t>> steps;    // per step: ticks
+  std::vector<uint32_t> bind, finish, total, gap;
+  uint64_t last_end = 0;
+};
+struct ProfileRegistry {
+  std::mutex mu;
+  std::map<const void*, std::unique_ptr<PlanProfile>> plans;
+  uint64_t tsc0 = profile_ticks();
+  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+};
+ProfileRegistry& profile_registry();
+
+void print_profiles() {
+  ProfileRegistry& r = profile_registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  const double ns = double(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - r.t0).count());
+  const double tick_ns = ns / double(profile_ticks() - r.tsc0);
+  auto line = [&](const char* what, std::vector<uint32_t>& v) {
+    if (v.empty()) return;
+    std::sort(v.begin(), v.end());
+    double sum = 0;
+    for (uint32_t x : v) sum += x;
+    std::fprintf(stderr, "  %9.3f %9.3f %9.3f  %s\n", v.front() * tick_ns * 1e-3, v[v.size() / 2] * tick_ns * 1e-3,
+                 sum / double(v.size()) * tick_ns * 1e-3, what);
+  };
+  for (auto& [plan, p] : r.plans) {
+    if (p->total.size() < 1000) continue;
+    std::fprintf(stderr, "KILN_PLAN_PROFILE: plan %p, %zu runs (us: min, median, mean)\n", plan, p->total.size());
+    line("run() in all", p->total);
+    line("gap before run() (the caller's work since the previous run ended)", p->gap);
+    line("bind", p->bind);
+    for (size_t k = 0; k < p->steps.size(); ++k) line(p->names[k].c_str(), p->steps[k]);
+    line("outputs handed out", p->finish);
+  }
+}
+
+ProfileRegistry& profile_registry() {
+  static ProfileRegistry* r = [] {
+    auto* x = new ProfileRegistry();  // never destroyed: printed at exit
+    std::atexit(print_profiles);
+    return x;
+  }();
+  return *r;
+}
+
+PlanProfile& plan_profile(const ExecutionPlan& plan) {
+  ProfileRegistry& r = profile_registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  std::unique_ptr<PlanProfile>& p = r.plans[&plan];
+  if (!p || p->steps.size() != plan.steps().size()) {
+    p = std::make_unique<PlanProfile>();
+    p->steps.resize(plan.steps().size());
+    std::istringstream d(plan.describe(false));
+    std::string l;
+    while (std::getline(d, l))
+      if (l.rfind("step ", 0) == 0) p->names.push_back(l.substr(0, 110));
+    p->names.resize(plan.steps().size());
+  }
+  return *p;
+}
+
+}  // namespace
+
+bool ExecutionPlan::profiling() {
+  static const bool on = [] {
+    const char* e = std::getenv("KILN_PLAN_PROFILE");
+    return e && *e && std::strcmp(e, "0") != 0;
+  }();
+  return on;
+}
+
 void ExecutionPlan::run(std::span<const Tensor> inputs, std::span<const Tensor> weights,
                         std::vector<Tensor>& outputs) const {
+  const bool prof = profiling();
+  const uint64_t t_start = prof ? profile_ticks() : 0;
+  uint64_t t_bound = 0;
+  thread_local std::vector<uint64_t> stamps;
   const Graph& g = *graph_;
   // Declared first, so it is given back after every view of it below is gone.
   const ArenaLease lease(*this);
@@ -196,7 +287,11 @@ void ExecutionPlan::run(std::span<const Tensor> inputs, std::span<const Tensor> 
       bound.outputs_given = true;
     }
   if (bind_all(bound, arena)) {
-    run_bound(bound);
+    if (prof) {
+      stamps.assign(steps_.size(), 0);
+      t_bound = profile_ticks();
+    }
+    run_bound(bound, prof ? stamps.data() : nullptr);
   } else {
     for (size_t v = 0; v < nv; ++v)
       if (src[v]) vals[v] = *src[v];
@@ -217,6 +312,21 @@ void ExecutionPlan::run(std::span<const Tensor> inputs, std::span<const Tensor> 
         [[fallthrough]];
       default: outputs[k] = t;
     }
+  }
+  if (prof && t_bound) {
+    const uint64_t t_end = profile_ticks();
+    PlanProfile& p = plan_profile(*this);
+    if (p.last_end) p.gap.push_back(uint32_t(t_start - p.last_end));
+    p.bind.push_back(uint32_t(t_bound - t_start));
+    uint64_t t = t_bound;
+    for (size_t k = 0; k < steps_.size(); ++k) {
+      if (!stamps[k]) continue;
+      p.steps[k].push_back(uint32_t(stamps[k] - t));
+      t = stamps[k];
+    }
+    p.finish.push_back(uint32_t(t_end - t));
+    p.total.push_back(uint32_t(t_end - t_start));
+    p.last_end = profile_ticks();
   }
 }
 

@@ -81,6 +81,10 @@ struct PlanStep {
   std::shared_ptr<const ElementwiseProgram> elementwise;  // the program itself (a gemm epilogue may take it)
   std::shared_ptr<const SmallGemm> small_gemm;            // gemm_fused: the generated GEMM with its epilogue
   int product_operand = -1;                               // gemm_fused: the operand that is the product
+  // gemm_fused: the value a sum over axis 0 of one of its outputs makes
+  // (the key's column_sums says which), summed in the epilogue (its
+  // column_sum step merged in: jit/plan_small_gemm.h); -1: none
+  int32_t column_sum_output = -1;
   // Loop structure, fixed at plan time (shapes are static): one per operand count.
   cpu::StridedLoop<kMaxFusedOperands> loop;
   // row step: the kernel (shared with eager's cache), rows of row_n elements
@@ -195,6 +199,13 @@ class ExecutionPlan {
   void set_read_note(std::string note) { read_note_ = std::move(note); }
   /// The fusion groups and programs, one per line (KILN_JIT_DUMP).
   std::string describe(bool with_disassembly) const;
+  /// Whether KILN_PLAN_PROFILE=1 was set when the process first ran a plan:
+  /// then every run() records the time of binding, of each step and of the
+  /// gap since the previous run() of the same plan ended (the caller's work
+  /// between calls), and the process prints per plan (run at least 1000
+  /// times) the minimum, median and mean of each to stderr at exit. A
+  /// measuring aid only (benchmarks); off, it costs one test per call.
+  static bool profiling();
 
  private:
   std::shared_ptr<const Graph> graph_;
@@ -286,7 +297,9 @@ class ExecutionPlan {
   // Binds every step (b.src and the outputs given in b.vals set); false when
   // a generated or BLAS step reads a strided view.
   bool bind_all(Bound& b, const Buffer& arena) const;
-  void run_bound(const Bound& b) const;
+  // Runs the bound steps; `stamps` (KILN_PLAN_PROFILE only, else null): the
+  // time stamp counter after each step (a pair's second entry repeats it).
+  void run_bound(const Bound& b, uint64_t* stamps = nullptr) const;
   void run_stepwise(std::vector<Tensor>& vals, const Buffer& arena, bool owner) const;
   // Where value v is written: its arena slot, or (outputs) a tensor: one an
   // earlier call returned and the caller dropped (owner only), else a new one.
@@ -317,6 +330,7 @@ BoundStep ExecutionPlan::bind_to(size_t k, In&& in, Out&& out, OutTensor&& out_t
     if (!s.imm_table.empty()) b.base[next++] = reinterpret_cast<char*>(const_cast<uint64_t*>(s.imm_table.data()));
     b.base[next] = in(s.inputs[0]);
     b.base[next + 1] = in(s.inputs[1]);
+    if (s.column_sum_output >= 0) b.base[next + 2] = out(s.column_sum_output);  // SmallGemmKey::column_sum_slot
     return b;
   }
   if (s.kind == PlanStep::Kind::row || s.kind == PlanStep::Kind::gemm || s.kind == PlanStep::Kind::column_sum) {

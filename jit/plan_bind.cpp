@@ -4,6 +4,7 @@
 // argument lists with no allocation or dispatch in between.
 #include "../backends/cpu/copy.h"
 #include "plan.h"
+#include "profile_clock.h"
 
 #include <omp.h>
 
@@ -199,8 +200,9 @@ bool ExecutionPlan::bind_all(Bound& b, const Buffer& arena) const {
   return true;
 }
 
-void ExecutionPlan::run_bound(const Bound& b) const {
+void ExecutionPlan::run_bound(const Bound& b, uint64_t* stamps) const {
   for (size_t k = 0; k < steps_.size(); ++k) {
+    if (stamps && k) stamps[k - 1] = profile_ticks();
     const BoundStep& bs = b.steps[k];
     const PlanStep& s = *bs.step;
     if (s.run_with_next && !(s.pair_writes_output && b.outputs_given) && omp_get_max_threads() > 1 &&
@@ -235,6 +237,7 @@ void ExecutionPlan::run_bound(const Bound& b) const {
     // input, say): copy its result there, where later steps read it.
     if (r.data_ptr() != bs.out.data_ptr() || r.strides() != bs.out.strides()) cpu::copy_into(r, bs.out);
   }
+  if (stamps && !steps_.empty()) stamps[steps_.size() - 1] = profile_ticks();
 }
 
 }  // namespace kiln::codegen

@@ -53,6 +53,124 @@ std::optional<SmallGemmKey> epilogue_key(const Graph& g, const PlanStep& s, cons
   return key;
 }
 
+// The generated GEMM of `key`: from the plan's cache, else from `images`,
+// else generated.
+std::shared_ptr<const SmallGemm> gemm_for(const SmallGemmKey& key, const KernelOptions& opt, const CodeImages* images,
+                                          GemmCache& cache) {
+  std::shared_ptr<const SmallGemm>& gen = cache[key.str()];
+  if (!gen && images && !opt.dump) {
+    auto im = images->find(key.str());
+    if (im != images->end()) {
+      try {
+        gen = load_small_gemm(key, im->second);
+      } catch (const Error&) {
+        // a malformed image: generated below
+      }
+    }
+  }
+  if (!gen) gen = generate_small_gemm(key, opt.dump);
+  return gen;
+}
+
+// A small float32 gemm step whose bias row the fusion folded into the call
+// (GemmCall::bias: C = A B stored, then C += bias in a second pass over C)
+// becomes a gemm_fused step with the epilogue out = product + bias on the
+// tile in registers: the same add of the same two floats (eager's bits).
+void bias_as_epilogue(const Graph& g, PlanStep& s, const KernelOptions& opt, const CodeImages* images, GemmCache& cache) {
+  const cpu::GemmCall& c = s.gemm;
+  if (s.kind != PlanStep::Kind::gemm || !c.small || !c.bias || c.f64 || s.inputs.size() != 3 || c.ldc != c.n) return;
+  const int32_t product = g.node(s.node).outputs[0], bias = s.inputs[2], out = s.output;
+  if (layout_of(g.type(bias), c.m, c.n) != EpiLayout::row || layout_of(g.type(out), c.m, c.n) != EpiLayout::matrix ||
+      layout_of(g.type(product), c.m, c.n) != EpiLayout::matrix)
+    return;
+  auto prog = std::make_shared<ElementwiseProgram>();
+  ElementwiseProgram& p = *prog;
+  p.operand_dtypes = {DType::float32, DType::float32, DType::float32};
+  p.operand_broadcast = {false, false, false};
+  p.num_outputs = 1;
+  p.strict = opt.strict;
+  auto load = [](int32_t arg) {
+    Instr in;
+    in.kind = Instr::Kind::load;
+    in.dtype = DType::float32;
+    in.arg = arg;
+    return in;
+  };
+  Instr add;
+  add.kind = Instr::Kind::op;
+  add.op = OpId::Add;
+  add.dtype = DType::float32;
+  add.a = 0;  // the product first, as the call's bias pass adds (row[j] + bias[j])
+  add.b = 1;
+  Instr st;
+  st.kind = Instr::Kind::store;
+  st.dtype = DType::float32;
+  st.a = 2;
+  st.arg = 0;
+  p.code = {load(1), load(2), add, st};
+  SmallGemmKey key = plain_gemm_key(detect_cpu_target(), c.m, c.n, c.k, c.ta, c.tb, c.lda, c.ldb, c.ldc);
+  key.epilogue = p;
+  key.layouts = {EpiLayout::matrix, EpiLayout::product, EpiLayout::row};
+  key.lds = {c.ldc, 0, 0};
+  if (!small_gemm_why_not(key).empty()) return;
+  s.small_gemm = gemm_for(key, opt, images, cache);
+  s.kind = PlanStep::Kind::gemm_fused;
+  s.operands = {out, product, bias};
+  s.num_outputs = 1;
+  s.product_operand = 1;
+  s.inputs = {s.inputs[0], s.inputs[1]};
+  s.gemm.bias = false;
+  s.output = -1;
+  s.elementwise = std::move(prog);
+  s.program = std::make_shared<const std::string>(s.elementwise->str());
+  s.kernel.reset();
+  s.group_nodes = {g.producer(out)};  // (a gemm step lists none of its own)
+}
+
+// A float32 column_sum step (sum over axis 0) of an output of an earlier
+// gemm_fused step is summed in that step's epilogue while each tile is in
+// registers (SmallGemmKey::column_sums): the bias gradient db = sum_rows(dz)
+// of the GEMM step that computes dz, without reading dz again. Where the
+// GEMM runs on one thread only (the sums follow the row blocks in order).
+void merge_column_sums(std::vector<PlanStep>& steps, const KernelOptions& opt, const CodeImages* images,
+                       GemmCache& cache) {
+  std::vector<char> merged(steps.size(), 0);
+  for (size_t c = 0; c < steps.size(); ++c) {
+    const PlanStep& cs = steps[c];
+    if (cs.kind != PlanStep::Kind::column_sum || cs.out_layouts.empty() || cs.out_layouts[0].dtype != DType::float32 ||
+        cs.inputs.size() != 1)
+      continue;
+    const int32_t x = cs.inputs[0];
+    for (size_t k = c; k-- > 0;) {
+      const std::vector<int32_t> w = step_writes(steps[k]);
+      if (std::find(w.begin(), w.end(), x) == w.end()) continue;
+      PlanStep& s = steps[k];  // the step that writes x
+      if (s.kind != PlanStep::Kind::gemm_fused || !s.small_gemm || s.column_sum_output >= 0 ||
+          s.operands.size() + !s.imm_table.empty() + 3 > static_cast<size_t>(kMaxFusedOperands))
+        break;
+      int out = -1;
+      for (int j = 0; j < s.num_outputs; ++j)
+        if (s.operands[static_cast<size_t>(j)] == x) out = j;
+      SmallGemmKey key = s.small_gemm->key();
+      if (out < 0 || key.m != cs.rows || key.n != cs.row_n || key.lds[static_cast<size_t>(out)] != key.n) break;
+      key.column_sums = out;
+      if (!small_gemm_why_not(key).empty()) break;
+      s.small_gemm = gemm_for(key, opt, images, cache);
+      s.column_sum_output = cs.output;
+      s.group_nodes.push_back(cs.node);
+      merged[c] = 1;
+      break;
+    }
+  }
+  size_t w = 0;
+  for (size_t k = 0; k < steps.size(); ++k)
+    if (!merged[k]) {
+      if (w != k) steps[w] = std::move(steps[k]);
+      ++w;
+    }
+  steps.resize(w);
+}
+
 }  // namespace
 
 void merge_gemm_epilogues(const Graph& g, std::vector<PlanStep>& steps, const KernelOptions& opt,
@@ -74,18 +192,7 @@ void merge_gemm_epilogues(const Graph& g, std::vector<PlanStep>& steps, const Ke
       int product = -1;
       const std::optional<SmallGemmKey> key = epilogue_key(g, s, steps[k2], product);
       if (!key) break;
-      std::shared_ptr<const SmallGemm>& gen = cache[key->str()];
-      if (!gen && images && !opt.dump) {
-        auto im = images->find(key->str());
-        if (im != images->end()) {
-          try {
-            gen = load_small_gemm(*key, im->second);
-          } catch (const Error&) {
-            // a malformed image: generated below
-          }
-        }
-      }
-      if (!gen) gen = generate_small_gemm(*key, opt.dump);
+      const std::shared_ptr<const SmallGemm> gen = gemm_for(*key, opt, images, cache);
       PlanStep& f = steps[k2];
       f.kind = PlanStep::Kind::gemm_fused;
       f.node = s.node;
@@ -114,6 +221,8 @@ void merge_gemm_epilogues(const Graph& g, std::vector<PlanStep>& steps, const Ke
       ++w;
     }
   steps.resize(w);
+  for (PlanStep& s : steps) bias_as_epilogue(g, s, opt, images, cache);
+  merge_column_sums(steps, opt, images, cache);
 }
 
 }  // namespace kiln::codegen

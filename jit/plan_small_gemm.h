@@ -21,6 +21,12 @@ namespace kiln::codegen {
 /// operands, the constant table, A and B fit the step's kMaxFusedOperands
 /// pointers. The merged step runs where the fused step ran (the GEMM's
 /// inputs exist there too). Call before the memory plan.
+/// Also: a small float32 GEMM whose bias row the fusion folded into the
+/// call runs the add as its epilogue; a float32 column_sum step of an
+/// output of a gemm_fused step that runs on one thread is merged into it
+/// (the column sums made in the epilogue, SmallGemmKey::column_sums:
+/// PlanStep::column_sum_output). Both keep the bits of the steps they
+/// replace (strict mode too).
 /// A GEMM whose key's text (SmallGemmKey::str()) `images` (may be null)
 /// holds is placed from that image instead of generated.
 void merge_gemm_epilogues(const Graph& g, std::vector<PlanStep>& steps, const KernelOptions& opt,

@@ -135,6 +135,29 @@ TEST_SUITE("compile") {
     CHECK_THROWS_WITH_AS(run(ones({3})), doctest::Contains("bind it as a named weight"), ValueError);
   }
 
+  TEST_CASE("captured views: a slice at an offset and a transposed view are checked by their own elements") {
+    // The slice is contiguous at an element offset into its storage (read
+    // where it is); the transposed view is strided (hashed from a copy).
+    Tensor base = tensor({1.f, 2.f, 3.f, 4.f, 5.f, 6.f});
+    Tensor part = slice(base, 0, 2, 5);  // 3, 4, 5
+    Tensor m = reshape(tensor({1.f, 2.f, 3.f, 4.f}), {2, 2});
+    Tensor mt = transpose(m, 0, 1);
+    auto f = [&](Tensor x, Tensor y) { return std::make_tuple(x * part, y * mt); };
+    CompiledCallable run = compile(f)(f32({3}), f32({2, 2}));
+    auto [a, b] = run(ones({3}), ones({2, 2})).as<std::tuple<Tensor, Tensor>>();
+    CHECK(vecf(a) == std::vector<float>{3, 4, 5});
+    CHECK(vecf(b) == std::vector<float>{1, 3, 2, 4});
+    base.data<float>()[0] = 10.f;  // outside the slice: not a change of the constant
+    base.data<float>()[5] = 10.f;
+    CHECK_NOTHROW(run(ones({3}), ones({2, 2})));
+    base.data<float>()[3] = 40.f;  // inside it
+    CHECK_THROWS_WITH_AS(run(ones({3}), ones({2, 2})), doctest::Contains("changed since the function was traced"), ValueError);
+    base.data<float>()[3] = 4.f;  // back: the same bytes again
+    CHECK_NOTHROW(run(ones({3}), ones({2, 2})));
+    m.data<float>()[1] = 20.f;  // the transposed view's element (1, 0)
+    CHECK_THROWS_WITH_AS(run(ones({3}), ones({2, 2})), doctest::Contains("changed since the function was traced"), ValueError);
+  }
+
   TEST_CASE("jit compiles on first use and caches by layout") {
     auto jf = jit([](Tensor x, Tensor y) { return x * y + 1.0f; });
     Tensor a = random::normal({32, 64}), b = random::normal({32, 64});

@@ -118,7 +118,10 @@ std::vector<Epi> epilogues() {
 }
 
 /// Checks one GEMM with one epilogue on target t against the float64 reference.
-void check(CpuTarget t, int64_t m, int64_t n, int64_t k, bool ta, bool tb, const Epi& epi, uint64_t seed) {
+/// column_sums >= 0: that output's column sums are also made in the epilogue
+/// (SmallGemmKey::column_sums; the output then has leading dimension n).
+void check(CpuTarget t, int64_t m, int64_t n, int64_t k, bool ta, bool tb, const Epi& epi, uint64_t seed,
+           int column_sums = -1) {
   CAPTURE(cpu_target_name(t));
   CAPTURE(m);
   CAPTURE(n);
@@ -126,8 +129,9 @@ void check(CpuTarget t, int64_t m, int64_t n, int64_t k, bool ta, bool tb, const
   CAPTURE(ta);
   CAPTURE(tb);
   CAPTURE(epi.name);
+  CAPTURE(column_sums);
   // A and B stored with padded leading dimensions (a view into a wider matrix)
-  const int64_t lda = (ta ? m : k) + 3, ldb = (tb ? k : n) + 5, ldc = n + 2;
+  const int64_t lda = (ta ? m : k) + 3, ldb = (tb ? k : n) + 5, ldc = column_sums >= 0 ? n : n + 2;
   const std::vector<float> A = randn((ta ? k : m) * lda, seed), B = randn((tb ? n : k) * ldb, seed + 1);
   auto a_at = [&](int64_t i, int64_t kk) { return double(ta ? A[size_t(kk * lda + i)] : A[size_t(i * lda + kk)]); };
   auto b_at = [&](int64_t kk, int64_t j) { return double(tb ? B[size_t(j * ldb + kk)] : B[size_t(kk * ldb + j)]); };
@@ -142,8 +146,13 @@ void check(CpuTarget t, int64_t m, int64_t n, int64_t k, bool ta, bool tb, const
   key.epilogue.num_outputs = epi.outputs;
   key.epilogue.code = epi.code;
   key.epilogue.table_slots = epi.table_slots;
+  key.column_sums = column_sums;
   std::vector<std::vector<float>> data(nops);
-  std::vector<char*> ptrs(nops + 1, nullptr);
+  std::vector<char*> ptrs(nops + 4, nullptr);
+  // the column sums' destination, with a guard float past its end
+  std::vector<float> sums = randn(n + 1, seed + 99);
+  const float guard = sums[size_t(n)];
+  if (column_sums >= 0) ptrs[key.column_sum_slot()] = reinterpret_cast<char*>(sums.data());
   for (size_t o = 0; o < nops; ++o) {
     switch (epi.layouts[o]) {
       case EpiLayout::matrix:
@@ -199,6 +208,29 @@ void check(CpuTarget t, int64_t m, int64_t n, int64_t k, bool ta, bool tb, const
           return;
         }
   CHECK(bad == 0);
+  if (column_sums < 0) return;
+  // The sums of the output as stored: bitwise the float32 sum in row order
+  // from 0 (cpu::column_sum's order), and close to the float64 sum.
+  const std::vector<float>& y = data[size_t(column_sums)];
+  int wrong = 0;
+  for (int64_t j = 0; j < n && wrong < 5; ++j) {
+    float s32 = 0.0f;
+    double s64 = 0, mag = 0;
+    for (int64_t i = 0; i < m; ++i) {
+      s32 = s32 + y[size_t(i * ldc + j)];
+      s64 += y[size_t(i * ldc + j)];
+      mag += std::fabs(double(y[size_t(i * ldc + j)]));
+    }
+    const bool same = std::memcmp(&s32, &sums[size_t(j)], sizeof(float)) == 0;
+    const bool close = std::fabs(double(sums[size_t(j)]) - s64) <= double(m) * kU * mag + 1e-30;
+    if (!same || !close) {
+      ++wrong;
+      CHECK_MESSAGE(false, "column sum " << j << ": got " << sums[size_t(j)] << ", row-order float32 sum " << s32
+                                         << ", float64 sum " << s64);
+    }
+  }
+  CHECK(wrong == 0);
+  CHECK(sums[size_t(n)] == guard);  // nothing written past n
 }
 
 }  // namespace
@@ -209,7 +241,8 @@ TEST_SUITE("small_gemm") {
     const int64_t sizes[][3] = {{1, 1, 1},    {1, 17, 1},   {5, 3, 1},     {7, 9, 2},      {13, 33, 5},
                                 {64, 64, 64}, {64, 10, 128}, {64, 128, 64}, {128, 10, 64},  {100, 100, 100},
                                 {29, 47, 300}, {300, 31, 7}, {17, 300, 19}, {256, 256, 256}, {6, 64, 3},
-                                {15, 49, 16}, {14, 16, 9},  {24, 48, 33}};
+                                {15, 49, 16}, {14, 16, 9},  {24, 48, 33}, {64, 128, 10}, {3, 130, 13},
+                                {9, 5, 4},    {2, 7, 3},    {5, 3, 6}};
     uint64_t seed = 1;
     for (CpuTarget t : targets())
       for (const auto& s : sizes)
@@ -245,6 +278,34 @@ TEST_SUITE("small_gemm") {
       for (const Epi& e : epilogues())
         for (const auto& sz : epi_sizes)
           for (int tr = 0; tr < 4; ++tr) check(t, sz[0], sz[1], sz[2], tr & 1, tr & 2, e, seed++);
+  }
+
+  TEST_CASE("column sums of an epilogue output made in the epilogue: row order from 0, float64 reference") {
+    // n not a multiple of the vector width, m not a multiple of the tile
+    // rows, one row, one column, k below the unroll; every transpose; the
+    // digits step's shapes (dz1 = dz2 W2^T * (1 - h^2) with db1 = its sums)
+    const int64_t sizes[][3] = {{64, 128, 10}, {64, 10, 128}, {13, 37, 11}, {1, 1, 1},
+                                {1, 17, 3},    {33, 70, 2},   {7, 1, 5},    {20, 300, 4}};
+    uint64_t seed = 500;
+    for (CpuTarget t : targets())
+      for (const Epi& e : epilogues())
+        for (int out = 0; out < e.outputs; ++out)
+          for (const auto& s : sizes)
+            for (int tr = 0; tr < 4; ++tr) check(t, s[0], s[1], s[2], tr & 1, tr & 2, e, seed++, out);
+  }
+
+  TEST_CASE("column sums: refused for a non-output operand and from the row-split size on") {
+    const CpuTarget t = detect_cpu_target();
+    if (t < CpuTarget::avx2) return;
+    SmallGemmKey k = plain_gemm_key(t, 16, 16, 16, false, false, 16, 16, 16);
+    k.column_sums = 1;  // the product operand
+    CHECK(small_gemm_why_not(k).find("not an output") != std::string::npos);
+    k.column_sums = 0;
+    CHECK(small_gemm_why_not(k).empty());
+    k = plain_gemm_key(t, 256, 256, 256, false, false, 256, 256, 256);
+    k.column_sums = 0;
+    CHECK(small_gemm_why_not(k).find("one thread") != std::string::npos);
+    CHECK_THROWS_AS(generate_small_gemm(k), Error);
   }
 
   TEST_CASE("results do not depend on the thread count") {

@@ -13,12 +13,28 @@
 namespace kiln {
 
 uint64_t content_hash(const Tensor& t) {
-  // A compiled call hashes each captured constant on every call: a
-  // contiguous one is read where it is (no handle copied).
+  // A compiled call hashes each captured constant on every call (a scalar
+  // of the function, x * 0.5f, is one): a realized contiguous one is read
+  // where it is, from its storage, without a handle copied or data_ptr()'s
+  // realization checks (11 scalars of the digits step: ~0.2 us a call).
   Tensor copy;
-  const Tensor& c = t.is_realized() && t.is_contiguous() ? t : (copy = t.contiguous());
-  const auto* p = static_cast<const unsigned char*>(c.data_ptr());
-  size_t n = static_cast<size_t>(c.numel()) * c.itemsize();
+  const unsigned char* p = nullptr;
+  size_t n = 0;
+  if (t.is_realized()) {
+    const detail::TensorImpl& i = t.impl();
+    if (i.storage && i.device.is_cpu() && is_contiguous(i.shape, i.strides)) {
+      int64_t numel = 1;
+      for (int64_t d : i.shape) numel *= d;
+      const size_t item = size_of(i.dtype);
+      p = static_cast<const unsigned char*>(i.storage.data()) + static_cast<size_t>(i.offset) * item;
+      n = static_cast<size_t>(numel) * item;
+    }
+  }
+  if (!p) {
+    const Tensor& c = t.is_realized() && t.is_contiguous() ? t : (copy = t.contiguous());
+    p = static_cast<const unsigned char*>(c.data_ptr());
+    n = static_cast<size_t>(c.numel()) * c.itemsize();
+  }
   uint64_t h = 1469598103934665603ull;
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {

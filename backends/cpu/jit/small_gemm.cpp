@@ -75,7 +75,7 @@ Blocking choose_blocking(const SmallGemmKey& k) {
   int64_t max_mr = std::min<int64_t>(budget / nr, z ? 14 : 12);
   const int64_t cols0 = nr * b.V, rest0 = k.n % cols0;
   const int tail0 = int(rest0 % b.V);
-  if (!z && (tail0 == 2 || tail0 == 4)) {  // the narrow block's last vector packed (Blocking::pack)
+  if (!z && (tail0 == 2 || tail0 == 4) && k.column_sums < 0) {  // the narrow block's last vector packed (Blocking::pack)
     b.pack = tail0;
     const int64_t g = b.V / b.pack, full_v = rest0 / b.V;  // rows per packed register, whole vectors before it
     int64_t mp = 1;  // rows of the narrow block's tile: mp full_v + ceil(mp / g) accumulators
@@ -114,6 +114,7 @@ class GemmGen {
   std::vector<x86::Gp> P_;      // epilogue operand pointers
   std::vector<x86::Gp> Q_;      // ... at the current tile's (i0, j0)
   x86::Gp table_;
+  x86::Gp colsum_;              // column sums' destination (key.column_sums >= 0)
   x86::KReg kmask_;             // AVX-512: lanes of a narrow last vector
   x86::Mem vmask_;              // AVX2: the same as a lane mask in memory
   int vb() const { return A_.vbytes(); }
@@ -125,7 +126,9 @@ class GemmGen {
   void store_packed(int op, int r, int v, const x86::Vec& x);
   void tile(const x86::Gp& i0, const x86::Gp& j0, int rows, int nv, bool masked, bool packed);
   void rows_loop(const x86::Gp& rb0, const x86::Gp& rb1, const x86::Gp& j0, int nv, bool masked, bool packed);
-  void epilogue(const x86::Vec& acc, int r, int v, bool masked);
+  // Returns the value stored to output key.column_sums (when set).
+  x86::Vec epilogue(const x86::Vec& acc, int r, int v, bool masked);
+  void zero_column_sums();
 };
 
 x86::Vec GemmGen::load(const x86::Mem& m, bool masked) {
@@ -199,7 +202,8 @@ void GemmGen::store_packed(int op, int r, int v, const x86::Vec& x) {
 
 // The epilogue program on one accumulator register: row r, vector v of the
 // tile (when pack_rows_ > 0: the packed register of rows r .. r + pack_rows_ - 1).
-void GemmGen::epilogue(const x86::Vec& acc, int r, int v, bool masked) {
+x86::Vec GemmGen::epilogue(const x86::Vec& acc, int r, int v, bool masked) {
+  x86::Vec summed;
   Ctx& c = *c_;
   const size_t N = p_.code.size();
   std::vector<x86::Vec> val(N);
@@ -252,13 +256,33 @@ void GemmGen::epilogue(const x86::Vec& acc, int r, int v, bool masked) {
         break;
       }
       case Instr::Kind::store: {
-        const x86::Vec x = convert(c, val[in.a], p_.code[in.a].dtype, DType::float32);
-        if (pack_rows_) store_packed(in.arg, r, v, x);
-        else store(addr(in.arg), x, masked);
+        const x86::Vec y = convert(c, val[in.a], p_.code[in.a].dtype, DType::float32);
+        if (pack_rows_) store_packed(in.arg, r, v, y);
+        else store(addr(in.arg), y, masked);
+        if (in.arg == k_.column_sums) summed = y;
         break;
       }
     }
   }
+  return summed;
+}
+
+// The column sums' n floats set to 0 before the first row block adds to them.
+void GemmGen::zero_column_sums() {
+  const int64_t full = k_.n / bl_.V;
+  const x86::Vec z = A_.zero(vb());
+  if (full > 0) {
+    x86::Gp p = cc_.newIntPtr(), cnt = cc_.newIntPtr();
+    Label top = cc_.newLabel();
+    cc_.mov(p, colsum_);
+    cc_.mov(cnt, full);
+    cc_.bind(top);
+    cc_.vmovups(x86::ptr(p), z);
+    cc_.add(p, vb());
+    cc_.dec(cnt);
+    cc_.jnz(top);
+  }
+  if (k_.n % bl_.V) store(x86::ptr(colsum_, int32_t(full * vb())), z, true);
 }
 
 // One tile: rows x nv vectors at (i0, j0); when `packed`, the last vector is
@@ -334,13 +358,30 @@ void GemmGen::tile(const x86::Gp& i0, const x86::Gp& j0, int rows, int nv, bool 
     }
     if (l != EpiLayout::scalar) cc_.lea(Q_[op], x86::ptr(Q_[op], j0, 2));
   }
-  for (int r = 0; r < rows; ++r)
-    for (int v = 0; v < nf; ++v) epilogue(acc[size_t(r) * nf + v], r, v, masked && v == nv - 1);
-  for (int q = 0; q < groups; ++q) {
-    pack_rows_ = std::min(g, rows - q * g);
-    epilogue(acc[size_t(rows) * nf + size_t(q)], q * g, nf, false);
-    pack_rows_ = 0;
+  if (k_.column_sums < 0) {
+    for (int r = 0; r < rows; ++r)
+      for (int v = 0; v < nf; ++v) epilogue(acc[size_t(r) * nf + v], r, v, masked && v == nv - 1);
+    for (int q = 0; q < groups; ++q) {
+      pack_rows_ = std::min(g, rows - q * g);
+      epilogue(acc[size_t(rows) * nf + size_t(q)], q * g, nf, false);
+      pack_rows_ = 0;
+    }
+    return;
   }
+  // Column sums (choose_blocking never packs such a key, so nf == nv): the
+  // partial sums of the rows above (0 for the first row block) plus this
+  // tile's rows one at a time, in row order (sum + y).
+  x86::Gp q = cc_.newIntPtr();
+  cc_.lea(q, x86::ptr(colsum_, j0, 2));
+  std::vector<x86::Vec> sums(static_cast<size_t>(nv));
+  for (int r = 0; r < rows; ++r)
+    for (int v = 0; v < nv; ++v) {
+      const bool mv = masked && v == nv - 1;
+      const x86::Vec y = epilogue(acc[size_t(r) * nv + v], r, v, mv);
+      if (r == 0) sums[size_t(v)] = load(x86::ptr(q, v * vb()), mv);
+      cc_.vaddps(sums[size_t(v)], sums[size_t(v)], y);
+    }
+  for (int v = 0; v < nv; ++v) store(x86::ptr(q, v * vb()), sums[size_t(v)], masked && v == nv - 1);
 }
 
 // Row blocks [rb0, rb1) of the column block at j0 (nv vectors).
@@ -409,6 +450,11 @@ void GemmGen::run() {
       vmask_ = cc_.newConst(asmjit::ConstPoolScope::kLocal, lanes, sizeof lanes);
     }
   }
+  if (k_.column_sums >= 0) {  // (one thread runs every row block: small_gemm_why_not)
+    colsum_ = cc_.newIntPtr("colsum");
+    cc_.mov(colsum_, x86::ptr(ptrs, int32_t(8 * k_.column_sum_slot())));
+    zero_column_sums();
+  }
   x86::Gp jb = cc_.newIntPtr("jb"), j0 = cc_.newIntPtr("j0");
   if (bl_.col_full > 0) {
     Label top = cc_.newLabel(), done = cc_.newLabel();
@@ -476,9 +522,9 @@ class Generated final : public SmallGemm {
   void run(const float* a, const float* b, char* const* ptrs) const override {
     if (key_.tb) {  // pack B (stored n x k) into row-major k x n
       static thread_local std::vector<float> packed;
-      const int64_t n = key_.n, k = key_.k, ldb = key_.ldb;
+      const int64_t n = key_.n, k = key_.k;
       if (packed.size() < size_t(n * k)) packed.resize(size_t(n * k));
-      pack_transposed_b(b, n, k, ldb, packed.data());
+      pack_transposed_b(b, n, k, key_.ldb, packed.data());
       b = packed.data();
     }
     // Row blocks split among the OpenMP threads from kSmallGemmParallelMacs
@@ -519,6 +565,7 @@ std::string SmallGemmKey::str() const {
      << " n=" << n << " k=" << k << " lda=" << lda << " ldb=" << ldb << " layouts=";
   for (size_t i = 0; i < layouts.size(); ++i)
     os << "mrsp"[int(layouts[i])] << (layouts[i] == EpiLayout::matrix ? std::to_string(lds[i]) : "") << ',';
+  if (column_sums >= 0) os << " column_sums=" << column_sums;
   os << " epilogue:\n" << epilogue.str();
   return os.str();
 }
@@ -574,6 +621,13 @@ std::string small_gemm_why_not(const SmallGemmKey& key) {
     products += l == EpiLayout::product;
   }
   if (products != 1) return "the epilogue needs exactly one product operand";
+  if (key.column_sums >= 0) {
+    if (key.column_sums >= p.num_outputs) return "column sums of operand " + std::to_string(key.column_sums) + ", not an output";
+    if (double(key.m) * double(key.n) * double(key.k) >= kSmallGemmParallelMacs)
+      return "column sums need the row blocks in order on one thread (below kSmallGemmParallelMacs multiply-adds)";
+  } else if (key.column_sums != -1) {
+    return "bad column_sums " + std::to_string(key.column_sums);
+  }
   for (const Instr& in : p.code)
     if (in.kind != Instr::Kind::store && !is_f32_or_bool(in.dtype))
       return "epilogue value of dtype " + std::string(name(in.dtype)) + " (float32 and bool only)";

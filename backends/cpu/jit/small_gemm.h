@@ -60,6 +60,17 @@ struct SmallGemmKey {
   ElementwiseProgram epilogue;
   std::vector<EpiLayout> layouts;
   std::vector<int64_t> lds;  ///< leading dimension of each `matrix` operand (elements)
+  /// When >= 0: epilogue output `column_sums` is also summed over the m
+  /// rows while each tile is in registers (a bias gradient db = sum_rows(dz)
+  /// beside dz): n floats written at ptrs[column_sum_slot()], each column
+  /// summed in row order from 0 as cpu::column_sum sums it (0 + x0 + x1 ...:
+  /// its bits, so reduce()'s). The row blocks then run in order on one
+  /// thread: only below kSmallGemmParallelMacs.
+  int column_sums = -1;
+  /// The ptrs entry of the column sums' destination: after the operands,
+  /// the constant table (when the program has one) and two entries the
+  /// GEMM does not read (a plan's step keeps A and B there).
+  size_t column_sum_slot() const { return layouts.size() + (epilogue.table_slots > 0 ? 1 : 0) + 2; }
   std::string str() const;
 };
 
@@ -70,7 +81,8 @@ SmallGemmKey plain_gemm_key(CpuTarget t, int64_t m, int64_t n, int64_t k, bool t
 /// Why `key` has no generated form (empty when it has one): target below
 /// AVX2 or not run by this CPU, an empty or too large problem (m, n, k in
 /// 1..2^20), epilogue operands other than float32, an epilogue op without a
-/// generated form, bad layouts.
+/// generated form, bad layouts, column sums of an operand that is not an
+/// output or of a problem from kSmallGemmParallelMacs on.
 std::string small_gemm_why_not(const SmallGemmKey& key);
 
 /// Generated machine code for one SmallGemmKey. Thread-safe to run.
