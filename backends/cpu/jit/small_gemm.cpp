@@ -26,6 +26,7 @@
 #include "../parallel_ranges.h"
 #include "assemble.h"
 #include "codegen.h"
+#include "pack_b.h"
 
 namespace kiln::codegen {
 
@@ -333,18 +334,18 @@ class Generated final : public SmallGemm {
   ~Generated() override { jit_runtime().release(fn_); }
 
   void run(const float* a, const float* b, char* const* ptrs) const override {
-    if (key_.tb) {  // pack B (stored n x k) into row-major k x n
+    const double macs = double(key_.m) * double(key_.n) * double(key_.k);
+    if (key_.tb) {  // pack B (stored n x k) into row-major k x n (pack_b.h: an exact copy)
       static thread_local std::vector<float> packed;
       const int64_t n = key_.n, k = key_.k, ldb = key_.ldb;
       if (packed.size() < size_t(n * k)) packed.resize(size_t(n * k));
-      float* __restrict p = packed.data();
-      // row i of the copy is column i of B: contiguous stores, strided
-      // (gathered) loads
-      for (int64_t i = 0; i < k; ++i) {
-        const float* __restrict src = b + i;
-        float* __restrict dst = p + i * n;
-#pragma omp simd
-        for (int64_t j = 0; j < n; ++j) dst[j] = src[j * ldb];
+      float* p = packed.data();
+      if (macs < kSmallGemmParallelMacs) {
+        pack_transposed_b(b, n, k, ldb, p, 0, k);
+      } else {  // rows of the copy in blocks of 64 among the threads
+        cpu::parallel_ranges((k + 63) / 64, n * k, [&](int64_t r0, int64_t r1) {
+          pack_transposed_b(b, n, k, ldb, p, r0 * 64, std::min(k, r1 * 64));
+        });
       }
       b = p;
     }
@@ -352,7 +353,6 @@ class Generated final : public SmallGemm {
     // on: every C element is still one chain over k computed by one call,
     // so the bits do not depend on the split. Below it the fork-join costs
     // more than it saves.
-    const double macs = double(key_.m) * double(key_.n) * double(key_.k);
     if (macs < kSmallGemmParallelMacs) {
       fn_(a, b, ptrs, 0, bl_.row_blocks());
       return;
