@@ -68,6 +68,11 @@ void merge_gemm_epilogues(const Graph& g, std::vector<PlanStep>& steps, const Ke
     // only where eager runs the generated GEMM for this problem (strict: its bits)
     if (s.kind != PlanStep::Kind::gemm || !s.gemm.small || s.gemm.bias || reads[static_cast<size_t>(s.output)] != 1)
       continue;
+    // A plain GEMM that reads its transposed B in place (few rows: x W^T at
+    // batch 1) stays plain: with an epilogue it would copy all of B first
+    // (small_gemm.h), a pass over the weight that costs more than the
+    // epilogue's own pass over the m x n product saves.
+    if (small_gemm_swaps(s.gemm.small->key())) continue;
     for (size_t k2 = k + 1; k2 < steps.size(); ++k2) {
       const std::vector<int32_t> r = step_reads(steps[k2]);
       if (std::find(r.begin(), r.end(), s.output) == r.end()) continue;

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "../backends/cpu/jit/pack_b.h"
 #include "../backends/cpu/jit/small_gemm.h"
 #include "test_util.h"
 
@@ -117,8 +118,10 @@ std::vector<Epi> epilogues() {
   return e;
 }
 
-/// Checks one GEMM with one epilogue on target t against the float64 reference.
-void check(CpuTarget t, int64_t m, int64_t n, int64_t k, bool ta, bool tb, const Epi& epi, uint64_t seed) {
+/// Checks one GEMM with one epilogue on target t against the float64
+/// reference; returns output 0 (m x ldc).
+std::vector<float> check(CpuTarget t, int64_t m, int64_t n, int64_t k, bool ta, bool tb, const Epi& epi,
+                         uint64_t seed) {
   CAPTURE(cpu_target_name(t));
   CAPTURE(m);
   CAPTURE(n);
@@ -196,9 +199,10 @@ void check(CpuTarget t, int64_t m, int64_t n, int64_t k, bool ta, bool tb, const
       for (int64_t j = n; j < ldc; ++j)
         if (data[size_t(o)][size_t(i * ldc + j)] != before[size_t(o)][size_t(i * ldc + j)]) {
           FAIL_CHECK("output " << o << " written past column n at (" << i << ", " << j << ")");
-          return;
+          return data[0];
         }
   CHECK(bad == 0);
+  return data[0];
 }
 
 }  // namespace
@@ -259,5 +263,94 @@ TEST_SUITE("small_gemm") {
     k.lds[1] = 4;
     CHECK(small_gemm_why_not(k).find("product") != std::string::npos);
     CHECK_THROWS_AS(generate_small_gemm(k), Error);
+  }
+
+  TEST_CASE("pack_transposed_b: an exact transposed copy of any rows, edges and strides") {
+    if (detect_cpu_target() < CpuTarget::avx2) return;
+    // (n, k, padding of B's rows, padding of P's rows, first row, end row)
+    const int64_t cases[][6] = {{1, 1, 0, 0, 0, 1},     {7, 5, 3, 1, 0, 5},       {8, 8, 0, 0, 0, 8},
+                                {16, 16, 0, 0, 0, 16},  {17, 9, 5, 3, 0, 9},      {33, 70, 1, 0, 3, 67},
+                                {384, 384, 0, 0, 0, 384}, {100, 1536, 2, 7, 64, 1000}, {1536, 65, 11, 0, 0, 65},
+                                {9, 200, 0, 2, 128, 200}, {5, 3, 0, 0, 1, 1}};
+    uint64_t seed = 500;
+    for (const auto& c : cases) {
+      const int64_t n = c[0], k = c[1], ldb = k + c[2], ldp = n + c[3], i0 = c[4], i1 = c[5];
+      CAPTURE(n);
+      CAPTURE(k);
+      CAPTURE(ldb);
+      CAPTURE(ldp);
+      CAPTURE(i0);
+      CAPTURE(i1);
+      const std::vector<float> B = randn(n * ldb, seed++);
+      std::vector<float> P(size_t(k * ldp), -7.0f);
+      pack_transposed_b(B.data(), n, k, ldb, P.data(), ldp, i0, i1);
+      int bad = 0;
+      for (int64_t i = 0; i < k; ++i)
+        for (int64_t j = 0; j < ldp; ++j) {
+          const float want = (i >= i0 && i < i1 && j < n) ? B[size_t(j * ldb + i)] : -7.0f;  // else untouched
+          const float got = P[size_t(i * ldp + j)];
+          if (std::memcmp(&got, &want, sizeof got) != 0 && ++bad <= 3)
+            FAIL_CHECK("P(" << i << ", " << j << ") = " << got << ", want " << want);
+        }
+      CHECK(bad == 0);
+    }
+  }
+
+  TEST_CASE("transposed B with few rows: the swapped route against float64, bitwise the packing route's") {
+    // m <= 64 and n k >= 2 (m k + m n): the plain GEMM computes C^T = B op(A)^T
+    // (small_gemm_swaps); the same product times 1 (an epilogue: exact) packs
+    // B. Sizes with n, k off the vector widths, one row, a transposed A.
+    const Epi plain = epilogues()[0];
+    const Epi times1{"times 1", 1, {EpiLayout::matrix, EpiLayout::product},
+                     {load(1), imm(1), op(OpId::Mul, 0, 1), store(0, 2)}, 0, 1,
+                     [](double p, const std::vector<double>&) { return std::vector<double>{p}; }};
+    const int64_t sizes[][3] = {{1, 40, 37},  {1, 384, 384}, {3, 100, 77},  {5, 17, 100}, {7, 129, 250},
+                                {16, 384, 384}, {16, 1536, 384}, {16, 384, 1536}, {33, 200, 300}, {64, 400, 300},
+                                {12, 64, 48}};
+    uint64_t seed = 700;
+    for (CpuTarget t : targets())
+      for (const auto& s : sizes)
+        for (bool ta : {false, true}) {
+          const int64_t m = s[0], n = s[1], k = s[2];
+          CAPTURE(m);
+          CAPTURE(n);
+          CAPTURE(k);
+          const int64_t lda = (ta ? m : k) + 3, ldb = k + 5, ldc = n + 2;  // as check() stores them
+          SmallGemmKey key = plain_gemm_key(t, m, n, k, ta, true, lda, ldb, ldc);
+          REQUIRE(small_gemm_swaps(key));
+          key.epilogue.code = times1.code;
+          key.layouts = times1.layouts;
+          CHECK_FALSE(small_gemm_swaps(key));
+          const std::vector<float> swapped = check(t, m, n, k, ta, true, plain, seed);
+          const std::vector<float> packed = check(t, m, n, k, ta, true, times1, seed);
+          CHECK(std::memcmp(swapped.data(), packed.data(), swapped.size() * sizeof(float)) == 0);
+          ++seed;
+        }
+    // not swapped: more rows, a short k (B's copy is cheap), B not transposed
+    const CpuTarget t = targets().empty() ? CpuTarget::avx2 : targets()[0];
+    CHECK_FALSE(small_gemm_swaps(plain_gemm_key(t, 65, 1000, 1000, false, true, 1000, 1000, 1000)));
+    CHECK_FALSE(small_gemm_swaps(plain_gemm_key(t, 64, 128, 10, false, true, 10, 10, 128)));
+    CHECK_FALSE(small_gemm_swaps(plain_gemm_key(t, 16, 384, 384, false, false, 384, 384, 384)));
+  }
+
+  TEST_CASE("the swapped route's results do not depend on the thread count") {
+    for (CpuTarget t : targets()) {
+      CAPTURE(cpu_target_name(t));
+      const int64_t m = 16, n = 1536, k = 384;  // past kSmallGemmParallelMacs: split among threads
+      const SmallGemmKey key = plain_gemm_key(t, m, n, k, false, true, k, k, n);
+      REQUIRE(small_gemm_swaps(key));
+      const auto g = generate_small_gemm(key);
+      const std::vector<float> A = randn(m * k, 17), B = randn(n * k, 18);
+      std::vector<float> c1(size_t(m * n)), c2(size_t(m * n));
+      const int saved = omp_get_max_threads();
+      omp_set_num_threads(1);
+      char* p1[1] = {reinterpret_cast<char*>(c1.data())};
+      g->run(A.data(), B.data(), p1);
+      omp_set_num_threads(2);
+      char* p2[1] = {reinterpret_cast<char*>(c2.data())};
+      g->run(A.data(), B.data(), p2);
+      omp_set_num_threads(saved);
+      CHECK(std::memcmp(c1.data(), c2.data(), c1.size() * sizeof(float)) == 0);
+    }
   }
 }

@@ -49,19 +49,19 @@ __attribute__((target("avx2"))) inline void transpose8(const float* s, int64_t l
 }  // namespace
 
 __attribute__((target("avx2"))) void pack_transposed_b(const float* b, int64_t n, int64_t k, int64_t ldb, float* p,
-                                                       int64_t i0, int64_t i1) {
+                                                       int64_t ldp, int64_t i0, int64_t i1) {
   (void)k;
   const int64_t n8 = n / 8 * 8;
   for (int64_t ib = i0; ib < i1; ib += kBlockI) {
     const int64_t ie = std::min(i1, ib + kBlockI), ie8 = ib + (ie - ib) / 8 * 8;
     for (int64_t j = 0; j < n8; j += 8) {
       const float* src = b + j * ldb;
-      for (int64_t i = ib; i < ie8; i += 8) transpose8(src + i, ldb, p + i * n + j, n);
+      for (int64_t i = ib; i < ie8; i += 8) transpose8(src + i, ldb, p + i * ldp + j, ldp);
       for (int64_t i = ie8; i < ie; ++i)  // the block's last columns (fewer than 8)
-        for (int64_t r = 0; r < 8; ++r) p[i * n + j + r] = src[r * ldb + i];
+        for (int64_t r = 0; r < 8; ++r) p[i * ldp + j + r] = src[r * ldb + i];
     }
     for (int64_t j = n8; j < n; ++j)  // the last rows of B (fewer than 8)
-      for (int64_t i = ib; i < ie; ++i) p[i * n + j] = b[j * ldb + i];
+      for (int64_t i = ib; i < ie; ++i) p[i * ldp + j] = b[j * ldb + i];
   }
 }
 

@@ -326,14 +326,29 @@ void GemmGen::run() {
   cc_.endFunc();
 }
 
+// Whether `key` is the plain GEMM (out0 = product, stored as a matrix).
+bool is_plain(const SmallGemmKey& key) {
+  const ElementwiseProgram& p = key.epilogue;
+  if (p.num_outputs != 1 || p.table_slots != 0 || p.code.size() != 2 || key.layouts.size() != 2 ||
+      key.layouts[0] != EpiLayout::matrix || key.layouts[1] != EpiLayout::product)
+    return false;
+  const Instr &ld = p.code[0], &st = p.code[1];
+  return ld.kind == Instr::Kind::load && ld.arg == 1 && ld.dtype == DType::float32 && st.kind == Instr::Kind::store &&
+         st.arg == 0 && st.a == 0;
+}
+
 class Generated final : public SmallGemm {
  public:
   Generated(SmallGemmKey k, Blocking b, Assembled a)
       : key_(std::move(k)), bl_(b), fn_(reinterpret_cast<GemmFn>(a.fn)), size_(a.code_size),
-        dis_(std::move(a.disassembly)), image_(std::move(a.image)) {}
+        dis_(std::move(a.disassembly)), image_(std::move(a.image)), swap_(small_gemm_swaps(key_)) {}
   ~Generated() override { jit_runtime().release(fn_); }
 
   void run(const float* a, const float* b, char* const* ptrs) const override {
+    if (swap_) {
+      run_swapped(a, b, ptrs);
+      return;
+    }
     const double macs = double(key_.m) * double(key_.n) * double(key_.k);
     if (key_.tb) {  // pack B (stored n x k) into row-major k x n (pack_b.h: an exact copy)
       static thread_local std::vector<float> packed;
@@ -341,10 +356,10 @@ class Generated final : public SmallGemm {
       if (packed.size() < size_t(n * k)) packed.resize(size_t(n * k));
       float* p = packed.data();
       if (macs < kSmallGemmParallelMacs) {
-        pack_transposed_b(b, n, k, ldb, p, 0, k);
+        pack_transposed_b(b, n, k, ldb, p, n, 0, k);
       } else {  // rows of the copy in blocks of 64 among the threads
         cpu::parallel_ranges((k + 63) / 64, n * k, [&](int64_t r0, int64_t r1) {
-          pack_transposed_b(b, n, k, ldb, p, r0 * 64, std::min(k, r1 * 64));
+          pack_transposed_b(b, n, k, ldb, p, n, r0 * 64, std::min(k, r1 * 64));
         });
       }
       b = p;
@@ -374,11 +389,38 @@ class Generated final : public SmallGemm {
   size_t size_;
   std::string dis_;
   CodeImage image_;
+  bool swap_;
+  mutable std::once_flag swapped_once_;
+  mutable std::unique_ptr<SmallGemm> swapped_;  // swap_: the plain GEMM of C^T = op(B)^T op(A)^T
+
+  // C = (op(B)^T op(A)^T)^T (small_gemm_swaps): the transposed product into
+  // an n x m scratch by the swapped GEMM (op(B)^T is B as stored, read in
+  // place; op(A)^T is A as stored, copied when A is not transposed: m k
+  // elements), then transposed into C. Each element of C^T is the same fused
+  // multiply-add chain over k (the two factors of each product swapped: the
+  // same bits), so C has the bits of the packing route.
+  void run_swapped(const float* a, const float* b, char* const* ptrs) const {
+    const int64_t m = key_.m, n = key_.n, k = key_.k;
+    std::call_once(swapped_once_, [&] {
+      swapped_ = generate_small_gemm(plain_gemm_key(key_.target, n, m, k, false, !key_.ta, key_.ldb, key_.lda, m));
+    });
+    static thread_local std::vector<float> ct;
+    if (ct.size() < size_t(n * m)) ct.resize(size_t(n * m));
+    char* cp[1] = {reinterpret_cast<char*>(ct.data())};
+    swapped_->run(b, a, cp);
+    pack_transposed_b(ct.data(), n, m, m, reinterpret_cast<float*>(ptrs[0]), key_.lds[0], 0, m);
+  }
 };
 
 bool is_f32_or_bool(DType d) { return d == DType::float32 || d == DType::bool_; }
 
 }  // namespace
+
+bool small_gemm_swaps(const SmallGemmKey& key) {
+  // the copies: B's n k (packing route) against A's m k and C's m n
+  const double m = double(key.m), n = double(key.n), k = double(key.k);
+  return key.tb && key.m <= kSmallGemmSwapMaxM && n * k >= 2 * (m * k + m * n) && is_plain(key);
+}
 
 std::string SmallGemmKey::str() const {
   std::ostringstream os;

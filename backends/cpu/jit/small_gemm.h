@@ -7,11 +7,18 @@
 //   place; B rows loaded as vectors), then the epilogue program runs on the
 //   tile while it is still in registers and writes its outputs.
 //
-// B is read in place when it is row-major (k x n). A transposed B (n x k, the
-// A B^T of a backward pass) is copied once into a row-major k x n scratch
-// before the call (packing: k n copies for m n k multiply-adds; a vector
-// load along n then needs no gather). Rows of N that are not a multiple of
-// the vector width use masked loads and stores.
+// B is read in place when it is row-major (k x n). A transposed B (n x k:
+// x W^T with a Linear layer's W stored [out, in], the A B^T of a backward
+// pass) is copied once into a row-major k x n scratch before the call
+// (packing, pack_b.h: 8 x 8 blocks transposed in registers; k n copies for
+// m n k multiply-adds; a vector load along n then needs no gather). The plain
+// GEMM with a transposed B and few rows (small_gemm_swaps: m <= 64, B's
+// n k elements at least twice the m k + m n the swapped route copies)
+// instead computes C^T = B op(A)^T by the swapped GEMM, reading B in place
+// (copying A, m k elements, when A is not transposed), and transposes the
+// n x m result into C: no pass over B besides the product's (a weight at
+// batch 1 is streamed once). Rows of N that are not a multiple of the vector
+// width use masked loads and stores.
 //
 // Register blocking (measured on this project's machines): AVX-512 keeps up
 // to 24 accumulators (6 rows x 4 vectors ... 14 rows x 1 vector), AVX2 up to
@@ -19,7 +26,9 @@
 // and n so the edge tiles are not much smaller than the others.
 //
 // Numerics: every C element is one sequential fused multiply-add chain over
-// k = 0..K-1 (a fixed order: results never depend on the thread count), so
+// k = 0..K-1 (a fixed order: results never depend on the thread count; the
+// swapped route runs the same chains, each product's factors swapped: the
+// same bits), so
 // it differs from the BLAS's order; a plan uses it only outside strict mode.
 // The epilogue's ops are computed as the elementwise code generator computes
 // them (codegen.h), without FMA contraction.
@@ -90,6 +99,15 @@ class SmallGemm {
   /// text key().str()); empty bytes when it has none.
   virtual const CodeImage& image() const = 0;
 };
+
+/// Whether run() takes the swapped route for `key` (see above): the plain
+/// GEMM (out0 = product) with a transposed B, m <= kSmallGemmSwapMaxM and
+/// n k >= 2 (m k + m n) (copying A and C costs less than half of copying B). Its first run generates the swapped GEMM (n x m x k, a plain
+/// key for the same target); the results are bitwise the packing route's.
+/// A plan leaves such a GEMM's elementwise successor unfused
+/// (plan_small_gemm.cpp) so that it takes this route.
+bool small_gemm_swaps(const SmallGemmKey& key);
+inline constexpr int64_t kSmallGemmSwapMaxM = 64;
 
 /// Generates the GEMM of `key`. Throws kiln::Error naming the reason when
 /// small_gemm_why_not(key) is not empty.
