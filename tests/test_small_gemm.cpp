@@ -333,6 +333,34 @@ TEST_SUITE("small_gemm") {
     CHECK_FALSE(small_gemm_swaps(plain_gemm_key(t, 16, 384, 384, false, false, 384, 384, 384)));
   }
 
+  TEST_CASE("eager runs the swapped route past kSmallGemmMaxMacs; its matmul matches float64") {
+    // 32 x 1536 x 384: 2^24.2 multiply-adds, generated only through the swapped route
+    CHECK(small_gemm_eager_size(32, 1536, 384, true));
+    CHECK_FALSE(small_gemm_eager_size(32, 1536, 384, false));
+    CHECK_FALSE(small_gemm_eager_size(65, 1536, 384, true));
+    CHECK_FALSE(small_gemm_eager_size(64, 8192, 1024, true));  // 2^29
+    if (detect_cpu_target() < CpuTarget::avx2) return;
+    const int64_t m = 32, n = 1536, k = 384;
+    const SmallGemm* g = eager_small_gemm(m, n, k, false, true, k, k, n);
+    REQUIRE(g != nullptr);
+    CHECK(small_gemm_swaps(g->key()));
+    const std::vector<float> x = randn(m * k, 31), w = randn(n * k, 32);
+    const Tensor y = matmul(Tensor::from_vector(x, {m, k}), transpose(Tensor::from_vector(w, {n, k}))).contiguous();
+    const std::vector<float> got = y.to_vector<float>();
+    int bad = 0;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double p = 0, mag = 0;
+        for (int64_t kk = 0; kk < k; ++kk) {
+          p += double(x[size_t(i * k + kk)]) * w[size_t(j * k + kk)];
+          mag += std::fabs(double(x[size_t(i * k + kk)]) * w[size_t(j * k + kk)]);
+        }
+        if (!(std::fabs(got[size_t(i * n + j)] - p) <= (k + 2) * kU * mag) && ++bad <= 3)
+          FAIL_CHECK("y(" << i << ", " << j << ") = " << got[size_t(i * n + j)] << ", want " << p);
+      }
+    CHECK(bad == 0);
+  }
+
   TEST_CASE("the swapped route's results do not depend on the thread count") {
     for (CpuTarget t : targets()) {
       CAPTURE(cpu_target_name(t));

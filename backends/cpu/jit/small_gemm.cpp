@@ -416,10 +416,20 @@ bool is_f32_or_bool(DType d) { return d == DType::float32 || d == DType::bool_; 
 
 }  // namespace
 
-bool small_gemm_swaps(const SmallGemmKey& key) {
-  // the copies: B's n k (packing route) against A's m k and C's m n
-  const double m = double(key.m), n = double(key.n), k = double(key.k);
-  return key.tb && key.m <= kSmallGemmSwapMaxM && n * k >= 2 * (m * k + m * n) && is_plain(key);
+namespace {
+// The shape condition of small_gemm_swaps: B's n k copies (packing route)
+// against A's m k and C's m n.
+bool swap_shape(int64_t m_, int64_t n_, int64_t k_, bool tb) {
+  const double m = double(m_), n = double(n_), k = double(k_);
+  return tb && m_ <= kSmallGemmSwapMaxM && n * k >= 2 * (m * k + m * n);
+}
+}  // namespace
+
+bool small_gemm_swaps(const SmallGemmKey& key) { return swap_shape(key.m, key.n, key.k, key.tb) && is_plain(key); }
+
+bool small_gemm_eager_size(int64_t m, int64_t n, int64_t k, bool tb) {
+  const double macs = double(m) * double(n) * double(k);
+  return macs <= kSmallGemmMaxMacs || (macs <= kSmallGemmSwapMaxMacs && swap_shape(m, n, k, tb));
 }
 
 std::string SmallGemmKey::str() const {
@@ -540,7 +550,7 @@ CpuTarget eager_target() {
 
 void seed_eager_small_gemm(int64_t m, int64_t n, int64_t k, bool ta, bool tb, int64_t lda, int64_t ldb, int64_t ldc,
                            const std::function<const CodeImage*(const SmallGemmKey&)>& image_for) {
-  if (double(m) * double(n) * double(k) > kSmallGemmMaxMacs) return;
+  if (!small_gemm_eager_size(m, n, k, tb)) return;
   const CpuTarget t = eager_target();
   if (t < CpuTarget::avx2) return;
   EagerCache& c = eager_cache();
@@ -560,7 +570,7 @@ void seed_eager_small_gemm(int64_t m, int64_t n, int64_t k, bool ta, bool tb, in
 
 const SmallGemm* eager_small_gemm(int64_t m, int64_t n, int64_t k, bool ta, bool tb, int64_t lda, int64_t ldb,
                                   int64_t ldc) {
-  if (double(m) * double(n) * double(k) > kSmallGemmMaxMacs) return nullptr;
+  if (!small_gemm_eager_size(m, n, k, tb)) return nullptr;
   const CpuTarget t = eager_target();
   if (t < CpuTarget::avx2) return nullptr;
   EagerCache& c = eager_cache();

@@ -132,6 +132,16 @@ std::unique_ptr<SmallGemm> load_small_gemm(const SmallGemmKey& key, const CodeIm
 /// 0.79x OpenBLAS's time at 128^3 and 0.92x at 256^3, 1.09x at 64^3 (call
 /// overhead included); 120-145 GFLOP/s at 256^3 on AVX-512.
 inline constexpr double kSmallGemmMaxMacs = double(1 << 24);
+/// A plain GEMM that takes the swapped route (small_gemm_swaps: a transposed
+/// B, m <= 64) runs generated up to this many multiply-adds (2^28): measured
+/// (x W^T, 8 distinct weights streamed, the same VM and OpenBLAS), 1 thread
+/// 0.43-0.58x OpenBLAS's time for m = 1..32 (n, k 384..4096), 0.64-0.95x at
+/// m = 64; 2 threads 0.15-0.75x.
+inline constexpr double kSmallGemmSwapMaxMacs = double(1 << 28);
+/// Whether eager runs the generated GEMM for this size (then the plan too):
+/// up to kSmallGemmMaxMacs multiply-adds, or kSmallGemmSwapMaxMacs when the
+/// plain GEMM takes the swapped route.
+bool small_gemm_eager_size(int64_t m, int64_t n, int64_t k, bool tb);
 /// From this many multiply-adds (128^3) run() splits the row blocks among
 /// the OpenMP threads.
 inline constexpr double kSmallGemmParallelMacs = double(1 << 21);
@@ -139,8 +149,8 @@ inline constexpr double kSmallGemmParallelMacs = double(1 << 21);
 /// The plain float32 GEMM that eager matmul runs for C (m x n, leading
 /// dimension ldc) = op(A) op(B) (strides as in SmallGemmKey), from one
 /// process-wide cache (generated on first use), or null when eager calls the
-/// BLAS for it: the CPU target (detect_cpu_target) below AVX2, more than
-/// kSmallGemmMaxMacs multiply-adds, or the cache full (kEagerGemmCacheMax
+/// BLAS for it: the CPU target (detect_cpu_target) below AVX2, a size past
+/// small_gemm_eager_size, or the cache full (kEagerGemmCacheMax
 /// problems; a problem once refused is always refused). A compiled plan runs
 /// the same kernel for the same problem, so its GEMM steps (and, in strict
 /// mode, their epilogues) are bitwise eager's.
