@@ -390,24 +390,31 @@ class Generated final : public SmallGemm {
   std::string dis_;
   CodeImage image_;
   bool swap_;
-  mutable std::once_flag swapped_once_;
-  mutable std::unique_ptr<SmallGemm> swapped_;  // swap_: the plain GEMM of C^T = op(B)^T op(A)^T
 
-  // C = (op(B)^T op(A)^T)^T (small_gemm_swaps): the transposed product into
-  // an n x m scratch by the swapped GEMM (op(B)^T is B as stored, read in
-  // place; op(A)^T is A as stored, copied when A is not transposed: m k
-  // elements), then transposed into C. Each element of C^T is the same fused
-  // multiply-add chain over k (the two factors of each product swapped: the
-  // same bits), so C has the bits of the packing route.
+  // C = (op(B)^T op(A)^T)^T (small_gemm_swaps; the code is the swapped
+  // GEMM's, swapped_key): the transposed product into an n x m scratch (the
+  // code reads B as stored in place, and op(A)^T, copied into a k x m
+  // scratch first when A is not transposed: m k elements), then transposed
+  // into C. Each element of C^T is the same fused multiply-add chain over k
+  // (the two factors of each product swapped: the same bits), so C has the
+  // bits of the packing route.
   void run_swapped(const float* a, const float* b, char* const* ptrs) const {
     const int64_t m = key_.m, n = key_.n, k = key_.k;
-    std::call_once(swapped_once_, [&] {
-      swapped_ = generate_small_gemm(plain_gemm_key(key_.target, n, m, k, false, !key_.ta, key_.ldb, key_.lda, m));
-    });
-    static thread_local std::vector<float> ct;
+    static thread_local std::vector<float> at, ct;
+    if (!key_.ta) {  // op(A)^T = A^T: k x m
+      if (at.size() < size_t(k * m)) at.resize(size_t(k * m));
+      pack_transposed_b(a, m, k, key_.lda, at.data(), m, 0, k);
+      a = at.data();
+    }
     if (ct.size() < size_t(n * m)) ct.resize(size_t(n * m));
     char* cp[1] = {reinterpret_cast<char*>(ct.data())};
-    swapped_->run(b, a, cp);
+    // row blocks (of n) among the threads from kSmallGemmParallelMacs on, as run()
+    if (double(m) * double(n) * double(k) < kSmallGemmParallelMacs) {
+      fn_(b, a, cp, 0, bl_.row_blocks());
+    } else {
+      cpu::parallel_ranges(bl_.row_blocks(), cpu::kParallelGrain,
+                           [&](int64_t r0, int64_t r1) { fn_(b, a, cp, r0, r1); });
+    }
     pack_transposed_b(ct.data(), n, m, m, reinterpret_cast<float*>(ptrs[0]), key_.lds[0], 0, m);
   }
 };
@@ -426,6 +433,15 @@ bool swap_shape(int64_t m_, int64_t n_, int64_t k_, bool tb) {
 }  // namespace
 
 bool small_gemm_swaps(const SmallGemmKey& key) { return swap_shape(key.m, key.n, key.k, key.tb) && is_plain(key); }
+
+namespace {
+// The GEMM whose code a swapped key runs: C^T (n x m, leading dimension m)
+// = B (as stored: n x k) times op(A)^T (k x m, row-major: A as stored when
+// A is transposed, else run_swapped's copy, leading dimension m).
+SmallGemmKey swapped_key(const SmallGemmKey& key) {
+  return plain_gemm_key(key.target, key.n, key.m, key.k, false, false, key.ldb, key.ta ? key.lda : key.m, key.m);
+}
+}  // namespace
 
 bool small_gemm_eager_size(int64_t m, int64_t n, int64_t k, bool tb) {
   const double macs = double(m) * double(n) * double(k);
@@ -516,8 +532,9 @@ std::unique_ptr<SmallGemm> generate_small_gemm(const SmallGemmKey& key, bool wan
   const std::string why = small_gemm_why_not(key);
   if (!why.empty()) throw Error("small_gemm: cannot generate this GEMM: " + why);
   ++g_generated;
-  const Blocking bl = choose_blocking(key);
-  Assembled a = assemble(want_disassembly, [&](x86::Compiler& cc) { GemmGen(key, bl, cc).run(); });
+  const SmallGemmKey code_key = small_gemm_swaps(key) ? swapped_key(key) : key;
+  const Blocking bl = choose_blocking(code_key);
+  Assembled a = assemble(want_disassembly, [&](x86::Compiler& cc) { GemmGen(code_key, bl, cc).run(); });
   return std::make_unique<Generated>(key, bl, std::move(a));
 }
 
@@ -529,7 +546,7 @@ std::unique_ptr<SmallGemm> load_small_gemm(const SmallGemmKey& key, const CodeIm
   ++g_loaded;
   a.code_size = image.bytes.size();
   a.image = image;
-  return std::make_unique<Generated>(key, choose_blocking(key), std::move(a));
+  return std::make_unique<Generated>(key, choose_blocking(small_gemm_swaps(key) ? swapped_key(key) : key), std::move(a));
 }
 
 namespace {

@@ -102,8 +102,9 @@ class SmallGemm {
 
 /// Whether run() takes the swapped route for `key` (see above): the plain
 /// GEMM (out0 = product) with a transposed B, m <= kSmallGemmSwapMaxM and
-/// n k >= 2 (m k + m n) (copying A and C costs less than half of copying B). Its first run generates the swapped GEMM (n x m x k, a plain
-/// key for the same target); the results are bitwise the packing route's.
+/// n k >= 2 (m k + m n) (copying A and C costs less than half of copying
+/// B). Its code (image, disassembly, tile) is then the swapped GEMM's (n x m
+/// x k, C^T = B op(A)^T); the results are bitwise the packing route's.
 /// A plan leaves such a GEMM's elementwise successor unfused
 /// (plan_small_gemm.cpp) so that it takes this route.
 bool small_gemm_swaps(const SmallGemmKey& key);
