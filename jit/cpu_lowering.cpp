@@ -552,7 +552,7 @@ std::string ExecutionPlan::describe(bool with_disassembly) const {
       os << "matmul: " << (c.f64 ? "d" : "s") << "gemm " << (c.ta ? "T" : "N") << (c.tb ? "T" : "N") << " m=" << c.m
          << " n=" << c.n << " k=" << c.k << (c.bias ? " + bias row" : "")
          << (c.small ? "" : c.pack_b ? ", B packed" : "") << " (" << (c.small ? "generated" : cpu::gemm_backend())
-         << ")\n";
+         << (c.small && small_gemm_swaps(c.small->key()) ? ", swapped: C^T = B A^T, B read in place" : "") << ")\n";
       continue;
     }
     if (s.kind == PlanStep::Kind::gemm_fused) {

@@ -79,6 +79,9 @@ std::shared_ptr<const SmallGemm> gemm_for(const SmallGemmKey& key, const KernelO
 void bias_as_epilogue(const Graph& g, PlanStep& s, const KernelOptions& opt, const CodeImages* images, GemmCache& cache) {
   const cpu::GemmCall& c = s.gemm;
   if (s.kind != PlanStep::Kind::gemm || !c.small || !c.bias || c.f64 || s.inputs.size() != 3 || c.ldc != c.n) return;
+  // A GEMM that reads its transposed B in place keeps its bias pass (as in
+  // merge_gemm_epilogues: an epilogue would make it copy all of B first).
+  if (small_gemm_swaps(c.small->key())) return;
   const int32_t product = g.node(s.node).outputs[0], bias = s.inputs[2], out = s.output;
   if (layout_of(g.type(bias), c.m, c.n) != EpiLayout::row || layout_of(g.type(out), c.m, c.n) != EpiLayout::matrix ||
       layout_of(g.type(product), c.m, c.n) != EpiLayout::matrix)
@@ -186,6 +189,11 @@ void merge_gemm_epilogues(const Graph& g, std::vector<PlanStep>& steps, const Ke
     // only where eager runs the generated GEMM for this problem (strict: its bits)
     if (s.kind != PlanStep::Kind::gemm || !s.gemm.small || s.gemm.bias || reads[static_cast<size_t>(s.output)] != 1)
       continue;
+    // A plain GEMM that reads its transposed B in place (few rows: x W^T at
+    // batch 1) stays plain: with an epilogue it would copy all of B first
+    // (small_gemm.h), a pass over the weight that costs more than the
+    // epilogue's own pass over the m x n product saves.
+    if (small_gemm_swaps(s.gemm.small->key())) continue;
     for (size_t k2 = k + 1; k2 < steps.size(); ++k2) {
       const std::vector<int32_t> r = step_reads(steps[k2]);
       if (std::find(r.begin(), r.end(), s.output) == r.end()) continue;

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "../backends/cpu/jit/pack_b.h"
 #include "../backends/cpu/jit/small_gemm.h"
 #include "test_util.h"
 
@@ -117,11 +118,12 @@ std::vector<Epi> epilogues() {
   return e;
 }
 
-/// Checks one GEMM with one epilogue on target t against the float64 reference.
-/// column_sums >= 0: that output's column sums are also made in the epilogue
-/// (SmallGemmKey::column_sums; the output then has leading dimension n).
-void check(CpuTarget t, int64_t m, int64_t n, int64_t k, bool ta, bool tb, const Epi& epi, uint64_t seed,
-           int column_sums = -1) {
+/// Checks one GEMM with one epilogue on target t against the float64
+/// reference; returns output 0 (m x ldc). column_sums >= 0: that output's
+/// column sums are also made in the epilogue (SmallGemmKey::column_sums; the
+/// output then has leading dimension n).
+std::vector<float> check(CpuTarget t, int64_t m, int64_t n, int64_t k, bool ta, bool tb, const Epi& epi,
+                         uint64_t seed, int column_sums = -1) {
   CAPTURE(cpu_target_name(t));
   CAPTURE(m);
   CAPTURE(n);
@@ -205,10 +207,10 @@ void check(CpuTarget t, int64_t m, int64_t n, int64_t k, bool ta, bool tb, const
       for (int64_t j = n; j < ldc; ++j)
         if (data[size_t(o)][size_t(i * ldc + j)] != before[size_t(o)][size_t(i * ldc + j)]) {
           FAIL_CHECK("output " << o << " written past column n at (" << i << ", " << j << ")");
-          return;
+          return data[0];
         }
   CHECK(bad == 0);
-  if (column_sums < 0) return;
+  if (column_sums < 0) return data[0];
   // The sums of the output as stored: bitwise the float32 sum in row order
   // from 0 (cpu::column_sum's order), and close to the float64 sum.
   const std::vector<float>& y = data[size_t(column_sums)];
@@ -231,6 +233,7 @@ void check(CpuTarget t, int64_t m, int64_t n, int64_t k, bool ta, bool tb, const
   }
   CHECK(wrong == 0);
   CHECK(sums[size_t(n)] == guard);  // nothing written past n
+  return data[0];
 }
 
 }  // namespace
@@ -342,5 +345,122 @@ TEST_SUITE("small_gemm") {
     k.lds[1] = 4;
     CHECK(small_gemm_why_not(k).find("product") != std::string::npos);
     CHECK_THROWS_AS(generate_small_gemm(k), Error);
+  }
+
+  TEST_CASE("pack_transposed_b: an exact transposed copy of any rows, edges and strides") {
+    if (detect_cpu_target() < CpuTarget::avx2) return;
+    // (n, k, padding of B's rows, padding of P's rows, first row, end row)
+    const int64_t cases[][6] = {{1, 1, 0, 0, 0, 1},     {7, 5, 3, 1, 0, 5},       {8, 8, 0, 0, 0, 8},
+                                {16, 16, 0, 0, 0, 16},  {17, 9, 5, 3, 0, 9},      {33, 70, 1, 0, 3, 67},
+                                {384, 384, 0, 0, 0, 384}, {100, 1536, 2, 7, 64, 1000}, {1536, 65, 11, 0, 0, 65},
+                                {9, 200, 0, 2, 128, 200}, {5, 3, 0, 0, 1, 1}};
+    uint64_t seed = 500;
+    for (const auto& c : cases) {
+      const int64_t n = c[0], k = c[1], ldb = k + c[2], ldp = n + c[3], i0 = c[4], i1 = c[5];
+      CAPTURE(n);
+      CAPTURE(k);
+      CAPTURE(ldb);
+      CAPTURE(ldp);
+      CAPTURE(i0);
+      CAPTURE(i1);
+      const std::vector<float> B = randn(n * ldb, seed++);
+      std::vector<float> P(size_t(k * ldp), -7.0f);
+      pack_transposed_b(B.data(), n, k, ldb, P.data(), ldp, i0, i1);
+      int bad = 0;
+      for (int64_t i = 0; i < k; ++i)
+        for (int64_t j = 0; j < ldp; ++j) {
+          const float want = (i >= i0 && i < i1 && j < n) ? B[size_t(j * ldb + i)] : -7.0f;  // else untouched
+          const float got = P[size_t(i * ldp + j)];
+          if (std::memcmp(&got, &want, sizeof got) != 0 && ++bad <= 3)
+            FAIL_CHECK("P(" << i << ", " << j << ") = " << got << ", want " << want);
+        }
+      CHECK(bad == 0);
+    }
+  }
+
+  TEST_CASE("transposed B with few rows: the swapped route against float64, bitwise the packing route's") {
+    // m <= 64 and n k >= 2 (m k + m n): the plain GEMM computes C^T = B op(A)^T
+    // (small_gemm_swaps); the same product times 1 (an epilogue: exact) packs
+    // B. Sizes with n, k off the vector widths, one row, a transposed A.
+    const Epi plain = epilogues()[0];
+    const Epi times1{"times 1", 1, {EpiLayout::matrix, EpiLayout::product},
+                     {load(1), imm(1), op(OpId::Mul, 0, 1), store(0, 2)}, 0, 1,
+                     [](double p, const std::vector<double>&) { return std::vector<double>{p}; }};
+    const int64_t sizes[][3] = {{1, 40, 37},  {1, 384, 384}, {3, 100, 77},  {5, 17, 100}, {7, 129, 250},
+                                {16, 384, 384}, {16, 1536, 384}, {16, 384, 1536}, {33, 200, 300}, {64, 400, 300},
+                                {12, 64, 48}};
+    uint64_t seed = 700;
+    for (CpuTarget t : targets())
+      for (const auto& s : sizes)
+        for (bool ta : {false, true}) {
+          const int64_t m = s[0], n = s[1], k = s[2];
+          CAPTURE(m);
+          CAPTURE(n);
+          CAPTURE(k);
+          const int64_t lda = (ta ? m : k) + 3, ldb = k + 5, ldc = n + 2;  // as check() stores them
+          SmallGemmKey key = plain_gemm_key(t, m, n, k, ta, true, lda, ldb, ldc);
+          REQUIRE(small_gemm_swaps(key));
+          key.epilogue.code = times1.code;
+          key.layouts = times1.layouts;
+          CHECK_FALSE(small_gemm_swaps(key));
+          const std::vector<float> swapped = check(t, m, n, k, ta, true, plain, seed);
+          const std::vector<float> packed = check(t, m, n, k, ta, true, times1, seed);
+          CHECK(std::memcmp(swapped.data(), packed.data(), swapped.size() * sizeof(float)) == 0);
+          ++seed;
+        }
+    // not swapped: more rows, a short k (B's copy is cheap), B not transposed
+    const CpuTarget t = targets().empty() ? CpuTarget::avx2 : targets()[0];
+    CHECK_FALSE(small_gemm_swaps(plain_gemm_key(t, 65, 1000, 1000, false, true, 1000, 1000, 1000)));
+    CHECK_FALSE(small_gemm_swaps(plain_gemm_key(t, 64, 128, 10, false, true, 10, 10, 128)));
+    CHECK_FALSE(small_gemm_swaps(plain_gemm_key(t, 16, 384, 384, false, false, 384, 384, 384)));
+  }
+
+  TEST_CASE("eager runs the swapped route past kSmallGemmMaxMacs; its matmul matches float64") {
+    // 32 x 1536 x 384: 2^24.2 multiply-adds, generated only through the swapped route
+    CHECK(small_gemm_eager_size(32, 1536, 384, true));
+    CHECK_FALSE(small_gemm_eager_size(32, 1536, 384, false));
+    CHECK_FALSE(small_gemm_eager_size(65, 1536, 384, true));
+    CHECK_FALSE(small_gemm_eager_size(64, 8192, 1024, true));  // 2^29
+    if (detect_cpu_target() < CpuTarget::avx2) return;
+    const int64_t m = 32, n = 1536, k = 384;
+    const SmallGemm* g = eager_small_gemm(m, n, k, false, true, k, k, n);
+    REQUIRE(g != nullptr);
+    CHECK(small_gemm_swaps(g->key()));
+    const std::vector<float> x = randn(m * k, 31), w = randn(n * k, 32);
+    const Tensor y = matmul(Tensor::from_vector(x, {m, k}), transpose(Tensor::from_vector(w, {n, k}))).contiguous();
+    const std::vector<float> got = y.to_vector<float>();
+    int bad = 0;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double p = 0, mag = 0;
+        for (int64_t kk = 0; kk < k; ++kk) {
+          p += double(x[size_t(i * k + kk)]) * w[size_t(j * k + kk)];
+          mag += std::fabs(double(x[size_t(i * k + kk)]) * w[size_t(j * k + kk)]);
+        }
+        if (!(std::fabs(got[size_t(i * n + j)] - p) <= (k + 2) * kU * mag) && ++bad <= 3)
+          FAIL_CHECK("y(" << i << ", " << j << ") = " << got[size_t(i * n + j)] << ", want " << p);
+      }
+    CHECK(bad == 0);
+  }
+
+  TEST_CASE("the swapped route's results do not depend on the thread count") {
+    for (CpuTarget t : targets()) {
+      CAPTURE(cpu_target_name(t));
+      const int64_t m = 16, n = 1536, k = 384;  // past kSmallGemmParallelMacs: split among threads
+      const SmallGemmKey key = plain_gemm_key(t, m, n, k, false, true, k, k, n);
+      REQUIRE(small_gemm_swaps(key));
+      const auto g = generate_small_gemm(key);
+      const std::vector<float> A = randn(m * k, 17), B = randn(n * k, 18);
+      std::vector<float> c1(size_t(m * n)), c2(size_t(m * n));
+      const int saved = omp_get_max_threads();
+      omp_set_num_threads(1);
+      char* p1[1] = {reinterpret_cast<char*>(c1.data())};
+      g->run(A.data(), B.data(), p1);
+      omp_set_num_threads(2);
+      char* p2[1] = {reinterpret_cast<char*>(c2.data())};
+      g->run(A.data(), B.data(), p2);
+      omp_set_num_threads(saved);
+      CHECK(std::memcmp(c1.data(), c2.data(), c1.size() * sizeof(float)) == 0);
+    }
   }
 }

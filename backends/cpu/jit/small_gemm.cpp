@@ -21,7 +21,6 @@
 #include "small_gemm.h"
 
 #include <asmjit/x86.h>
-#include <immintrin.h>
 
 #include <algorithm>
 #include <atomic>
@@ -34,6 +33,7 @@
 #include "../parallel_ranges.h"
 #include "assemble.h"
 #include "codegen.h"
+#include "pack_b.h"
 
 namespace kiln::codegen {
 
@@ -477,61 +477,48 @@ void GemmGen::run() {
   cc_.endFunc();
 }
 
-// The packed copy of a transposed B (stored n x k, leading dimension ldb):
-// p (k x n, row-major) = B^T. 8 x 8 blocks transposed in AVX registers (8
-// row loads, masked for the last k % 8 columns, and as many row stores; the
-// generated GEMM needs AVX2, so this runs only where it does), the n % 8
-// edge copied one float at a time. About 3x faster than a strided gather
-// for the digits step's 128 x 10 W2.
-__attribute__((target("avx2"))) void pack_transposed_b(const float* b, int64_t n, int64_t k, int64_t ldb,
-                                                        float* __restrict p) {
-  int64_t j = 0;
-  for (; j + 8 <= n; j += 8)
-    for (int64_t i = 0; i < k; i += 8) {
-      const int64_t rem = std::min<int64_t>(8, k - i);  // columns of B (rows of p) in this block
-      const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(int(rem)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-      __m256 r[8], t[8];
-      for (int q = 0; q < 8; ++q)
-        r[q] = rem == 8 ? _mm256_loadu_ps(b + (j + q) * ldb + i) : _mm256_maskload_ps(b + (j + q) * ldb + i, mask);
-      for (int q = 0; q < 8; q += 2) {
-        t[q] = _mm256_unpacklo_ps(r[q], r[q + 1]);
-        t[q + 1] = _mm256_unpackhi_ps(r[q], r[q + 1]);
-      }
-      for (int q = 0; q < 8; q += 4) {
-        r[q] = _mm256_shuffle_ps(t[q], t[q + 2], 0x44);
-        r[q + 1] = _mm256_shuffle_ps(t[q], t[q + 2], 0xEE);
-        r[q + 2] = _mm256_shuffle_ps(t[q + 1], t[q + 3], 0x44);
-        r[q + 3] = _mm256_shuffle_ps(t[q + 1], t[q + 3], 0xEE);
-      }
-      for (int q = 0; q < 4; ++q) {  // columns i + q and i + q + 4 of the 8 rows
-        if (q < rem) _mm256_storeu_ps(p + (i + q) * n + j, _mm256_permute2f128_ps(r[q], r[q + 4], 0x20));
-        if (q + 4 < rem) _mm256_storeu_ps(p + (i + q + 4) * n + j, _mm256_permute2f128_ps(r[q], r[q + 4], 0x31));
-      }
-    }
-  for (; j < n; ++j)
-    for (int64_t i = 0; i < k; ++i) p[i * n + j] = b[j * ldb + i];
+// Whether `key` is the plain GEMM (out0 = product, stored as a matrix).
+bool is_plain(const SmallGemmKey& key) {
+  const ElementwiseProgram& p = key.epilogue;
+  if (p.num_outputs != 1 || p.table_slots != 0 || p.code.size() != 2 || key.layouts.size() != 2 ||
+      key.layouts[0] != EpiLayout::matrix || key.layouts[1] != EpiLayout::product)
+    return false;
+  const Instr &ld = p.code[0], &st = p.code[1];
+  return ld.kind == Instr::Kind::load && ld.arg == 1 && ld.dtype == DType::float32 && st.kind == Instr::Kind::store &&
+         st.arg == 0 && st.a == 0;
 }
 
 class Generated final : public SmallGemm {
  public:
   Generated(SmallGemmKey k, Blocking b, Assembled a)
       : key_(std::move(k)), bl_(b), fn_(reinterpret_cast<GemmFn>(a.fn)), size_(a.code_size),
-        dis_(std::move(a.disassembly)), image_(std::move(a.image)) {}
+        dis_(std::move(a.disassembly)), image_(std::move(a.image)), swap_(small_gemm_swaps(key_)) {}
   ~Generated() override { jit_runtime().release(fn_); }
 
   void run(const float* a, const float* b, char* const* ptrs) const override {
-    if (key_.tb) {  // pack B (stored n x k) into row-major k x n
+    if (swap_) {
+      run_swapped(a, b, ptrs);
+      return;
+    }
+    const double macs = double(key_.m) * double(key_.n) * double(key_.k);
+    if (key_.tb) {  // pack B (stored n x k) into row-major k x n (pack_b.h: an exact copy)
       static thread_local std::vector<float> packed;
       const int64_t n = key_.n, k = key_.k;
       if (packed.size() < size_t(n * k)) packed.resize(size_t(n * k));
-      pack_transposed_b(b, n, k, key_.ldb, packed.data());
-      b = packed.data();
+      float* p = packed.data();
+      if (macs < kSmallGemmParallelMacs) {
+        pack_transposed_b(b, n, k, key_.ldb, p, n, 0, k);
+      } else {  // rows of the copy in blocks of 64 among the threads
+        cpu::parallel_ranges((k + 63) / 64, n * k, [&](int64_t r0, int64_t r1) {
+          pack_transposed_b(b, n, k, key_.ldb, p, n, r0 * 64, std::min(k, r1 * 64));
+        });
+      }
+      b = p;
     }
     // Row blocks split among the OpenMP threads from kSmallGemmParallelMacs
     // on: every C element is still one chain over k computed by one call,
     // so the bits do not depend on the split. Below it the fork-join costs
     // more than it saves.
-    const double macs = double(key_.m) * double(key_.n) * double(key_.k);
     if (macs < kSmallGemmParallelMacs) {
       fn_(a, b, ptrs, 0, bl_.row_blocks());
       return;
@@ -553,11 +540,66 @@ class Generated final : public SmallGemm {
   size_t size_;
   std::string dis_;
   CodeImage image_;
+  bool swap_;
+
+  // C = (op(B)^T op(A)^T)^T (small_gemm_swaps; the code is the swapped
+  // GEMM's, swapped_key): the transposed product into an n x m scratch (the
+  // code reads B as stored in place, and op(A)^T, copied into a k x m
+  // scratch first when A is not transposed: m k elements), then transposed
+  // into C. Each element of C^T is the same fused multiply-add chain over k
+  // (the two factors of each product swapped: the same bits), so C has the
+  // bits of the packing route.
+  void run_swapped(const float* a, const float* b, char* const* ptrs) const {
+    const int64_t m = key_.m, n = key_.n, k = key_.k;
+    static thread_local std::vector<float> at, ct;
+    if (!key_.ta) {  // op(A)^T = A^T: k x m
+      if (at.size() < size_t(k * m)) at.resize(size_t(k * m));
+      pack_transposed_b(a, m, k, key_.lda, at.data(), m, 0, k);
+      a = at.data();
+    }
+    if (ct.size() < size_t(n * m)) ct.resize(size_t(n * m));
+    char* cp[1] = {reinterpret_cast<char*>(ct.data())};
+    // row blocks (of n) among the threads from kSmallGemmParallelMacs on, as run()
+    if (double(m) * double(n) * double(k) < kSmallGemmParallelMacs) {
+      fn_(b, a, cp, 0, bl_.row_blocks());
+    } else {
+      cpu::parallel_ranges(bl_.row_blocks(), cpu::kParallelGrain,
+                           [&](int64_t r0, int64_t r1) { fn_(b, a, cp, r0, r1); });
+    }
+    pack_transposed_b(ct.data(), n, m, m, reinterpret_cast<float*>(ptrs[0]), key_.lds[0], 0, m);
+  }
 };
 
 bool is_f32_or_bool(DType d) { return d == DType::float32 || d == DType::bool_; }
 
 }  // namespace
+
+namespace {
+// The shape condition of small_gemm_swaps: B's n k copies (packing route)
+// against A's m k and C's m n.
+bool swap_shape(int64_t m_, int64_t n_, int64_t k_, bool tb) {
+  const double m = double(m_), n = double(n_), k = double(k_);
+  return tb && m_ <= kSmallGemmSwapMaxM && n * k >= 2 * (m * k + m * n);
+}
+}  // namespace
+
+bool small_gemm_swaps(const SmallGemmKey& key) {
+  return key.column_sums < 0 && swap_shape(key.m, key.n, key.k, key.tb) && is_plain(key);
+}
+
+namespace {
+// The GEMM whose code a swapped key runs: C^T (n x m, leading dimension m)
+// = B (as stored: n x k) times op(A)^T (k x m, row-major: A as stored when
+// A is transposed, else run_swapped's copy, leading dimension m).
+SmallGemmKey swapped_key(const SmallGemmKey& key) {
+  return plain_gemm_key(key.target, key.n, key.m, key.k, false, false, key.ldb, key.ta ? key.lda : key.m, key.m);
+}
+}  // namespace
+
+bool small_gemm_eager_size(int64_t m, int64_t n, int64_t k, bool tb) {
+  const double macs = double(m) * double(n) * double(k);
+  return macs <= kSmallGemmMaxMacs || (macs <= kSmallGemmSwapMaxMacs && swap_shape(m, n, k, tb));
+}
 
 std::string SmallGemmKey::str() const {
   std::ostringstream os;
@@ -651,8 +693,9 @@ std::unique_ptr<SmallGemm> generate_small_gemm(const SmallGemmKey& key, bool wan
   const std::string why = small_gemm_why_not(key);
   if (!why.empty()) throw Error("small_gemm: cannot generate this GEMM: " + why);
   ++g_generated;
-  const Blocking bl = choose_blocking(key);
-  Assembled a = assemble(want_disassembly, [&](x86::Compiler& cc) { GemmGen(key, bl, cc).run(); });
+  const SmallGemmKey code_key = small_gemm_swaps(key) ? swapped_key(key) : key;
+  const Blocking bl = choose_blocking(code_key);
+  Assembled a = assemble(want_disassembly, [&](x86::Compiler& cc) { GemmGen(code_key, bl, cc).run(); });
   return std::make_unique<Generated>(key, bl, std::move(a));
 }
 
@@ -664,7 +707,7 @@ std::unique_ptr<SmallGemm> load_small_gemm(const SmallGemmKey& key, const CodeIm
   ++g_loaded;
   a.code_size = image.bytes.size();
   a.image = image;
-  return std::make_unique<Generated>(key, choose_blocking(key), std::move(a));
+  return std::make_unique<Generated>(key, choose_blocking(small_gemm_swaps(key) ? swapped_key(key) : key), std::move(a));
 }
 
 namespace {
@@ -685,7 +728,7 @@ CpuTarget eager_target() {
 
 void seed_eager_small_gemm(int64_t m, int64_t n, int64_t k, bool ta, bool tb, int64_t lda, int64_t ldb, int64_t ldc,
                            const std::function<const CodeImage*(const SmallGemmKey&)>& image_for) {
-  if (double(m) * double(n) * double(k) > kSmallGemmMaxMacs) return;
+  if (!small_gemm_eager_size(m, n, k, tb)) return;
   const CpuTarget t = eager_target();
   if (t < CpuTarget::avx2) return;
   EagerCache& c = eager_cache();
@@ -705,7 +748,7 @@ void seed_eager_small_gemm(int64_t m, int64_t n, int64_t k, bool ta, bool tb, in
 
 const SmallGemm* eager_small_gemm(int64_t m, int64_t n, int64_t k, bool ta, bool tb, int64_t lda, int64_t ldb,
                                   int64_t ldc) {
-  if (double(m) * double(n) * double(k) > kSmallGemmMaxMacs) return nullptr;
+  if (!small_gemm_eager_size(m, n, k, tb)) return nullptr;
   const CpuTarget t = eager_target();
   if (t < CpuTarget::avx2) return nullptr;
   EagerCache& c = eager_cache();

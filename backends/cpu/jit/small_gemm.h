@@ -7,11 +7,18 @@
 //   place; B rows loaded as vectors), then the epilogue program runs on the
 //   tile while it is still in registers and writes its outputs.
 //
-// B is read in place when it is row-major (k x n). A transposed B (n x k, the
-// A B^T of a backward pass) is copied once into a row-major k x n scratch
-// before the call (packing: k n copies for m n k multiply-adds; a vector
-// load along n then needs no gather). Rows of N that are not a multiple of
-// the vector width use masked loads and stores.
+// B is read in place when it is row-major (k x n). A transposed B (n x k:
+// x W^T with a Linear layer's W stored [out, in], the A B^T of a backward
+// pass) is copied once into a row-major k x n scratch before the call
+// (packing, pack_b.h: 8 x 8 blocks transposed in registers; k n copies for
+// m n k multiply-adds; a vector load along n then needs no gather). The plain
+// GEMM with a transposed B and few rows (small_gemm_swaps: m <= 64, B's
+// n k elements at least twice the m k + m n the swapped route copies)
+// instead computes C^T = B op(A)^T by the swapped GEMM, reading B in place
+// (copying A, m k elements, when A is not transposed), and transposes the
+// n x m result into C: no pass over B besides the product's (a weight at
+// batch 1 is streamed once). Rows of N that are not a multiple of the vector
+// width use masked loads and stores.
 //
 // Register blocking (measured on this project's machines): AVX-512 keeps up
 // to 24 accumulators (6 rows x 4 vectors ... 14 rows x 1 vector), AVX2 up to
@@ -23,7 +30,9 @@
 // tiles); other narrow vectors are masked.
 //
 // Numerics: every C element is one sequential fused multiply-add chain over
-// k = 0..K-1 (a fixed order: results never depend on the thread count), so
+// k = 0..K-1 (a fixed order: results never depend on the thread count; the
+// swapped route runs the same chains, each product's factors swapped: the
+// same bits), so
 // it differs from the BLAS's order; a plan uses it only outside strict mode.
 // The epilogue's ops are computed as the elementwise code generator computes
 // them (codegen.h), without FMA contraction.
@@ -107,6 +116,16 @@ class SmallGemm {
   virtual const CodeImage& image() const = 0;
 };
 
+/// Whether run() takes the swapped route for `key` (see above): the plain
+/// GEMM (out0 = product) with a transposed B, m <= kSmallGemmSwapMaxM and
+/// n k >= 2 (m k + m n) (copying A and C costs less than half of copying
+/// B). Its code (image, disassembly, tile) is then the swapped GEMM's (n x m
+/// x k, C^T = B op(A)^T); the results are bitwise the packing route's.
+/// A plan leaves such a GEMM's elementwise successor unfused
+/// (plan_small_gemm.cpp) so that it takes this route.
+bool small_gemm_swaps(const SmallGemmKey& key);
+inline constexpr int64_t kSmallGemmSwapMaxM = 64;
+
 /// Generates the GEMM of `key`. Throws kiln::Error naming the reason when
 /// small_gemm_why_not(key) is not empty.
 std::unique_ptr<SmallGemm> generate_small_gemm(const SmallGemmKey& key, bool want_disassembly = false);
@@ -130,6 +149,16 @@ std::unique_ptr<SmallGemm> load_small_gemm(const SmallGemmKey& key, const CodeIm
 /// 0.79x OpenBLAS's time at 128^3 and 0.92x at 256^3, 1.09x at 64^3 (call
 /// overhead included); 120-145 GFLOP/s at 256^3 on AVX-512.
 inline constexpr double kSmallGemmMaxMacs = double(1 << 24);
+/// A plain GEMM that takes the swapped route (small_gemm_swaps: a transposed
+/// B, m <= 64) runs generated up to this many multiply-adds (2^28): measured
+/// (x W^T, 8 distinct weights streamed, the same VM and OpenBLAS), 1 thread
+/// 0.43-0.58x OpenBLAS's time for m = 1..32 (n, k 384..4096), 0.64-0.95x at
+/// m = 64; 2 threads 0.15-0.75x.
+inline constexpr double kSmallGemmSwapMaxMacs = double(1 << 28);
+/// Whether eager runs the generated GEMM for this size (then the plan too):
+/// up to kSmallGemmMaxMacs multiply-adds, or kSmallGemmSwapMaxMacs when the
+/// plain GEMM takes the swapped route.
+bool small_gemm_eager_size(int64_t m, int64_t n, int64_t k, bool tb);
 /// From this many multiply-adds (128^3) run() splits the row blocks among
 /// the OpenMP threads.
 inline constexpr double kSmallGemmParallelMacs = double(1 << 21);
@@ -137,8 +166,8 @@ inline constexpr double kSmallGemmParallelMacs = double(1 << 21);
 /// The plain float32 GEMM that eager matmul runs for C (m x n, leading
 /// dimension ldc) = op(A) op(B) (strides as in SmallGemmKey), from one
 /// process-wide cache (generated on first use), or null when eager calls the
-/// BLAS for it: the CPU target (detect_cpu_target) below AVX2, more than
-/// kSmallGemmMaxMacs multiply-adds, or the cache full (kEagerGemmCacheMax
+/// BLAS for it: the CPU target (detect_cpu_target) below AVX2, a size past
+/// small_gemm_eager_size, or the cache full (kEagerGemmCacheMax
 /// problems; a problem once refused is always refused). A compiled plan runs
 /// the same kernel for the same problem, so its GEMM steps (and, in strict
 /// mode, their epilogues) are bitwise eager's.
