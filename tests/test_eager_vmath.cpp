@@ -1,11 +1,12 @@
-// Eager float32 exp and tanh run the code generator's vector math
-// (backends/cpu/jit/unary_vmath.h) on every CPU target: checked here against
+// Eager float32 exp runs the code generator's vector math
+// (backends/cpu/jit/unary_vmath.h) on every CPU target, tanh on the AVX-512
+// target (Eigen's below): checked here against
 // a float64 reference (std::exp / std::tanh in double) on edge inputs (NaN,
 // +-inf, +-0, subnormals, exp's overflow and underflow bounds, tanh's
 // saturation), on runs whose length is no multiple of the vector width, for
 // position independence (a value's result does not depend on where it sits
 // in the run, on strides or on the thread split) and bitwise against the
-// compiled and strict-compiled forms.
+// compiled (where eager runs the generated code) and strict-compiled forms.
 #include <omp.h>
 
 #include <algorithm>
@@ -114,7 +115,9 @@ TEST_SUITE("eager_vmath") {
       CAPTURE(tn);
       for (OpId op : {OpId::Exp, OpId::Tanh}) {
         CAPTURE(op_name(op));
-        const double bound = op == OpId::Exp ? 2.0 : 4.0;  // vmath_alg.h's bounds
+        // vmath_alg.h's bounds; below AVX-512 eager tanh is Eigen's (ref_ops.h: <= 6 ulp measured)
+        const bool generated = op == OpId::Exp || t == CpuTarget::avx512;
+        const double bound = op == OpId::Exp ? 2.0 : generated ? 4.0 : 6.0;
         const Tensor y = op == OpId::Exp ? kiln::exp(f32(xs)) : kiln::tanh(f32(xs));
         REQUIRE(y.dtype() == DType::float32);
         const float* py = y.data<float>();
@@ -224,6 +227,8 @@ TEST_SUITE("eager_vmath") {
       CAPTURE(op_name(op));
       auto f = [op](Tensor a) { return op == OpId::Exp ? kiln::exp(a) : kiln::tanh(a); };
       const Tensor eager = f(x);
+      // below AVX-512 eager tanh is Eigen's: only the strict compile runs it
+      const bool generated = op == OpId::Exp || codegen::detect_cpu_target() == CpuTarget::avx512;
       const Tensor compiled = compile(f)(x.layout())(x).tensor();
       CompileOptions so;
       so.session = std::make_shared<InferenceSession>(KernelOptions{.strict = true});
@@ -233,7 +238,7 @@ TEST_SUITE("eager_vmath") {
         dc += !same(compiled.data<float>()[i], eager.data<float>()[i]);
         ds += !same(strict.data<float>()[i], eager.data<float>()[i]);
       }
-      CHECK(dc == 0);
+      if (generated) CHECK(dc == 0);
       CHECK(ds == 0);
     }
   }

@@ -599,9 +599,11 @@ TEST_SUITE("jit_codegen") {
       CHECK(y[6] == -1.0f);
     }
     // A compiled tanh runs the generated code of this CPU's target: its bits.
-    // Eager's float32 tanh runs that same generated kernel
-    // (backends/cpu/jit/unary_vmath.h), so it has those bits too; a strict
-    // compile runs eager's kernel: eager's bits exactly.
+    // Eager's float32 tanh runs that same generated kernel on the AVX-512
+    // target (backends/cpu/jit/unary_vmath.h), so it has those bits there;
+    // below, it is Eigen's vector tanh (both within the float64 reference's
+    // bound, so within 2 bounds of each other). A strict compile runs
+    // eager's kernel: eager's bits exactly.
     const int64_t n = int64_t(g.size());
     Tensor x = Tensor::from_vector(std::vector<float>(g), {n});
     const Tensor eager = kiln::tanh(x);
@@ -631,7 +633,7 @@ TEST_SUITE("jit_codegen") {
     }
     MESSAGE("eager tanh: max " << eager_max << " ulp on the grid");
     CHECK(gen_diff == 0);
-    CHECK(eager_diff == 0);
+    if (detect_cpu_target() == CpuTarget::avx512) CHECK(eager_diff == 0);
     CHECK(strict_diff == 0);
     CHECK(far == 0);
   }

@@ -1,6 +1,7 @@
-// CPU kernels of the Unary rows. exp and tanh computed in float32 run the
-// code generator's vector math (jit/unary_vmath.h: the compiled plan's
-// kernel of that one op, so eager and compiled agree bitwise there).
+// CPU kernels of the Unary rows. exp computed in float32 (and tanh, on the
+// AVX-512 target) runs the code generator's vector math (jit/unary_vmath.h:
+// the compiled plan's kernel of that one op, so eager and compiled agree
+// bitwise there).
 // Contiguous float/double blocks of the other transcendental ops use Eigen's
 // vectorised array functions (the only translation unit of the elementwise
 // kernels that includes Eigen); every other case applies the scalar functor
@@ -50,7 +51,7 @@ struct EigenUnary {
   };
 #define KILN_EIGEN_UNARY(F, C, EXPR, SLOW) KILN_EIGEN_UNARY_W(F, C, C, EXPR, SLOW)
 
-// (float exp and tanh run the generated vector math: unary_block)
+// (float exp runs the generated vector math, float tanh too on AVX-512: unary_block)
 KILN_EIGEN_UNARY(Exp, double, x.exp(), (x < -708.0) | (x > 709.0))
 KILN_EIGEN_UNARY(Log, float, x.log(), (x > 0.0f) & (x < FLT_MIN))
 KILN_EIGEN_UNARY(Log, double, x.log(), (x > 0.0) & (x < DBL_MIN))
@@ -61,6 +62,7 @@ KILN_EIGEN_UNARY(Expm1, float, x.expm1(), x > 88.3f)
 KILN_EIGEN_UNARY_W(Exp2, float, double, (x * 0.69314718055994530942).exp(), false)
 KILN_EIGEN_UNARY(Sin, float, x.sin(), false)
 KILN_EIGEN_UNARY(Cos, float, x.cos(), false)
+KILN_EIGEN_UNARY(Tanh, float, x.tanh(), false)
 KILN_EIGEN_UNARY(Erf, float, x.erf(), false)
 KILN_EIGEN_UNARY(Sigmoid, float, 1.0f / (1.0f + (-x).exp()), x < -87.0f)
 KILN_EIGEN_UNARY(Sigmoid, double, 1.0 / (1.0 + (-x).exp()), x < -708.0)
@@ -100,10 +102,14 @@ void unary_block(const C* __restrict x, O* __restrict y, int64_t m) {
   if constexpr (std::is_same_v<C, float> && std::is_same_v<O, float> && kVmathRow<F> != OpId::Cast) {
     // The generated kernel pads its tail through the vector loop: a value's
     // result does not depend on its position (or the run's strides).
-    char* p[2] = {reinterpret_cast<char*>(y), reinterpret_cast<char*>(const_cast<float*>(x))};
-    const int64_t st[2] = {4, 4};
-    codegen::cached_unary_vmath(kVmathRow<F>)(p, st, m);
-  } else if constexpr (EigenUnary<F, C>::enabled) {
+    if (codegen::InnerLoopFn k = codegen::cached_unary_vmath(kVmathRow<F>)) {
+      char* p[2] = {reinterpret_cast<char*>(y), reinterpret_cast<char*>(const_cast<float*>(x))};
+      const int64_t st[2] = {4, 4};
+      k(p, st, m);
+      return;
+    }
+  }
+  if constexpr (EigenUnary<F, C>::enabled) {
     using E = EigenUnary<F, C>;
     using W = typename E::Wide;
     using Arr = Eigen::Array<W, Eigen::Dynamic, 1>;
