@@ -1,7 +1,11 @@
-// CPU kernels of the Unary rows. Contiguous float/double blocks of the
-// transcendental ops use Eigen's vectorised array functions (the only
-// translation unit of the elementwise kernels that includes Eigen); every
-// other case applies the scalar functor in a loop the compiler vectorises.
+// CPU kernels of the Unary rows. exp computed in float32 (and tanh, on the
+// AVX-512 target) runs the code generator's vector math (jit/unary_vmath.h:
+// the compiled plan's kernel of that one op, so eager and compiled agree
+// bitwise there).
+// Contiguous float/double blocks of the other transcendental ops use Eigen's
+// vectorised array functions (the only translation unit of the elementwise
+// kernels that includes Eigen); every other case applies the scalar functor
+// in a loop the compiler vectorises.
 // GCC 12 reports its own AVX-512 intrinsics (`__m512 __Y = __Y;`) as (maybe)
 // uninitialized once Eigen's packet math is inlined here: a known false
 // positive, silenced for this file only.
@@ -15,6 +19,7 @@
 #include "elementwise_functors.h"
 #include "elementwise_kernels.h"
 #include "elementwise_loop.h"
+#include "jit/unary_vmath.h"
 
 namespace kiln::cpu {
 
@@ -46,9 +51,7 @@ struct EigenUnary {
   };
 #define KILN_EIGEN_UNARY(F, C, EXPR, SLOW) KILN_EIGEN_UNARY_W(F, C, C, EXPR, SLOW)
 
-// float: exp is accurate on [-87.3, 88.37]; results outside are subnormal or
-// above Eigen's clamp, so those inputs take the scalar path.
-KILN_EIGEN_UNARY(Exp, float, x.exp(), (x < -87.0f) | (x > 88.3f))
+// (float exp runs the generated vector math, float tanh too on AVX-512: unary_block)
 KILN_EIGEN_UNARY(Exp, double, x.exp(), (x < -708.0) | (x > 709.0))
 KILN_EIGEN_UNARY(Log, float, x.log(), (x > 0.0f) & (x < FLT_MIN))
 KILN_EIGEN_UNARY(Log, double, x.log(), (x > 0.0) & (x < DBL_MIN))
@@ -89,8 +92,23 @@ constexpr int64_t kEigenBlock = 2048;
 /// Elements per evaluation unit: a multiple of every packet size Eigen uses.
 constexpr int64_t kPacketPad = 16;
 
+/// The op-table row whose generated float32 kernel (jit/unary_vmath.h)
+/// replaces functor F on float32 blocks; OpId::Cast (no row) for the others.
+template <class F>
+constexpr OpId kVmathRow = std::is_same_v<F, fn::Exp> ? OpId::Exp : std::is_same_v<F, fn::Tanh> ? OpId::Tanh : OpId::Cast;
+
 template <class F, class C, class O>
 void unary_block(const C* __restrict x, O* __restrict y, int64_t m) {
+  if constexpr (std::is_same_v<C, float> && std::is_same_v<O, float> && kVmathRow<F> != OpId::Cast) {
+    // The generated kernel pads its tail through the vector loop: a value's
+    // result does not depend on its position (or the run's strides).
+    if (codegen::InnerLoopFn k = codegen::cached_unary_vmath(kVmathRow<F>)) {
+      char* p[2] = {reinterpret_cast<char*>(y), reinterpret_cast<char*>(const_cast<float*>(x))};
+      const int64_t st[2] = {4, 4};
+      k(p, st, m);
+      return;
+    }
+  }
   if constexpr (EigenUnary<F, C>::enabled) {
     using E = EigenUnary<F, C>;
     using W = typename E::Wide;

@@ -1,0 +1,33 @@
+// kiln (internal): the generated float32 vector math of single unary rows,
+// for the eager CPU kernels (backends/cpu/unary_kernels.cpp).
+//
+// Eager exp on float32 (every target) and tanh on float32 (AVX-512 target)
+// run the code generator's kernel of the one-op program `y = op(x)` for
+// detect_cpu_target() (so KILN_JIT_TARGET caps them as it caps compiled
+// code), taken from a process-wide cache. They therefore give the bits of a
+// compiled plan's fused group of that op on the same target, and the
+// accuracy of the generated vector math (backends/cpu/jit/vmath_alg.h:
+// exp <= 2 ulp, tanh <= 4 ulp against a correctly rounded result; NaN,
+// +-inf, -0 and subnormal results exact), instead of Eigen's (<= 6 ulp, with
+// a scalar recheck of inputs beyond its clamp). Why: Eigen's AVX-512 exp
+// costs ~0.31 ns per element on one core with its data in L2 (the generated
+// one 0.19 ns), more than the ~0.30 ns per element and core that a
+// 16M-element exp may take to stream at two threads, so eager exp ran
+// 1.3-1.4x the copy loop's time (issue 18). On AVX2 the generated exp is
+// also the cheaper (0.42 against Eigen's 0.63 ns), the generated tanh is not
+// (0.40 against 0.35 ns): eager tanh keeps Eigen's below AVX-512.
+#pragma once
+#include "../../../jit/elementwise_program.h"
+
+namespace kiln::codegen {
+
+/// The generated kernel of unary row `op` on float32 for detect_cpu_target():
+/// fn(ptrs, strides, n) writes y[i] = op(x[i]) for i < n, ptrs = {y, x}
+/// (unit-stride float arrays, any alignment; y may equal x; strides are not
+/// read). A value's result does not depend on its position in the run (the
+/// tail is padded and run through the vector loop). Generated on first use,
+/// thread-safe, never freed. nullptr for rows other than Exp and Tanh, and
+/// for Tanh when the target is not AVX-512 (the caller uses its own kernel).
+InnerLoopFn cached_unary_vmath(OpId op);
+
+}  // namespace kiln::codegen

@@ -1,0 +1,258 @@
+// Eager float32 exp runs the code generator's vector math
+// (backends/cpu/jit/unary_vmath.h) on every CPU target, tanh on the AVX-512
+// target (Eigen's below): checked here against
+// a float64 reference (std::exp / std::tanh in double) on edge inputs (NaN,
+// +-inf, +-0, subnormals, exp's overflow and underflow bounds, tanh's
+// saturation), on runs whose length is no multiple of the vector width, for
+// position independence (a value's result does not depend on where it sits
+// in the run, on strides or on the thread split) and bitwise against the
+// compiled (where eager runs the generated code) and strict-compiled forms.
+#include <omp.h>
+
+#include <algorithm>
+#include <bit>
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../jit/elementwise_program.h"
+#include "test_util.h"
+
+namespace {
+
+using namespace kiln;
+using codegen::CpuTarget;
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+uint32_t bits(float f) { return std::bit_cast<uint32_t>(f); }
+bool same(float a, float b) { return bits(a) == bits(b) || (std::isnan(a) && std::isnan(b)); }
+
+/// Error of `got` in ulps of the float result nearest `want` (subnormal ulp
+/// 2^-149); NaN, +-inf and signed zeros must match exactly (else 1e9).
+double ulp_error(float got, double want) {
+  if (std::isnan(want)) return std::isnan(got) ? 0 : 1e9;
+  if (std::isnan(got)) return 1e9;
+  const float wf = float(want);
+  if (got == wf) return (got == 0 && std::signbit(got) != std::signbit(wf)) ? 1e9 : 0;
+  if (std::isinf(got) || std::isinf(wf)) return 1e9;
+  int e;
+  std::frexp(want, &e);
+  e = std::max(e - 1, -126);
+  return std::fabs(double(got) - want) / std::ldexp(1.0, e - 23);
+}
+
+struct EnvTarget {  // sets KILN_JIT_TARGET for one scope
+  std::string saved;
+  bool had;
+  explicit EnvTarget(const char* v) {
+    const char* s = std::getenv("KILN_JIT_TARGET");
+    had = s != nullptr;
+    if (had) saved = s;
+    setenv("KILN_JIT_TARGET", v, 1);
+  }
+  ~EnvTarget() {
+    if (had) setenv("KILN_JIT_TARGET", saved.c_str(), 1);
+    else unsetenv("KILN_JIT_TARGET");
+  }
+};
+
+std::vector<CpuTarget> targets() {
+  std::vector<CpuTarget> v;
+  for (CpuTarget t : {CpuTarget::sse2, CpuTarget::avx2, CpuTarget::avx512})
+    if (t <= codegen::detect_cpu_target()) v.push_back(t);
+  return v;
+}
+
+/// Edge inputs of exp and tanh, then random values over the whole range
+/// that matters (len elements in all).
+std::vector<float> edge_inputs(size_t len) {
+  const float ln_max = std::log(FLT_MAX);  // 88.72284: e^x overflows just above
+  std::vector<float> v = {
+      kNaN, -kNaN, kInf, -kInf, 0.0f, -0.0f,
+      // subnormal and tiny inputs (exp = 1, tanh = x)
+      std::numeric_limits<float>::denorm_min(), -std::numeric_limits<float>::denorm_min(), 1e-40f, -1e-40f,
+      FLT_MIN, -FLT_MIN, 1e-8f, -1e-8f, 0x1p-12f, -0x1p-12f,
+      // exp's overflow bound
+      ln_max, std::nextafter(ln_max, 0.0f), std::nextafter(ln_max, 100.0f), 88.72f, 88.73f, 89.0f, 100.0f, 1e30f,
+      FLT_MAX,
+      // exp's normal/subnormal boundary (e^x = FLT_MIN at x = -87.33655) and its underflow to 0
+      // (e^x = 2^-149 at x = -103.27893, half of it at -103.97208)
+      -87.33654f, -87.33655f, -87.33656f, -87.5f, -95.0f, -100.0f, -103.27892f, -103.27893f, -103.278935f,
+      -103.9720f, -103.9721f, -103.97208f, -104.0f, -110.0f, -150.0f, -1e30f, -FLT_MAX,
+      // exp near 0 and integers (exact powers of e do not exist; 2^k scaling paths)
+      0.5f, -0.5f, 1.0f, -1.0f, 0.34657359f, 0.69314718f, -0.69314718f, 10.0f, -10.0f, 50.0f, -50.0f,
+      // tanh: small |x|, the switch between forms, saturation to +-1
+      0x1p-8f, -0x1p-8f, 1e-3f, -1e-3f, 0.55f, -0.55f, 0.625f, -0.625f, 2.0f, -2.0f, 8.0f, -8.0f, 9.0f, -9.0f,
+      9.01f, -9.01f, 10.0f, -10.0f, 20.0f, -20.0f};
+  std::mt19937 rng(18);
+  std::uniform_real_distribution<float> wide(-110.0f, 95.0f), narrow(-5.0f, 5.0f);
+  std::uniform_int_distribution<uint32_t> any;
+  while (v.size() < len) {
+    const size_t k = v.size() % 3;
+    v.push_back(k == 0 ? wide(rng) : k == 1 ? narrow(rng) : std::bit_cast<float>(any(rng)));
+  }
+  v.resize(len);
+  return v;
+}
+
+Tensor f32(const std::vector<float>& v) { return Tensor::from_vector(v, {int64_t(v.size())}); }
+
+}  // namespace
+
+TEST_SUITE("eager_vmath") {
+  TEST_CASE("eager float32 exp and tanh against float64 on edge inputs, every target and run length") {
+    const std::vector<float> xs = edge_inputs(1000);
+    for (CpuTarget t : targets()) {
+      EnvTarget env(codegen::cpu_target_name(t));
+      const std::string tn = codegen::cpu_target_name(t);
+      CAPTURE(tn);
+      for (OpId op : {OpId::Exp, OpId::Tanh}) {
+        CAPTURE(op_name(op));
+        // vmath_alg.h's bounds; below AVX-512 eager tanh is Eigen's (ref_ops.h: <= 6 ulp measured)
+        const bool generated = op == OpId::Exp || t == CpuTarget::avx512;
+        const double bound = op == OpId::Exp ? 2.0 : generated ? 4.0 : 6.0;
+        const Tensor y = op == OpId::Exp ? kiln::exp(f32(xs)) : kiln::tanh(f32(xs));
+        REQUIRE(y.dtype() == DType::float32);
+        const float* py = y.data<float>();
+        double worst = 0;
+        int bad = 0;
+        for (size_t i = 0; i < xs.size(); ++i) {
+          const double want = op == OpId::Exp ? std::exp(double(xs[i])) : std::tanh(double(xs[i]));
+          const double e = ulp_error(py[i], want);
+          worst = std::max(worst, e);
+          if (e > bound && bad++ < 5)
+            FAIL_CHECK(op_name(op) << "(" << xs[i] << ") = " << py[i] << ", float64 " << want << ": " << e << " ulp");
+        }
+        MESSAGE(op_name(op) << " on " << tn << ": max " << worst << " ulp on "
+                            << xs.size() << " edge and random inputs");
+        // exact special values and bounds
+        if (op == OpId::Exp) {
+          CHECK(py[2] == kInf);              // exp(inf)
+          CHECK(bits(py[3]) == bits(0.0f));  // exp(-inf) = +0
+          CHECK(py[4] == 1.0f);
+          CHECK(py[5] == 1.0f);
+        } else {
+          CHECK(py[2] == 1.0f);
+          CHECK(py[3] == -1.0f);
+          CHECK(bits(py[4]) == bits(0.0f));
+          CHECK(bits(py[5]) == bits(-0.0f));
+          CHECK(bits(py[6]) == bits(xs[6]));  // tanh(denorm_min) = denorm_min
+          CHECK(bits(py[7]) == bits(xs[7]));
+        }
+        CHECK(std::isnan(py[0]));
+        CHECK(std::isnan(py[1]));
+        // Runs of every length 1..67 (tails of no multiple of 4, 8 or 16
+        // elements) starting at every offset 0..3 give each value the bits
+        // it has in the long run.
+        for (int64_t off = 0; off < 4; ++off)
+          for (int64_t n = 1; n <= 67; ++n) {
+            const Tensor x = kiln::slice(f32(xs), 0, off, off + n);
+            const Tensor r = op == OpId::Exp ? kiln::exp(x) : kiln::tanh(x);
+            const float* pr = r.data<float>();
+            int diff = 0;
+            for (int64_t i = 0; i < n; ++i) diff += !same(pr[i], py[off + i]);
+            if (diff) FAIL_CHECK("run of " << n << " at offset " << off << ": " << diff << " values differ");
+          }
+      }
+    }
+  }
+
+  TEST_CASE("eager exp and tanh: strides, 16-bit floats, in place and the thread split keep the bits") {
+    const std::vector<float> xs = edge_inputs(70001);
+    const Tensor x = f32(xs);
+    for (OpId op : {OpId::Exp, OpId::Tanh}) {
+      CAPTURE(op_name(op));
+      auto f = [op](const Tensor& a) { return op == OpId::Exp ? kiln::exp(a) : kiln::tanh(a); };
+      const Tensor y = f(x);
+      const float* py = y.data<float>();
+      // every other element (strided, staged in blocks) and a reversed view
+      {
+        const Tensor s = f(kiln::slice(x, 0, 0, int64_t(xs.size()), 2));
+        const float* ps = s.data<float>();
+        int diff = 0;
+        for (int64_t i = 0; i < s.numel(); ++i) diff += !same(ps[i], py[2 * i]);
+        CHECK(diff == 0);
+        const Tensor r = f(kiln::flip(x, {0})).contiguous();
+        const float* pr = r.data<float>();
+        diff = 0;
+        for (int64_t i = 0; i < r.numel(); ++i) diff += !same(pr[i], py[int64_t(xs.size()) - 1 - i]);
+        CHECK(diff == 0);
+      }
+      // one thread and two give the same bits
+      {
+        const int before = omp_get_max_threads();
+        omp_set_num_threads(1);
+        const Tensor one = f(x);
+        omp_set_num_threads(2);
+        const Tensor two = f(x);
+        omp_set_num_threads(before);
+        int diff = 0;
+        for (int64_t i = 0; i < one.numel(); ++i)
+          diff += !same(one.data<float>()[i], py[i]) + !same(two.data<float>()[i], py[i]);
+        CHECK(diff == 0);
+      }
+      // float16 / bfloat16: computed in float32 (the same kernel), rounded once
+      for (DType d : {DType::float16, DType::bfloat16}) {
+        CAPTURE(name(d));
+        const Tensor h = kiln::slice(x, 0, 0, 4096).to(d);
+        const Tensor got = f(h).to(DType::float32);
+        const Tensor want = f(h.to(DType::float32)).to(d).to(DType::float32);
+        int diff = 0;
+        for (int64_t i = 0; i < got.numel(); ++i) diff += !same(got.data<float>()[i], want.data<float>()[i]);
+        CHECK(diff == 0);
+      }
+      // in place
+      {
+        Tensor z = x.clone();
+        if (op == OpId::Exp) z.exp_();
+        else z.tanh_();
+        int diff = 0;
+        for (int64_t i = 0; i < z.numel(); ++i) diff += !same(z.data<float>()[i], py[i]);
+        CHECK(diff == 0);
+      }
+    }
+  }
+
+  TEST_CASE("eager exp and tanh equal the compiled and strict-compiled results bitwise") {
+    const std::vector<float> xs = edge_inputs(1003);
+    const Tensor x = f32(xs);
+    for (OpId op : {OpId::Exp, OpId::Tanh}) {
+      CAPTURE(op_name(op));
+      auto f = [op](Tensor a) { return op == OpId::Exp ? kiln::exp(a) : kiln::tanh(a); };
+      const Tensor eager = f(x);
+      // below AVX-512 eager tanh is Eigen's: only the strict compile runs it
+      const bool generated = op == OpId::Exp || codegen::detect_cpu_target() == CpuTarget::avx512;
+      const Tensor compiled = compile(f)(x.layout())(x).tensor();
+      CompileOptions so;
+      so.session = std::make_shared<InferenceSession>(KernelOptions{.strict = true});
+      const Tensor strict = compile(f, so)(x.layout())(x).tensor();
+      int dc = 0, ds = 0;
+      for (int64_t i = 0; i < x.numel(); ++i) {
+        dc += !same(compiled.data<float>()[i], eager.data<float>()[i]);
+        ds += !same(strict.data<float>()[i], eager.data<float>()[i]);
+      }
+      if (generated) CHECK(dc == 0);
+      CHECK(ds == 0);
+    }
+  }
+
+  TEST_CASE("eager float64 exp and tanh keep the float64 kernels") {
+    const std::vector<double> xs = {0.0, -0.0, 1.0, -1.0, 700.0, -700.0, 709.7, -745.0, 1e-300, 0.5, 20.0, -20.0};
+    const Tensor x = Tensor::from_vector(xs, {int64_t(xs.size())});
+    const Tensor e = kiln::exp(x), t = kiln::tanh(x);
+    REQUIRE(e.dtype() == DType::float64);
+    for (size_t i = 0; i < xs.size(); ++i) {
+      CAPTURE(xs[i]);
+      const double we = std::exp(xs[i]), wt = std::tanh(xs[i]);
+      CHECK(std::fabs(e.data<double>()[i] - we) <= 1e-12 * std::fabs(we) + 1e-320);
+      CHECK(std::fabs(t.data<double>()[i] - wt) <= 1e-12 * std::fabs(wt));
+    }
+  }
+}
