@@ -154,6 +154,14 @@ class CompiledCallable {
   }
   /// The checked call on flattened arguments.
   CallResult call_flat(const std::vector<Tensor>& leaves, const TreeDef& tree) const;
+  /// The checked call on the leaves of arguments whose tree is their types'
+  /// alone, gathered in order (as operator() gathers them; jit's cached
+  /// path): `fixed_tree` must be detail::fixed_treedef<T>() of their tuple
+  /// type T (static storage: compared with the signature on the first call
+  /// that passes it, then by address). Same checks and errors as call_flat.
+  CallResult call_fixed(std::span<const Tensor> leaves, const TreeDef& fixed_tree) const {
+    return call_checked(leaves, fixed_tree, true);
+  }
   /// Runs on contiguous tensors in graph-input order without any check but
   /// the aliasing guard of a function that writes in place (ValueError, as
   /// for a checked call); returns the results in graph-output order. As for

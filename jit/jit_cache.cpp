@@ -5,6 +5,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "../tensor/realize_hook.h"
 #include "plan.h"
 #include "write_alias.h"
 
@@ -27,7 +28,7 @@ std::string jit_key(const TreeDef& tree, const std::vector<TensorLayout>& layout
   return k;
 }
 
-bool write_alias_observed(const CompiledCallable& fn, const std::vector<Tensor>& leaves) {
+bool write_alias_observed(const CompiledCallable& fn, std::span<const Tensor> leaves) {
   const StagedGraph& s = fn.staged();
   return find_write_alias(leaves, s.writes, s.write_reads, s.same_as, fn.weights(), s.captured).has_value();
 }
@@ -120,12 +121,50 @@ std::shared_ptr<const CompiledCallable> JitCache::get(const TreeDef& tree, const
   for (auto& e : lru_)
     if (same(e)) return e.fn;  // another thread compiled it meanwhile
   ++stats_.compiles;
-  lru_.push_front({alias.empty() ? jit_key(tree, layouts) : jit_key(tree, layouts) + "|" + alias, tree, layouts, alias, fn});
+  Entry e;
+  e.key = alias.empty() ? jit_key(tree, layouts) : jit_key(tree, layouts) + "|" + alias;
+  e.tree = tree;
+  e.layouts = layouts;
+  e.alias = alias;
+  e.fn = fn;
+  lru_.push_front(std::move(e));
   while (lru_.size() > opts_.max_entries) {
     lru_.pop_back();  // the last reference to its code goes with it (unless a caller still runs it)
     ++stats_.evictions;
   }
   return fn;
+}
+
+namespace {
+// Leaf t has layout l: dtype, shape, device and stride class, the class of
+// a realized leaf expected contiguous found by one contiguity test (as
+// stride_class_of starts), so nothing is built or allocated.
+bool leaf_matches(const Tensor& t, const TensorLayout& l) {
+  if (t.dtype() != l.dtype || t.shape() != l.shape || !(t.device() == l.device)) return false;
+  if (l.stride_class == StrideClass::contiguous && t.is_realized())
+    return kiln::is_contiguous(t.impl().shape, t.impl().strides);
+  return covering_stride_class(t) == l.stride_class;
+}
+}  // namespace
+
+std::shared_ptr<const CompiledCallable> JitCache::find_fixed(const TreeDef& fixed_tree,
+                                                             std::span<const Tensor> leaves) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = lru_.begin(); it != lru_.end(); ++it) {
+    Entry& e = *it;
+    if (!e.alias.empty() || e.layouts.size() != leaves.size()) continue;
+    bool same = true;
+    for (size_t i = 0; i < leaves.size() && same; ++i) same = leaf_matches(leaves[i], e.layouts[i]);
+    if (!same) continue;
+    if (e.fixed_tree != &fixed_tree) {
+      if (!(e.tree == fixed_tree)) continue;
+      e.fixed_tree = &fixed_tree;  // static storage: later calls compare the address
+    }
+    ++stats_.hits;
+    if (it != lru_.begin()) lru_.splice(lru_.begin(), lru_, it);
+    return lru_.front().fn;
+  }
+  return nullptr;
 }
 
 JitStats JitCache::stats() const {

@@ -23,11 +23,13 @@
 // of one buffer), take the ordinary cached path; a function that writes no
 // argument pays nothing for the check.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <list>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -81,6 +83,16 @@ class JitCache {
   std::shared_ptr<const CompiledCallable> get(const TreeDef& tree, const std::vector<TensorLayout>& layouts,
                                               const std::function<CompiledCallable()>& compile_fn,
                                               const std::string& alias = {});
+  /// The cached-call fast path of arguments whose tree is their types'
+  /// alone (trace/pytree_fixed.h): `fixed_tree` is fixed_treedef<T>() of
+  /// their tuple type (static storage) and `leaves` the defined tensors
+  /// gathered from them. On a hit (an entry for separate arguments whose
+  /// tree and per-leaf dtype, shape, device and stride class match, compared
+  /// field by field; the tree by address once an entry has matched it)
+  /// counts the hit and returns the entry, building nothing and allocating
+  /// nothing; on a miss returns null and counts nothing (the caller then
+  /// calls get(), which counts and explains the miss).
+  std::shared_ptr<const CompiledCallable> find_fixed(const TreeDef& fixed_tree, std::span<const Tensor> leaves);
   /// Counts a call the aliasing guard ran eagerly.
   void count_eager_call();
   JitStats stats() const;
@@ -97,6 +109,8 @@ class JitCache {
   struct Entry {
     std::string key;
     TreeDef tree;
+    /// A fixed_treedef equal to `tree` that find_fixed matched (null: none yet).
+    const TreeDef* fixed_tree = nullptr;
     std::vector<TensorLayout> layouts;
     std::string alias;
     std::shared_ptr<const CompiledCallable> fn;
@@ -115,7 +129,7 @@ void check_same_trace(const StagedGraph& cached, const StagedGraph& now);
 std::string jit_key(const TreeDef& tree, const std::vector<TensorLayout>& layouts);
 /// The aliasing guard (jit/write_alias.h): true when `fn` writes in place a
 /// tensor that shares memory with another tensor this call reads.
-bool write_alias_observed(const CompiledCallable& fn, const std::vector<Tensor>& leaves);
+bool write_alias_observed(const CompiledCallable& fn, std::span<const Tensor> leaves);
 /// StageOptions::same_as for `leaves` when every pair that may share memory
 /// is identical (same memory, dtype, shape, strides); empty otherwise.
 std::vector<int32_t> identical_alias(const std::vector<Tensor>& leaves);
@@ -181,13 +195,49 @@ class JitFunction {
       auto [outs, out_tree] = tree_flatten(result);
       return CallResult{std::move(outs), std::make_shared<const TreeDef>(std::move(out_tree))};
     }
-    auto [leaves, tree] = tree_flatten(std::forward_as_tuple(args...));
+    using Sig = std::tuple<std::remove_cvref_t<Args>...>;
+    if constexpr (detail::FixedTree<Sig>::value) {
+      // Argument types whose tree is their type's alone (tensors, tuples and
+      // KILN_PYTREE structs of tensors), as CompiledCallable's call: the
+      // leaves gathered into an array, the cache searched field by field,
+      // the call checked against the type's tree once per entry; no TreeDef,
+      // layouts vector or path string per call. A miss builds what get() needs.
+      std::array<Tensor, detail::FixedTree<Sig>::leaves> leaves;
+      Tensor* p = leaves.data();
+      (detail::FixedTree<std::remove_cvref_t<Args>>::gather(args, p), ...);
+      const TreeDef& tree = detail::fixed_treedef<Sig>();
+      for (size_t i = 0; i < leaves.size(); ++i)
+        if (!leaves[i].defined()) detail::jit_undefined_argument(tree, i);
+      if (auto fn = cache_->find_fixed(tree, leaves)) {
+        if (!fn->staged().writes.empty() && detail::write_alias_observed(*fn, leaves))
+          return call_aliased(std::vector<Tensor>(leaves.begin(), leaves.end()), tree, layouts_of(leaves), args...);
+        if (cache_->sample_capture_check()) {
+          const auto& co = cache_->options().compile;
+          detail::check_same_trace(fn->staged(), stage(fn_, StageOptions{co.name, co.allow_subgraphs, {}})(args...));
+        }
+        return fn->call_fixed(leaves, tree);
+      }
+      return call_general(std::vector<Tensor>(leaves.begin(), leaves.end()), tree, args...);
+    } else {
+      auto [leaves, tree] = tree_flatten(std::forward_as_tuple(args...));
+      for (size_t i = 0; i < leaves.size(); ++i)
+        if (!leaves[i].defined()) detail::jit_undefined_argument(tree, i);
+      return call_general(leaves, tree, args...);
+    }
+  }
+
+  static std::vector<TensorLayout> layouts_of(std::span<const Tensor> leaves) {
     std::vector<TensorLayout> layouts;
     layouts.reserve(leaves.size());
-    for (size_t i = 0; i < leaves.size(); ++i) {
-      if (!leaves[i].defined()) detail::jit_undefined_argument(tree, i);
-      layouts.push_back(leaves[i].layout());
-    }
+    for (const Tensor& t : leaves) layouts.push_back(t.layout());
+    return layouts;
+  }
+
+  // The call through the general cache lookup (tree and layouts built):
+  // every call of a type that is not fixed, and a fixed one's miss.
+  template <class... Args>
+  CallResult call_general(const std::vector<Tensor>& leaves, const TreeDef& tree, const Args&... args) const {
+    const std::vector<TensorLayout> layouts = layouts_of(leaves);
     bool compiled = false;
     auto fn = cache_->get(tree, layouts, [&] {
       compiled = true;

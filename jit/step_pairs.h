@@ -16,7 +16,8 @@ namespace kiln::codegen {
 /// running beside another: at 100-140 GFLOP/s per core a 2^17-MAC GEMM takes
 /// about 2 us, the measured cost of waking the second OpenMP thread and
 /// joining it is 1-3.5 us, so below this the pair would be slower
-/// (benchmarks/bench_interop.cpp measures the break-even).
+/// (BM_compiled_two_gemms in benchmarks/bench_small_gemm.cpp measures the
+/// break-even: the same two GEMMs paired and in order, n = 32 .. 112).
 inline constexpr double kInteropMinMacs = double(1 << 17);
 
 /// Multiply-adds of a GEMM step that runs on one thread, or 0 when the step

@@ -135,4 +135,49 @@ TEST_SUITE("call path") {
       CHECK(vals(p.w) == std::vector<double>{1, 2});
     }
   }
+
+  TEST_CASE("jit's cached call on struct arguments: entries matched field by field, misses explained, errors kept") {
+    // jit takes the fixed-structure path for (CpParams, Tensor): the leaves
+    // gathered by type and each compared with the entry's layouts.
+    auto f = [](CpParams p, Tensor x) { return std::make_tuple(CpParams{p.w * x + p.b, p.b - x}, p.w * 2.0f); };
+    auto jf = jit(f);
+    CpParams p{t1(1, 2), t1(3, 4)};
+    const Tensor x = t1(10, 20);
+    for (int i = 0; i < 3; ++i) {
+      auto [q, w2] = jf(p, x).as<std::tuple<CpParams, Tensor>>();
+      // w*x+b = {13, 44}; b-x = {-7, -16}; 2w = {2, 4}
+      CHECK(vals(q.w) == std::vector<double>{13, 44});
+      CHECK(vals(q.b) == std::vector<double>{-7, -16});
+      CHECK(vals(w2) == std::vector<double>{2, 4});
+    }
+    JitStats s = jf.stats();
+    CHECK(s.misses == 1);
+    CHECK(s.hits == 2);
+    CHECK(s.compiles == 1);
+    // Another stride class for x (a stride 0: broadcast): a miss, explained by field.
+    const Tensor xb = broadcast_to(Tensor::from_vector(std::vector<float>{5}, {1}), {2});
+    REQUIRE(xb.stride_class() == StrideClass::broadcast);
+    auto [qb, wb] = jf(p, xb).as<std::tuple<CpParams, Tensor>>();
+    CHECK(vals(qb.w) == std::vector<double>{8, 14});  // {1*5+3, 2*5+4}
+    CHECK(jf.last_miss_explanation().find("arg 1: stride class broadcast vs cached contiguous") != std::string::npos);
+    // Another shape for a struct field: a miss naming the field's path.
+    const CpParams p3{Tensor::from_vector(std::vector<float>{1, 2, 3}, {3}), Tensor::from_vector(std::vector<float>{0, 0, 1}, {3})};
+    const Tensor x1 = Tensor::from_vector(std::vector<float>{2}, {1});
+    auto [q3, w3] = jf(p3, x1).as<std::tuple<CpParams, Tensor>>();
+    CHECK(vals(q3.w) == std::vector<double>{2, 4, 7});  // w*2+b
+    CHECK(jf.last_miss_explanation().find("arg 0.w: shape [3] vs cached") != std::string::npos);
+    s = jf.stats();
+    CHECK(s.misses == 3);
+    CHECK(s.compiles == 3);
+    // The first entry again (now third in the LRU): a hit, same numbers.
+    auto [q4, w4] = jf(p, x).as<std::tuple<CpParams, Tensor>>();
+    CHECK(vals(q4.w) == std::vector<double>{13, 44});
+    CHECK(jf.stats().hits == 3);
+    CHECK(jf.stats().misses == 3);
+    // An undefined leaf is named by its path before any lookup.
+    CHECK_THROWS_WITH_AS(jf(CpParams{t1(1, 2), Tensor()}, x), doctest::Contains("jit: argument 0.b: an undefined tensor"),
+                         ValueError);
+    CHECK(jf.stats().hits == 3);
+    CHECK(jf.stats().misses == 3);
+  }
 }

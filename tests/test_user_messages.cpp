@@ -193,4 +193,44 @@ TEST_SUITE("user_messages") {
           std::vector<float>{4, 6, 8, 10, 4, 6, 8, 10, 4, 6, 8, 10});
     CHECK(c.to_vector<float>() == std::vector<float>{2, 3, 4, 5, 2, 3, 4, 5, 2, 3, 4, 5});
   }
+
+  TEST_CASE("broadcast arguments belong to their trace: later traces and nested traces are not refused") {
+    // The graph context of a trace keeps its broadcast arguments: a trace
+    // that ends leaves nothing behind for a later graph (which may reuse its
+    // address), and a nested trace's values (ids from 0 again) are its own.
+    const TensorLayout bcast(DType::float32, {3, 4}, Device::cpu(), StrideClass::broadcast);
+    const TensorLayout dense(DType::float32, {3, 4});
+    auto write = [](Tensor t) {
+      t.add_(1.0f);
+      return t * 2.0f;
+    };
+    for (int round = 0; round < 8; ++round) {
+      CAPTURE(round);
+      CHECK_THROWS_WITH_AS(stage(write)(bcast), doctest::Contains("add_: the destination (shape [3, 4]) is argument 0"),
+                           ValueError);
+      // The next trace, same function, contiguous argument: its input %0 is
+      // written, recorded as the write-back into argument 0.
+      const StagedGraph s = stage(write)(dense);
+      REQUIRE(s.writes.size() == 1);
+      CHECK(s.writes[0].argument == 0);
+    }
+    // Nested: inside a trace with a broadcast argument 0, a trace of its own
+    // (a contiguous argument 0, the same value id) writes its argument; the
+    // outer trace still refuses a write into its own after the inner one ended.
+    size_t inner_writes = 99;
+    auto outer = [&](Tensor b, Tensor u) {
+      inner_writes = stage(write)(dense).writes.size();
+      b.add_(1.0f);
+      return b + u;
+    };
+    CHECK_THROWS_WITH_AS(stage(outer)(bcast, dense),
+                         doctest::Contains("add_: the destination (shape [3, 4]) is argument 0"), ValueError);
+    CHECK(inner_writes == 1);
+    // And a compiled call of the contiguous trace computes eager's values:
+    // x + 1 written back, 2 (x + 1) returned.
+    Tensor x = Tensor::from_vector(std::vector<float>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, {3, 4});
+    CompiledCallable run = compile(write)(dense);
+    CHECK(run(x).tensor().to_vector<float>() == std::vector<float>{2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24});
+    CHECK(x.to_vector<float>() == std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
+  }
 }

@@ -8,7 +8,6 @@
 #include "../tensor/creation.h"
 #include "../tensor/ops.h"
 #include "../tensor/realize_hook.h"
-#include "broadcast_args.h"
 #include "read_after_write.h"
 
 namespace kiln {
@@ -136,23 +135,18 @@ std::atomic<int> g_lazy_count{0};
 
 // ---- in-place writes (tensor/mutation.cpp) -------------------------------------------------
 namespace {
-// Arguments traced for a broadcast layout (stride 0 on an axis of extent > 1),
-// per graph being traced (trace/stage.cpp registers them): an in-place write
-// into one, or through a view of one, is refused while tracing with the
-// message eager gives, naming the user's op (at call time only the
-// write-back's copy_ would see it).
-std::mutex g_broadcast_mu;
-std::map<const Graph*, std::map<int32_t, int>> g_broadcast_args;  // graph -> input value -> argument index
-
+// An in-place write into an argument traced for a broadcast layout (stride
+// 0 on an axis of extent > 1), or through a view of one, is refused while
+// tracing with the message eager gives, naming the user's op (at call time
+// only the write-back's copy_ would see it). The graph context of the trace
+// knows its broadcast arguments (GraphRealizationContext::set_broadcast_arguments).
 void check_not_broadcast_argument(RealizationContext& cur, const Tensor& dst, const char* who) {
-  const int32_t root = cur.view_root(dst.impl().state->values[0].id);
-  std::lock_guard<std::mutex> lock(g_broadcast_mu);
-  auto g = g_broadcast_args.find(&cur.graph());
-  if (g == g_broadcast_args.end()) return;
-  auto a = g->second.find(root);
-  if (a == g->second.end()) return;
+  auto* g = dynamic_cast<GraphRealizationContext*>(&cur);
+  if (!g) return;
+  const int arg = g->broadcast_argument(cur.view_root(dst.impl().state->values[0].id));
+  if (arg < 0) return;
   throw ValueError(std::string(who) + ": the destination (shape " + shape_str(dst.shape()) + ") is argument " +
-                   std::to_string(a->second) + " or a view of it, traced for a broadcast layout whose elements share "
+                   std::to_string(arg) + " or a view of it, traced for a broadcast layout whose elements share "
                    "memory (a stride 0); write into a tensor of its own, e.g. x.clone(), or pass the argument "
                    "contiguous");
 }
@@ -226,12 +220,6 @@ void bind_lazy_view_of_source(RealizationContext& lz, const Tensor& view) {
   im.state.reset();
 }
 }  // namespace
-
-void detail::set_broadcast_arguments(const Graph& g, std::map<int32_t, int> args) {
-  std::lock_guard<std::mutex> lock(g_broadcast_mu);
-  if (args.empty()) g_broadcast_args.erase(&g);
-  else g_broadcast_args[&g] = std::move(args);
-}
 
 detail::WriteMode detail::begin_write(const Tensor& dst, const char* who) {
   RealizationContext* cur = active_context();

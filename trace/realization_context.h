@@ -106,11 +106,17 @@ class RealizationContext {
   // to hold the same value (a copy) are separate memory eagerly, and stay.
 
   /// Checks that a write through the view value `v` held by `view` can be
-  /// recorded, naming `who`: RealizationError when its root is data the
-  /// trace cannot rebind (a constant: a realized tensor read before it was
-  /// written, or a bound weight) or the view is not known to alias a base,
-  /// ValueError when the view repeats an element (a broadcast view, which
-  /// eagerly cannot be written either).
+  /// recorded, naming `who`. Where the view's root is a captured realized
+  /// tensor (a constant of a graph context) that the trace has not read yet
+  /// (taking views of it reads nothing, nor does reading only the elements
+  /// this write overwrites, as `x[...] += v` does), the tensor becomes a
+  /// mutable source first (add_mutable_source) and the write is then
+  /// recorded as a scatter into it. Throws RealizationError when the view
+  /// is not known to alias a base, when its root is a captured tensor the
+  /// trace already read (an op read it, a subgraph call's body captured it,
+  /// or it is a result of the graph: the message says which), a bound
+  /// weight or another constant; ValueError when the view repeats an
+  /// element (a broadcast view, which eagerly cannot be written either).
   void check_view_write(const Tensor& view, const char* who);
   /// Records `value` (the view's dtype and shape) written through `view`
   /// (an unrealized view value of this context), as described above.
@@ -240,9 +246,15 @@ class GraphRealizationContext : public RealizationContext {
   /// recording are functionalised (a new SSA value per write; the tensor then
   /// stands for the newest); mutable_sources() lists the final values, which
   /// compile() writes back into the tensor when a call ends. Calling it again
-  /// for the same tensor gives its current value. Throws RealizationError
-  /// for an unrealized tensor, or one already embedded as a constant (add
-  /// it before its first read).
+  /// for the same tensor gives its current value. A tensor already embedded
+  /// as a constant (add_source) that the trace has not read yet -- it only
+  /// took views of it (a view reads nothing) -- becomes a mutable source all
+  /// the same: its constant node turns into the weight, so those views read
+  /// the tensor's memory at call time. Throws RealizationError for an
+  /// unrealized tensor, or one the trace already read as a constant (an op
+  /// read it or a view of it, a subgraph call's body captured it, or it is a
+  /// result of the graph; its value at that point would be baked in): make
+  /// it mutable before its first read (write into it first, or call this).
   std::shared_ptr<RealizationState> add_mutable_source(const Tensor& t) override;
   /// A realized tensor added by add_mutable_source, its weight's name and its current (newest) value.
   struct MutableSource {
@@ -300,6 +312,19 @@ class GraphRealizationContext : public RealizationContext {
   /// The values noted for `written` by note_read_after_write, in the order
   /// first noted (empty when none).
   std::vector<int32_t> reads_after_write(int32_t written) const;
+  /// Registers this graph's input values whose arguments are traced for a
+  /// broadcast layout (a stride 0 on an axis of extent > 1), value id ->
+  /// argument index (trace/stage.cpp, when the trace starts): an in-place
+  /// write into one of them, or through a view of one, then throws
+  /// ValueError naming the writing op, as eagerly (a broadcast tensor's
+  /// elements share memory). Kept by the context, so it ends with the trace.
+  void set_broadcast_arguments(std::map<int32_t, int> args) { broadcast_args_ = std::move(args); }
+  /// The argument index registered for input value `v` by
+  /// set_broadcast_arguments, or -1 when `v` is not such an argument.
+  int broadcast_argument(int32_t v) const {
+    auto it = broadcast_args_.find(v);
+    return it == broadcast_args_.end() ? -1 : it->second;
+  }
 
  protected:
   bool root_writable(int32_t root) const override;
@@ -315,6 +340,7 @@ class GraphRealizationContext : public RealizationContext {
   std::map<const detail::TensorImpl*, size_t> mutable_index_;  // impl -> index into mutable_
   std::map<int32_t, detail::TracedLayout> layouts_;             // root value -> its layout (value_layout)
   std::map<int32_t, std::vector<int32_t>> reads_after_write_;   // written value -> values read after the write
+  std::map<int32_t, int> broadcast_args_;  // input value traced for a broadcast layout -> argument index
 };
 
 /// The innermost context on this thread, or the default one.

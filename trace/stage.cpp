@@ -7,7 +7,6 @@
 #include <map>
 #include <set>
 
-#include "broadcast_args.h"
 #include "read_after_write.h"
 
 namespace kiln {
@@ -73,7 +72,7 @@ TraceSession::TraceSession(const std::string& name, const std::vector<TensorLayo
   std::map<int32_t, int> broadcast;
   for (size_t i = 0; i < in_layouts.size(); ++i)
     if (in_layouts[i].stride_class == StrideClass::broadcast) broadcast[graph_->input_ids()[i]] = static_cast<int>(i);
-  if (!broadcast.empty()) set_broadcast_arguments(*graph_, std::move(broadcast));
+  ctx_->set_broadcast_arguments(std::move(broadcast));
   // Identical arguments are one traced tensor: the same handle, so a write
   // through one is the other's new value too (and its views' base).
   for (size_t j = 0; j < same_as_.size(); ++j)
@@ -93,7 +92,7 @@ TraceSession::TraceSession(const std::string& name, const std::vector<TensorLayo
   }
 }
 
-TraceSession::~TraceSession() { set_broadcast_arguments(*graph_, {}); }
+TraceSession::~TraceSession() = default;
 
 void check_specs(const std::vector<TensorLayout>& layouts, const TreeDef& tree) {
   for (size_t i = 0; i < layouts.size(); ++i) {

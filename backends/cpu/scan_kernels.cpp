@@ -7,6 +7,7 @@
 #include <numeric>
 #include <vector>
 
+#include "../../tensor/nan_last_order.h"
 #include "accumulate.h"
 #include "parallel_ranges.h"
 #include "reduce_kernels.h"
@@ -37,13 +38,9 @@ void running(const Tensor& x, int64_t axis, const Tensor& out) {
 }
 
 /// Strict weak order of numpy's sort: NaN above everything (and equal to
-/// NaN), so ascending puts NaNs last.
-template <class C>
-bool less_nan_last(C a, C b) {
-  if (is_nan(a)) return false;
-  if (is_nan(b)) return true;
-  return a < b;
-}
+/// NaN), so ascending puts NaNs last (one rule for every backend's sorting
+/// and selection kernels: tensor/nan_last_order.h).
+using sort_order::less_nan_last;
 
 /// Orderable uint32 key of a float32 / int32 (unsigned comparison gives the
 /// numeric order): NaN maps above +inf (all NaNs equal) and -0 to +0, so the

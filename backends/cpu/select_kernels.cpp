@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "../../tensor/dispatch.h"
+#include "../../tensor/nan_last_order.h"
 #include "accumulate.h"
 #include "copy.h"
 #include "element_width.h"
@@ -59,27 +60,10 @@ void for_each_lead(const Shape& lead, const std::array<std::vector<int64_t>, N>&
   });
 }
 
-/// numpy's sort order: NaN above everything (and equal to NaN).
-template <class C>
-bool less_nan_last(C a, C b) {
-  if (is_nan(a)) return false;
-  if (is_nan(b)) return true;
-  return a < b;
-}
-
-/// a ranks before b in topk's order: the first k of a stable sort (NaN
-/// largest; equal keys, -0/+0 included, by lower position).
-template <bool Largest, class C>
-bool ranks_before(C ka, int64_t a, C kb, int64_t b) {
-  const bool na = is_nan(ka), nb = is_nan(kb);
-  if (na || nb) {
-    if (na && nb) return a < b;
-    return Largest ? na : nb;
-  }
-  if (Largest ? kb < ka : ka < kb) return true;
-  if (Largest ? ka < kb : kb < ka) return false;
-  return a < b;
-}
+// numpy's sort order (NaN last) and topk's rank order: one rule for the CPU
+// and CUDA kernels (tensor/nan_last_order.h).
+using sort_order::ranks_before;
+using sort_order::sorted_position;
 
 template <bool Largest>
 void topk_lines(const Tensor& x, int64_t k, int64_t axis, const Tensor& idx) {
@@ -177,14 +161,7 @@ void searchsorted_into(const Tensor& out, const Tensor& seq, const Tensor& value
                        auto at = [&](int64_t i) { return detail::convert<C>(*reinterpret_cast<const T*>(s + i * sstep)); };
                        for (int64_t j = 0; j < m; ++j) {
                          const C v = detail::convert<C>(*reinterpret_cast<const T*>(p[2] + j * vstep));
-                         int64_t lo = 0, hi = n;
-                         while (lo < hi) {
-                           const int64_t mid = lo + (hi - lo) / 2;
-                           const bool after = right ? !less_nan_last(v, at(mid)) : less_nan_last(at(mid), v);
-                           if (after) lo = mid + 1;
-                           else hi = mid;
-                         }
-                         *reinterpret_cast<int64_t*>(p[0] + j * ostep) = lo;
+                         *reinterpret_cast<int64_t*>(p[0] + j * ostep) = sorted_position(at, n, v, right);
                        }
                      });
   });

@@ -114,7 +114,9 @@ template <class T> KILN_HD T wrap_sub(T a, T b) {
   else return a - b;
 }
 template <class T> KILN_HD T wrap_mul(T a, T b) {
-  if constexpr (is_int_v<T>) {
+  if constexpr (is_bool_v<T>) {
+    return a && b;  // bool * bool: and (as T(a * b), without an int in a bool context)
+  } else if constexpr (is_int_v<T>) {
     // 8-bit operands multiply in unsigned int (int would overflow).
     using U = unsigned_t<T>;
     if constexpr (sizeof(U) < sizeof(unsigned)) return T(U(unsigned(U(a)) * unsigned(U(b))));

@@ -9,7 +9,8 @@
 //  - topk: the rank of element i in the line's order (NaN largest, ties by
 //    lower position: a strict total order, so the first k of a stable sort);
 //    position i goes to slot rank when rank < k;
-//  - searchsorted: the CPU's binary search in the NaN-last order;
+//  - searchsorted: the CPU's binary search in the NaN-last order (that
+//    order and the bisection are one header for both: tensor/nan_last_order.h);
 //  - max_pool2d: the taps inside x in row-major window order, a tap taken
 //    when greater or NaN (torch's rule, so the last NaN wins); the winning
 //    tap's own bits are stored (the dtype's lowest when no tap is inside);
@@ -19,34 +20,19 @@
 #pragma once
 #include <cstdint>
 
+#include "../../tensor/nan_last_order.h"
 #include "kernel_templates.h"  // KILN_HD
 
 namespace kiln::cuda {
 
 // ---- order ------------------------------------------------------------------------
+// The NaN-last order and searchsorted's bisection are the CPU kernels' own
+// (tensor/nan_last_order.h, one rule for both backends).
+using sort_order::less_nan_last;
+using sort_order::ranks_before;
+using sort_order::sorted_position;
 /// NaN test of a compute value (always false for integers and bool).
-template <class C> KILN_HD bool nan_of(C v) { return v != v; }
-
-/// numpy's sort order: NaN above everything (and equal to NaN).
-template <class C> KILN_HD bool less_nan_last(C a, C b) {
-  if (nan_of(a)) return false;
-  if (nan_of(b)) return true;
-  return a < b;
-}
-
-/// (key ka at position a) ranks before (kb at b) in topk's order: descending
-/// (Largest) or ascending with NaN largest; equal keys (-0/+0 too) by lower
-/// position. A strict total order over a line's (key, position) pairs.
-template <bool Largest, class C> KILN_HD bool ranks_before(C ka, int64_t a, C kb, int64_t b) {
-  const bool na = nan_of(ka), nb = nan_of(kb);
-  if (na || nb) {
-    if (na && nb) return a < b;
-    return Largest ? na : nb;
-  }
-  if (Largest ? kb < ka : ka < kb) return true;
-  if (Largest ? ka < kb : kb < ka) return false;
-  return a < b;
-}
+template <class C> KILN_HD bool nan_of(C v) { return sort_order::is_nan(v); }
 
 /// The slot of position i in the line's topk order, or k when it is not
 /// among the first k: the number of positions ranking before i, counted
@@ -57,21 +43,6 @@ template <bool Largest, class At> KILN_HD int64_t topk_slot(At at, int64_t len, 
   for (int64_t j = 0; j < len && r < k; ++j)
     if (j != i && ranks_before<Largest>(at(j), j, ki, i)) ++r;
   return r;
-}
-
-/// The insertion position of v in at(0 .. n-1) (sorted in the NaN-last
-/// order): the first i with !(at(i) < v) (left) or v < at(i) (right), by
-/// the CPU kernel's bisection.
-template <class C, class At> KILN_HD int64_t sorted_position(At at, int64_t n, C v, bool right) {
-  int64_t lo = 0, hi = n;
-  while (lo < hi) {
-    const int64_t mid = lo + (hi - lo) / 2;
-    const C s = at(mid);
-    const bool after = right ? !less_nan_last(v, s) : less_nan_last(s, v);
-    if (after) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
 }
 
 // ---- pools ------------------------------------------------------------------------
