@@ -639,9 +639,43 @@ std::shared_ptr<const CompiledModel> read_bytes(std::string_view bytes, const st
   return mef::build(c, session->options(), what);
 }
 
+namespace {
+// Reads a MEF file's bytes from `in`, looking at the header first: a stream
+// that does not start with the magic (or ends inside the header) is not read
+// further. Then, with `whole` (a regular file: its size bounds the read),
+// the rest; otherwise (a pipe, a device, a std::istream) at most the total
+// length the header gives, so a stream that never ends (/dev/zero, a pipe)
+// costs at most that; one that goes on after it is refused. `what` names
+// the file in errors.
+std::string read_bounded(std::istream& in, const std::string& what, bool whole) {
+  auto failed = [&] {
+    return ValueError("engine::read: '" + what + "': reading the file failed: " + std::strerror(errno));
+  };
+  std::string b(mef::kHeaderBytes, '\0');
+  in.read(b.data(), static_cast<std::streamsize>(b.size()));
+  b.resize(static_cast<size_t>(in.gcount()));
+  if (in.bad()) throw failed();
+  const std::string_view magic(mef::kMagic, sizeof mef::kMagic);
+  if (b.size() < mef::kHeaderBytes || std::string_view(b).substr(0, magic.size()) != magic)
+    return b;  // decode() names the problem: empty, not a MEF file, or truncated inside the header
+  const uint64_t total = mef::io::get_u64_at(b, 12);
+  const uint64_t want = whole ? UINT64_MAX : std::max<uint64_t>(total, b.size()) + 1;
+  char chunk[1 << 16];
+  while (b.size() < want && in) {
+    const uint64_t n = std::min<uint64_t>(sizeof chunk, want - b.size());
+    in.read(chunk, static_cast<std::streamsize>(n));
+    b.append(chunk, static_cast<size_t>(in.gcount()));
+  }
+  if (in.bad()) throw failed();
+  if (!whole && b.size() > total && total >= mef::kHeaderBytes)
+    throw ValueError("engine::read: '" + what + "': the data goes on after the end of the MEF file (its header gives " +
+                     std::to_string(total) + " bytes); it is corrupted or has something appended");
+  return b;
+}
+}  // namespace
+
 std::shared_ptr<const CompiledModel> read(std::istream& in, std::shared_ptr<InferenceSession> session) {
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw ValueError("engine::read: '<stream>': reading the stream failed");
+  std::string bytes = read_bounded(in, "<stream>", false);
   return read_bytes(bytes, "<stream>", std::move(session));
 }
 
@@ -653,11 +687,12 @@ std::shared_ptr<const CompiledModel> read(const std::string& path, std::shared_p
   if (!f) throw ValueError("engine::read: cannot open '" + path + "': " + std::strerror(errno));
   std::string bytes;
   try {
-    bytes.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+    // Header first, then at most the length it gives: a device or pipe
+    // (/dev/zero) is refused after its first bytes instead of read forever.
+    bytes = read_bounded(f, path, std::filesystem::is_regular_file(path, ec));
   } catch (const std::ios_base::failure& e) {
     throw ValueError("engine::read: '" + path + "': reading the file failed: " + e.what());
   }
-  if (f.bad()) throw ValueError("engine::read: '" + path + "': reading the file failed: " + std::strerror(errno));
   return read_bytes(bytes, path, std::move(session));
 }
 

@@ -489,6 +489,48 @@ TEST_SUITE("export") {
     CHECK_THROWS_WITH_AS(kiln::read_safetensors(dir), doctest::Contains("is a directory"), kiln::Error);
   }
 
+  TEST_CASE("engine::read looks at the header first: an endless stream is refused or read only as far as it says") {
+    using namespace kiln;
+    // A stream that never ends, counting what was taken from it.
+    struct Endless : std::streambuf {
+      std::string head;  // the bytes it starts with, then zeros forever
+      size_t served = 0;
+      char buf[4096];
+      int_type underflow() override {
+        for (size_t i = 0; i < sizeof buf; ++i, ++served) buf[i] = served < head.size() ? head[served] : '\0';
+        setg(buf, buf, buf + sizeof buf);
+        return traits_type::to_int_type(buf[0]);
+      }
+    };
+    {
+      Endless zeros;
+      std::istream in(&zeros);
+      CHECK_THROWS_WITH_AS(engine::read(in), doctest::Contains("engine::read: '<stream>': not a MEF file"), ValueError);
+      CHECK(zeros.served <= 4096);  // one buffer, not everything
+    }
+    {
+      // A MEF header saying 1000 bytes, then zeros: read up to 1000 + 1 bytes, then refused as corrupted.
+      Endless mef;
+      mef.head = std::string("KILNMEF\0", 8) + std::string("\x01\0\0\0", 4) +
+                 std::string("\xe8\x03\0\0\0\0\0\0", 8) + std::string(4, '\0');
+      std::istream in(&mef);
+      CHECK_THROWS_AS(engine::read(in), ValueError);
+      CHECK(mef.served <= 1001 + 4096);
+    }
+    // A character device that never ends (reading /dev/zero is harmless): refused at once by its first bytes.
+    if (fs::exists("/dev/zero"))
+      CHECK_THROWS_WITH_AS(engine::read("/dev/zero"),
+                           doctest::Contains("engine::read: '/dev/zero': not a MEF file"), ValueError);
+    // A real file still round-trips (the bounded read takes all of it).
+    TempDir d;
+    CompiledCallable run = compile([](Tensor x) { return x * 2.0f; })(f32({3}));
+    run.export_mef(d.file("m.mef"));
+    Tensor y = CompiledCallable::from_mef(d.file("m.mef"))(tensor({1.f, 2.f, 3.f}));
+    CHECK(y.to_vector<float>() == std::vector<float>{2.f, 4.f, 6.f});
+    spit(d.file("long.mef"), slurp(d.file("m.mef")) + "xyz");
+    CHECK_THROWS_WITH_AS(engine::read(d.file("long.mef")), doctest::Contains("3 bytes after its end"), ValueError);
+  }
+
   TEST_CASE("export_mef refuses an empty path and a directory before writing anything") {
     using namespace kiln;
     TempDir d;
