@@ -601,13 +601,48 @@ std::shared_ptr<const engine::CompiledModel> build(const Contents& c, const Kern
   return model;
 }
 
-void write_file_atomically(const std::string& path, const std::string& bytes, const std::string& op) {
+namespace {
+// What the file at `p` is, for a message ("a FIFO", "a character device", ...).
+const char* file_kind(std::filesystem::file_type t) {
+  using ft = std::filesystem::file_type;
+  switch (t) {
+    case ft::fifo: return "a FIFO";
+    case ft::character: return "a character device";
+    case ft::block: return "a block device";
+    case ft::socket: return "a socket";
+    case ft::directory: return "a directory";
+    default: return "not a regular file";
+  }
+}
+}  // namespace
+
+void write_file_atomically(const std::string& path_in, const std::string& bytes, const std::string& op) {
+  namespace fs = std::filesystem;
   // Checked before the temporary file is written, so a bad path leaves no
   // '<path>.tmp' behind and the message names the path, not the rename.
-  if (path.empty()) throw ValueError(op + ": the path is empty (expected the path of the file to write)");
+  if (path_in.empty()) throw ValueError(op + ": the path is empty (expected the path of the file to write)");
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    throw ValueError(op + ": '" + path + "' is a directory (expected the path of a file, e.g. a name inside it)");
+  if (fs::is_directory(path_in, ec))
+    throw ValueError(op + ": '" + path_in + "' is a directory (expected the path of a file, e.g. a name inside it)");
+  // A symbolic link is followed (a chain too, a dangling one included): the
+  // file is written where it points, so the link stays and its target gets
+  // the new contents; renaming over the link itself would replace it.
+  fs::path target = path_in;
+  for (int hops = 0; fs::is_symlink(fs::symlink_status(target, ec)); ++hops) {
+    if (hops == 40) throw ValueError(op + ": '" + path_in + "': too many levels of symbolic links");
+    fs::path next = fs::read_symlink(target, ec);
+    if (ec) throw ValueError(op + ": cannot read the symbolic link '" + target.string() + "': " + ec.message());
+    target = next.is_absolute() ? next : target.parent_path() / next;
+  }
+  const std::string path = target.string();
+  // A FIFO, a device or a socket is not replaced by a regular file (renaming
+  // over /dev/full would replace the device node itself).
+  const fs::file_status st = fs::status(target, ec);
+  const bool exists = !ec && fs::exists(st);
+  if (exists && !fs::is_regular_file(st))
+    throw ValueError(op + ": '" + path_in + "'" + (path != path_in ? " (a link to '" + path + "')" : std::string()) +
+                     " is " + file_kind(st.type()) +
+                     ", not a regular file; refusing to replace it (expected the path of a regular file to write)");
   const std::string tmp = path + ".tmp";
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
@@ -619,6 +654,8 @@ void write_file_atomically(const std::string& path, const std::string& bytes, co
       throw ValueError(op + ": writing '" + tmp + "' failed: " + std::strerror(errno));
     }
   }
+  // The file replaced keeps its permissions.
+  if (exists) fs::permissions(tmp, st.permissions(), fs::perm_options::replace, ec);
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     const int err = errno;
     std::remove(tmp.c_str());

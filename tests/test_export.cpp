@@ -1,5 +1,6 @@
 // MEF export/read, rebuilding callables (from_compiled, from_engine_model),
 // a session's MEF folders, capture/replay, and TreeDef serialization.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -529,6 +530,52 @@ TEST_SUITE("export") {
     CHECK(y.to_vector<float>() == std::vector<float>{2.f, 4.f, 6.f});
     spit(d.file("long.mef"), slurp(d.file("m.mef")) + "xyz");
     CHECK_THROWS_WITH_AS(engine::read(d.file("long.mef")), doctest::Contains("3 bytes after its end"), ValueError);
+  }
+
+  TEST_CASE("export_mef through a symlink writes the link's target; a FIFO is refused, not replaced") {
+    using namespace kiln;
+    TempDir d;
+    CompiledCallable twice = compile([](Tensor x) { return x * 2.0f; })(f32({3}));
+    CompiledCallable thrice = compile([](Tensor x) { return x * 3.0f; })(f32({3}));
+    const std::string real = d.file("real.mef"), link = d.file("link.mef");
+    twice.export_mef(real);
+    fs::permissions(real, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read);
+    fs::create_symlink("real.mef", link);  // relative, as `ln -s real.mef link.mef` makes it
+    thrice.export_mef(link);
+    CHECK(fs::is_symlink(fs::symlink_status(link)));
+    CHECK(fs::read_symlink(link) == fs::path("real.mef"));
+    // The target has the new model (3x), written through the link; it kept its permissions.
+    CHECK(Tensor(CompiledCallable::from_mef(real)(tensor({1.f, 2.f, 3.f}))).to_vector<float>() ==
+          std::vector<float>{3.f, 6.f, 9.f});
+    CHECK(fs::status(real).permissions() ==
+          (fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read));
+    CHECK_FALSE(fs::exists(d.file("link.mef.tmp")));
+    CHECK_FALSE(fs::exists(d.file("real.mef.tmp")));
+    // A link to a link in another folder, and a dangling link: the final target is written.
+    fs::create_directory(d.file("sub"));
+    fs::create_symlink(link, d.file("sub/l2.mef"));
+    twice.export_mef(d.file("sub/l2.mef"));
+    CHECK(Tensor(CompiledCallable::from_mef(real)(tensor({1.f, 1.f, 1.f}))).to_vector<float>() ==
+          std::vector<float>{2.f, 2.f, 2.f});
+    fs::create_symlink("new.mef", d.file("dangling.mef"));
+    thrice.export_mef(d.file("dangling.mef"));
+    CHECK(fs::is_symlink(fs::symlink_status(d.file("dangling.mef"))));
+    CHECK(fs::is_regular_file(d.file("new.mef")));
+
+    // A FIFO (a stand-in for a device such as /dev/full) is refused and stays a FIFO; also through a link.
+    const std::string fifo = d.file("pipe");
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    CHECK_THROWS_WITH_AS(twice.export_mef(fifo),
+                         doctest::Contains(("export_mef: '" + fifo +
+                                            "' is a FIFO, not a regular file; refusing to replace it")
+                                               .c_str()),
+                         ValueError);
+    CHECK(fs::is_fifo(fs::symlink_status(fifo)));
+    fs::create_symlink(fifo, d.file("to_pipe"));
+    CHECK_THROWS_WITH_AS(twice.export_mef(d.file("to_pipe")), doctest::Contains(("(a link to '" + fifo + "') is a FIFO").c_str()),
+                         ValueError);
+    CHECK(fs::is_fifo(fs::symlink_status(fifo)));
+    CHECK_FALSE(fs::exists(fifo + ".tmp"));
   }
 
   TEST_CASE("export_mef refuses an empty path and a directory before writing anything") {
