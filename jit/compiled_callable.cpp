@@ -566,11 +566,12 @@ CallResult CompiledCallable::call_checked(std::span<const Tensor> leaves, const 
   auto path = [&](size_t i) { return arg_path(tree.leaf_paths(), i); };
   for (size_t i = 0; i < leaves.size(); ++i) {
     const Tensor& t = leaves[i];
-    if (!t.defined()) throw ValueError("argument " + path(i) + ": an undefined tensor");
+    if (!t.defined()) throw ValueError("compiled call: argument " + path(i) + ": an undefined tensor");
     const TensorLayout& w = want[i];
     if (t.dtype() != w.dtype || t.shape() != w.shape || !(t.device() == w.device) ||
         (!outer && !stride_class_is(t, w.stride_class)))  // a traced value has no strides yet
-      throw ValueError("argument " + path(i) + ": expected " + layout_str(w) + ", got " + layout_str(t.layout()));
+      throw ValueError("compiled call: argument " + path(i) + ": expected " + layout_str(w) + ", got " +
+                       layout_str(t.layout()));
   }
   if (outer) return inline_call(*outer, leaves);
   check_captured();
