@@ -199,8 +199,10 @@ class CompiledCallable {
   /// argument tree with static values, result layouts and tree), the names
   /// and types of the weights it expects (never their data), with
   /// `include_source_graph` the graph as staged, and a checksum. Load it with
-  /// engine::read (or from_mef) to skip tracing and optimising. Throws
-  /// ValueError naming the path when it cannot be written.
+  /// engine::read (or from_mef) to skip tracing and optimising. A symbolic
+  /// link at `path` is followed (its target is replaced, the link stays).
+  /// Throws ValueError naming the path when it cannot be written, or when it
+  /// is a FIFO, a device or a socket (not replaced).
   void export_mef(const std::string& path, bool include_source_graph = false) const;
 
   /// The signature (in/out layouts and trees) as one value.
