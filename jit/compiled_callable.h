@@ -137,7 +137,9 @@ class CompiledCallable {
   /// an argument or weight or a view of one aliases it, and one that is a
   /// tensor the function wrote in place (`x.exp_(); return x;`) is the
   /// caller's tensor itself (the handle passed), so writes into it reach
-  /// the argument as eagerly.
+  /// the argument as eagerly; a view of such a tensor (`x.mul_(2); return
+  /// x[1];`, `v = x[0]; x.add_(1); return v;`) is that view of the
+  /// caller's tensor, taken after the write-back.
   template <class... Args>
   CallResult operator()(const Args&... args) const {
     using Sig = std::tuple<std::remove_cvref_t<Args>...>;
@@ -163,7 +165,8 @@ class CompiledCallable {
   /// (x * 1, even where the optimiser reduced it to x) is new memory, a
   /// result the function returns as an argument or a view of one aliases
   /// it, and a result that is an argument it wrote in place (`x.exp_();
-  /// return x;`) is that input tensor itself.
+  /// return x;`) is that input tensor itself (a view of it: that view of
+  /// the input tensor).
   std::vector<Tensor> execute_raw(std::span<const Tensor> inputs) const;
   /// As above on raw buffers laid out as in_layouts (contiguous). A buffer
   /// smaller than its layout is a ValueError naming its position and the
