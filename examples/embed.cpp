@@ -149,11 +149,12 @@ void print_matrix(const std::vector<std::string>& sentences, const kiln::Tensor&
   std::printf("\nsentences:\n");
   for (int64_t i = 0; i < n; ++i) std::printf("  [%lld] %s\n", static_cast<long long>(i), clip(sentences[i], 90).c_str());
   std::printf("\ncosine similarity:\n      ");
-  for (int64_t j = 0; j < n; ++j) std::printf(" [%2lld] ", static_cast<long long>(j));
+  // Cells 7 wide: a sign column, so negative similarities keep the columns aligned.
+  for (int64_t j = 0; j < n; ++j) std::printf("  [%2lld] ", static_cast<long long>(j));
   std::printf("\n");
   for (int64_t i = 0; i < n; ++i) {
     std::printf("  [%2lld]", static_cast<long long>(i));
-    for (int64_t j = 0; j < n; ++j) std::printf(" %5.3f", sim.data<float>()[i * n + j]);
+    for (int64_t j = 0; j < n; ++j) std::printf(" %6.3f", sim.data<float>()[i * n + j]);
     std::printf("\n");
   }
 }
@@ -269,7 +270,7 @@ int run(const Options& opt) {
     std::printf("\nnearest to \"%s\" (of %zu corpus sentences, %s):\n", clip(opt.search, 70).c_str(), corpus.size(),
                 compiled ? "compiled" : "eager");
     for (size_t k = 0; k < std::min<size_t>(5, order.size()); ++k)
-      std::printf("  %.3f  %s\n", sim.data<float>()[order[k]], clip(corpus[order[k]], 90).c_str());
+      std::printf("  %6.3f  %s\n", sim.data<float>()[order[k]], clip(corpus[order[k]], 90).c_str());
   }
   return status;
 }

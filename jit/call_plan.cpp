@@ -12,6 +12,26 @@ std::shared_ptr<const CallPlan> make_call_plan(const StagedGraph& staged, const 
   const std::vector<int32_t> w = written_results(optimized, p->num_writes);
   for (size_t i = 0; i < w.size(); ++i)
     if (w[i] >= 0) p->written_results.emplace_back(static_cast<uint32_t>(i), static_cast<uint32_t>(w[i]));
+  // Results made by a chain of view ops from a written value (the nearest one on the chain).
+  const auto& outs = optimized.output_ids();
+  const size_t nres = w.size();
+  for (size_t i = 0; i < nres; ++i) {
+    if (w[i] >= 0) continue;
+    std::vector<std::pair<OpId, Attrs>> chain;
+    int32_t v = outs[i];
+    for (;;) {
+      const Node& n = optimized.node(static_cast<size_t>(optimized.producer(v)));
+      if (n.kind != NodeKind::op || op_info(n.op).category != OpCategory::View || n.inputs.size() != 1) break;
+      chain.emplace(chain.begin(), n.op, n.attrs);
+      v = n.inputs[0];
+      size_t k = nres;
+      while (k < outs.size() && outs[k] != v) ++k;
+      if (k < outs.size()) {
+        p->views_of_written.push_back({static_cast<uint32_t>(i), static_cast<uint32_t>(k - nres), std::move(chain)});
+        break;
+      }
+    }
+  }
   return p;
 }
 

@@ -33,6 +33,16 @@ struct CallPlan {
   /// back by that write (detail::written_results on the optimised graph),
   /// ascending by result.
   std::vector<std::pair<uint32_t, uint32_t>> written_results;
+  /// A result that is a view of a written value (`x.mul_(2); return x[1];`,
+  /// or `v = x[0]; x.add_(1); return v;`): eagerly a view of the tensor
+  /// written, so the call returns `chain` (view ops, in order) replayed on
+  /// that tensor after the write-back. Ascending by result.
+  struct ViewOfWritten {
+    uint32_t result = 0;
+    uint32_t write = 0;
+    std::vector<std::pair<OpId, Attrs>> chain;
+  };
+  std::vector<ViewOfWritten> views_of_written;
   /// StagedGraph::writes.size(): the trailing results that are written values.
   size_t num_writes = 0;
   /// StagedGraph::out_tree, shared by the CallResults of every call.

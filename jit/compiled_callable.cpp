@@ -402,6 +402,15 @@ CallResult CompiledCallable::inline_call(GraphRealizationContext& outer, std::sp
     const WriteBack& w = staged_.writes[k];
     if (i < r.leaves.size()) r.leaves[i] = w.argument >= 0 ? leaves[static_cast<size_t>(w.argument)] : weights_.at(w.weight);
   }
+  // A view of a written value is that view of the tensor written (recorded
+  // in the outer trace, so it joins that tensor's alias group), as eagerly.
+  for (const auto& vw : call_plan_->views_of_written) {
+    const WriteBack& w = staged_.writes[vw.write];
+    if (vw.result >= r.leaves.size()) continue;
+    Tensor t = w.argument >= 0 ? leaves[static_cast<size_t>(w.argument)] : weights_.at(w.weight);
+    for (const auto& [op, attrs] : vw.chain) t = apply(op, t, attrs);
+    r.leaves[vw.result] = std::move(t);
+  }
   return r;
 }
 
@@ -566,11 +575,12 @@ CallResult CompiledCallable::call_checked(std::span<const Tensor> leaves, const 
   auto path = [&](size_t i) { return arg_path(tree.leaf_paths(), i); };
   for (size_t i = 0; i < leaves.size(); ++i) {
     const Tensor& t = leaves[i];
-    if (!t.defined()) throw ValueError("argument " + path(i) + ": an undefined tensor");
+    if (!t.defined()) throw ValueError("compiled call: argument " + path(i) + ": an undefined tensor");
     const TensorLayout& w = want[i];
     if (t.dtype() != w.dtype || t.shape() != w.shape || !(t.device() == w.device) ||
         (!outer && !stride_class_is(t, w.stride_class)))  // a traced value has no strides yet
-      throw ValueError("argument " + path(i) + ": expected " + layout_str(w) + ", got " + layout_str(t.layout()));
+      throw ValueError("compiled call: argument " + path(i) + ": expected " + layout_str(w) + ", got " +
+                       layout_str(t.layout()));
   }
   if (outer) return inline_call(*outer, leaves);
   check_captured();
@@ -596,9 +606,12 @@ void CompiledCallable::write_back(std::vector<Tensor>& results, std::span<const 
   // a result computed into the destination's memory), except the results
   // that are the written tensor itself (set below).
   const auto& written = call_plan_->written_results;
-  for (size_t i = 0, wi = 0; i < first; ++i) {
+  const auto& views = call_plan_->views_of_written;
+  for (size_t i = 0, wi = 0, vi = 0; i < first; ++i) {
     while (wi < written.size() && written[wi].first < i) ++wi;
     if (wi < written.size() && written[wi].first == i) continue;
+    while (vi < views.size() && views[vi].result < i) ++vi;
+    if (vi < views.size() && views[vi].result == i && destination(staged_.writes[views[vi].write])) continue;
     for (const WriteBack& w : staged_.writes)
       if (const Tensor* d = destination(w); d && may_share_memory(results[i], *d)) {
         results[i] = results[i].clone();
@@ -632,6 +645,17 @@ void CompiledCallable::write_back(std::vector<Tensor>& results, std::span<const 
   for (const auto& [i, k] : written)
     if (i < first)
       if (const Tensor* d = destination(staged_.writes[k])) results[i] = *d;
+  // A result that is a view of a written value is that view of the tensor
+  // written (`x.mul_(2); return x[1];`), as eagerly: its view ops replayed on
+  // the caller's tensor after the write-back (any layout: the eager view
+  // rules give the strides, and a reshape eager would copy copies here too).
+  for (const auto& vw : views)
+    if (vw.result < first)
+      if (const Tensor* d = destination(staged_.writes[vw.write])) {
+        Tensor t = *d;
+        for (const auto& [op, attrs] : vw.chain) t = detail::eager_execute(op, std::span<const Tensor>(&t, 1), attrs);
+        results[vw.result] = std::move(t);
+      }
   results.resize(first);
 }
 

@@ -10,7 +10,7 @@ namespace kiln {
 struct KernelOptions {
   /// Strict numerics: no FMA contraction across ops and only fusions whose
   /// results are bitwise what the eager kernels give, so compiled == eager
-  /// bit for bit. Default: documented per-op tolerances (docs in jit/compile.h).
+  /// bit for bit. Default: the per-op tolerances documented in jit/compiled_callable.h.
   bool strict = false;
   /// Fuse elementwise chains into generated machine code (off: every op
   /// runs its eager kernel; useful to bisect a numerics difference).

@@ -601,13 +601,48 @@ std::shared_ptr<const engine::CompiledModel> build(const Contents& c, const Kern
   return model;
 }
 
-void write_file_atomically(const std::string& path, const std::string& bytes, const std::string& op) {
+namespace {
+// What the file at `p` is, for a message ("a FIFO", "a character device", ...).
+const char* file_kind(std::filesystem::file_type t) {
+  using ft = std::filesystem::file_type;
+  switch (t) {
+    case ft::fifo: return "a FIFO";
+    case ft::character: return "a character device";
+    case ft::block: return "a block device";
+    case ft::socket: return "a socket";
+    case ft::directory: return "a directory";
+    default: return "not a regular file";
+  }
+}
+}  // namespace
+
+void write_file_atomically(const std::string& path_in, const std::string& bytes, const std::string& op) {
+  namespace fs = std::filesystem;
   // Checked before the temporary file is written, so a bad path leaves no
   // '<path>.tmp' behind and the message names the path, not the rename.
-  if (path.empty()) throw ValueError(op + ": the path is empty (expected the path of the file to write)");
+  if (path_in.empty()) throw ValueError(op + ": the path is empty (expected the path of the file to write)");
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    throw ValueError(op + ": '" + path + "' is a directory (expected the path of a file, e.g. a name inside it)");
+  if (fs::is_directory(path_in, ec))
+    throw ValueError(op + ": '" + path_in + "' is a directory (expected the path of a file, e.g. a name inside it)");
+  // A symbolic link is followed (a chain too, a dangling one included): the
+  // file is written where it points, so the link stays and its target gets
+  // the new contents; renaming over the link itself would replace it.
+  fs::path target = path_in;
+  for (int hops = 0; fs::is_symlink(fs::symlink_status(target, ec)); ++hops) {
+    if (hops == 40) throw ValueError(op + ": '" + path_in + "': too many levels of symbolic links");
+    fs::path next = fs::read_symlink(target, ec);
+    if (ec) throw ValueError(op + ": cannot read the symbolic link '" + target.string() + "': " + ec.message());
+    target = next.is_absolute() ? next : target.parent_path() / next;
+  }
+  const std::string path = target.string();
+  // A FIFO, a device or a socket is not replaced by a regular file (renaming
+  // over /dev/full would replace the device node itself).
+  const fs::file_status st = fs::status(target, ec);
+  const bool exists = !ec && fs::exists(st);
+  if (exists && !fs::is_regular_file(st))
+    throw ValueError(op + ": '" + path_in + "'" + (path != path_in ? " (a link to '" + path + "')" : std::string()) +
+                     " is " + file_kind(st.type()) +
+                     ", not a regular file; refusing to replace it (expected the path of a regular file to write)");
   const std::string tmp = path + ".tmp";
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
@@ -619,6 +654,8 @@ void write_file_atomically(const std::string& path, const std::string& bytes, co
       throw ValueError(op + ": writing '" + tmp + "' failed: " + std::strerror(errno));
     }
   }
+  // The file replaced keeps its permissions.
+  if (exists) fs::permissions(tmp, st.permissions(), fs::perm_options::replace, ec);
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     const int err = errno;
     std::remove(tmp.c_str());
@@ -639,9 +676,43 @@ std::shared_ptr<const CompiledModel> read_bytes(std::string_view bytes, const st
   return mef::build(c, session->options(), what);
 }
 
+namespace {
+// Reads a MEF file's bytes from `in`, looking at the header first: a stream
+// that does not start with the magic (or ends inside the header) is not read
+// further. Then, with `whole` (a regular file: its size bounds the read),
+// the rest; otherwise (a pipe, a device, a std::istream) at most the total
+// length the header gives, so a stream that never ends (/dev/zero, a pipe)
+// costs at most that; one that goes on after it is refused. `what` names
+// the file in errors.
+std::string read_bounded(std::istream& in, const std::string& what, bool whole) {
+  auto failed = [&] {
+    return ValueError("engine::read: '" + what + "': reading the file failed: " + std::strerror(errno));
+  };
+  std::string b(mef::kHeaderBytes, '\0');
+  in.read(b.data(), static_cast<std::streamsize>(b.size()));
+  b.resize(static_cast<size_t>(in.gcount()));
+  if (in.bad()) throw failed();
+  const std::string_view magic(mef::kMagic, sizeof mef::kMagic);
+  if (b.size() < mef::kHeaderBytes || std::string_view(b).substr(0, magic.size()) != magic)
+    return b;  // decode() names the problem: empty, not a MEF file, or truncated inside the header
+  const uint64_t total = mef::io::get_u64_at(b, 12);
+  const uint64_t want = whole ? UINT64_MAX : std::max<uint64_t>(total, b.size()) + 1;
+  char chunk[1 << 16];
+  while (b.size() < want && in) {
+    const uint64_t n = std::min<uint64_t>(sizeof chunk, want - b.size());
+    in.read(chunk, static_cast<std::streamsize>(n));
+    b.append(chunk, static_cast<size_t>(in.gcount()));
+  }
+  if (in.bad()) throw failed();
+  if (!whole && b.size() > total && total >= mef::kHeaderBytes)
+    throw ValueError("engine::read: '" + what + "': the data goes on after the end of the MEF file (its header gives " +
+                     std::to_string(total) + " bytes); it is corrupted or has something appended");
+  return b;
+}
+}  // namespace
+
 std::shared_ptr<const CompiledModel> read(std::istream& in, std::shared_ptr<InferenceSession> session) {
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw ValueError("engine::read: '<stream>': reading the stream failed");
+  std::string bytes = read_bounded(in, "<stream>", false);
   return read_bytes(bytes, "<stream>", std::move(session));
 }
 
@@ -653,11 +724,12 @@ std::shared_ptr<const CompiledModel> read(const std::string& path, std::shared_p
   if (!f) throw ValueError("engine::read: cannot open '" + path + "': " + std::strerror(errno));
   std::string bytes;
   try {
-    bytes.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+    // Header first, then at most the length it gives: a device or pipe
+    // (/dev/zero) is refused after its first bytes instead of read forever.
+    bytes = read_bounded(f, path, std::filesystem::is_regular_file(path, ec));
   } catch (const std::ios_base::failure& e) {
     throw ValueError("engine::read: '" + path + "': reading the file failed: " + e.what());
   }
-  if (f.bad()) throw ValueError("engine::read: '" + path + "': reading the file failed: " + std::strerror(errno));
   return read_bytes(bytes, path, std::move(session));
 }
 

@@ -170,8 +170,12 @@ std::shared_ptr<const engine::CompiledModel> build(const Contents& c, const Kern
                                                    const std::string& what);
 
 /// Writes `bytes` to `path` through a temporary file in the same folder and a
-/// rename, so a reader never sees half a file. Throws ValueError naming the
-/// path on failure.
+/// rename, so a reader never sees half a file. A symbolic link at `path` is
+/// followed (the file it points to is replaced, through a temporary file in
+/// that file's folder; the link stays); a file replaced keeps its
+/// permissions. Throws ValueError naming the path on failure, and when
+/// `path` (or the file a link points to) exists but is not a regular file
+/// (a FIFO, a device, a socket: it is not replaced).
 void write_file_atomically(const std::string& path, const std::string& bytes, const std::string& op);
 
 }  // namespace kiln::mef

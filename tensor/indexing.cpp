@@ -120,7 +120,8 @@ Plan basic(const Tensor& x, const std::vector<TensorIndex>& indices) {
 // traced one (its values known only when the compiled function runs) is
 // looked up in arange(n) laid along axis a.axis of a dummy, so that the
 // index_select that checks it names the axis of x that it indexes (and,
-// with attrs.flag set, index_put_ rather than index_select: ops_data.cpp).
+// with attrs.flag set, index_put_, with attrs.scalar 1, index, rather than
+// index_select: ops_data.cpp).
 Tensor normalised(const Advanced& a, int64_t n, const char* who) {
   if (!a.index.is_realized()) {
     Shape s(static_cast<size_t>(a.axis), 1);
@@ -129,6 +130,7 @@ Tensor normalised(const Advanced& a, int64_t n, const char* who) {
     Attrs at;
     at.axis = a.axis;
     at.flag = std::string_view(who) == "index_put_";
+    at.scalar = std::string_view(who) == "index" ? 1.0 : 0.0;  // the lookup of a read: its errors name index
     const Tensor r = apply(OpId::IndexSelect, lut, reshape(a.index, {a.index.numel()}), at);
     return reshape(r, a.index.shape());
   }

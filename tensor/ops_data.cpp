@@ -286,8 +286,10 @@ Tensor eager_data(OpId op, std::span<const Tensor> in, const Attrs& attrs) {
       const int64_t ax = normalize_axis(attrs.axis, x.ndim(), "index_select");
       const Tensor& idx = in[1];
       // attrs.flag: the lookup that checks a traced index_put_'s indices
-      // (tensor/indexing.cpp), whose errors name index_put_.
-      check_axis_indices(op, idx, ax, x.shape()[ax], attrs.flag ? "index_put_" : nullptr);
+      // (tensor/indexing.cpp), whose errors name index_put_; attrs.scalar 1:
+      // the one of a traced read x.index(...), whose errors name index.
+      check_axis_indices(op, idx, ax, x.shape()[ax],
+                         attrs.flag ? "index_put_" : attrs.scalar == 1.0 ? "index" : nullptr);
       // The 1-d indices as a tensor of out's rank (stride 0 elsewhere), so
       // index_select is a gather.
       Shape is(out.ndim(), 1);

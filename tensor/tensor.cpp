@@ -69,6 +69,11 @@ Tensor Tensor::from_data(const void* data, DType dtype, size_t n, const Shape& s
   if (static_cast<size_t>(want) != n)
     throw ShapeError("from_data: " + std::to_string(n) + " values cannot fill shape " + shape_str(shape) + " (" +
                      std::to_string(want) + " elements)");
+  // A null pointer is refused when there is something to copy; with n == 0
+  // it is fine (an empty std::vector's data() may be null: from_vector({})).
+  if (!data && n)
+    throw ValueError("from_data: data is a null pointer but " + std::to_string(n) + " " + std::string(name(dtype)) +
+                     " value(s) were to be copied from it (shape " + shape_str(shape) + ")");
   Tensor t = empty(shape, dtype);
   if (n) std::memcpy(t.data_ptr(), data, n * size_of(dtype));
   return t;

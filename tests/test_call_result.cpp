@@ -61,10 +61,17 @@ TEST_SUITE("call result") {
     CHECK(vals(run(a, i64({0, -1}))) == std::vector<double>{-1, 0, -1, -1, 0, -1});
     CHECK_THROWS_WITH_AS(run(a, i64({0, 3})),
                          doctest::Contains("index_put_: index 3 is out of range for axis 1 with extent 3"), IndexError);
-    // a read keeps naming the lookup it is (unchanged)
+    // a read names index, the op the user called, as eagerly (not the index_select it is traced as)
     auto g = [](Tensor a, Tensor i) { return a.index({Slice(), i}); };
+    CHECK_THROWS_WITH_AS(g(a, i64({0, 3})), "index: index 3 is out of bounds for axis 1 with size 3", IndexError);
     CompiledCallable run_g = compile(g)(TensorLayout(DType::float64, {2, 3}), TensorLayout(DType::int64, {2}));
-    CHECK_THROWS_WITH_AS(run_g(a, i64({0, 3})), doctest::Contains("index_select: index 3 is out of range for axis 1"),
+    CHECK_THROWS_WITH_AS(run_g(a, i64({0, 3})),
+                         "index: index 3 is out of range for axis 1 with extent 3 (expected -3 <= index < 3)", IndexError);
+    CHECK_THROWS_WITH_AS(jit(g)(a, i64({0, 3})), doctest::Contains("index: index 3 is out of range for axis 1"),
+                         IndexError);
+    // a plain index_select keeps its own name
+    auto h = [](Tensor a, Tensor i) { return index_select(a, 1, i); };
+    CHECK_THROWS_WITH_AS(jit(h)(a, i64({0, 3})), doctest::Contains("index_select: index 3 is out of range for axis 1"),
                          IndexError);
   }
 }

@@ -133,6 +133,19 @@ TEST_SUITE("cli") {
                                   kiln.file("w1.safetensors") + "'") != std::string::npos,
                   part_w.err);
     CHECK(part_w.err.find("compile:") == std::string::npos);
+    CHECK_MESSAGE(part_w.err.rfind("kiln run: weight 'bias'", 0) == 0, part_w.err);  // one prefix, not two
+    // A weight of the wrong shape, and of the wrong dtype: one "kiln run: " prefix.
+    for (const auto& [name, w] : std::vector<std::pair<std::string, Tensor>>{
+             {"w_shape.safetensors", zeros({3, 5})}, {"w_dtype.safetensors", zeros({3, 4}, DType::float64)}}) {
+      write_safetensors(kiln.file(name), std::map<std::string, Tensor>{{"weight", w}, {"bias", lin.state_dict()["bias"]}});
+      Run bad_w = kiln("run '" + mef + "' --weights '" + kiln.file(name) + "' --input '" + kiln.file("x.npy") +
+                       "' --input '" + kiln.file("y.npy") + "'");
+      CHECK(bad_w.code == 1);
+      const std::string want = std::string("kiln run: weight 'weight' expects float32[3, 4] cpu, got ") +
+                               (name == "w_shape.safetensors" ? "float32[3, 5]" : "float64[3, 4]") + " cpu in --weights";
+      CHECK_MESSAGE(bad_w.err.rfind(want, 0) == 0, bad_w.err);
+      CHECK_MESSAGE(bad_w.err.find("kiln run: kiln run:") == std::string::npos, bad_w.err);
+    }
     Run swapped = kiln("run '" + mef + "' --weights '" + kiln.file("w.safetensors") + "' --input '" +
                        kiln.file("y.npy") + "' --input '" + kiln.file("x.npy") + "'");
     CHECK(swapped.code == 1);

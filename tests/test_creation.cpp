@@ -36,6 +36,22 @@ TEST_SUITE("creation") {
     CHECK(std::isnan(full({1}, std::nan(""), DType::float32).item<float>()));
   }
 
+  TEST_CASE("from_data: a null pointer with values to copy is a ValueError; with none it makes an empty tensor") {
+    CHECK_THROWS_WITH_AS(Tensor::from_data(nullptr, DType::float32, 4, {4}),
+                         "from_data: data is a null pointer but 4 float32 value(s) were to be copied from it "
+                         "(shape [4])",
+                         ValueError);
+    // n == 0: nothing is read, so null is fine (what an empty std::vector's data() may give).
+    Tensor e = Tensor::from_data(nullptr, DType::int64, 0, {2, 0});
+    CHECK(e.shape() == Shape{2, 0});
+    CHECK(e.dtype() == DType::int64);
+    CHECK(Tensor::from_vector(std::vector<float>{}).numel() == 0);
+    // The count check still comes first for a non-null pointer.
+    const float v[3] = {1.f, 2.f, 3.f};
+    CHECK_THROWS_AS(Tensor::from_data(v, DType::float32, 3, {4}), ShapeError);
+    check_values(Tensor::from_data(v, DType::float32, 3, {3}), {1.0, 2.0, 3.0}, "from_data");
+  }
+
   TEST_CASE("large fills take the parallel path and fill every element") {
     const int64_t n = (int64_t(1) << 20) + 37;
     Tensor z = zeros({n}, DType::float64);

@@ -1,5 +1,6 @@
 // MEF export/read, rebuilding callables (from_compiled, from_engine_model),
 // a session's MEF folders, capture/replay, and TreeDef serialization.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -487,6 +488,94 @@ TEST_SUITE("export") {
     CHECK_THROWS_WITH_AS(kiln::engine::read(dir), doctest::Contains("is a directory"), kiln::ValueError);
     CHECK_THROWS_WITH_AS(kiln::read_npy(dir), doctest::Contains("is a directory"), kiln::Error);
     CHECK_THROWS_WITH_AS(kiln::read_safetensors(dir), doctest::Contains("is a directory"), kiln::Error);
+  }
+
+  TEST_CASE("engine::read looks at the header first: an endless stream is refused or read only as far as it says") {
+    using namespace kiln;
+    // A stream that never ends, counting what was taken from it.
+    struct Endless : std::streambuf {
+      std::string head;  // the bytes it starts with, then zeros forever
+      size_t served = 0;
+      char buf[4096];
+      int_type underflow() override {
+        for (size_t i = 0; i < sizeof buf; ++i, ++served) buf[i] = served < head.size() ? head[served] : '\0';
+        setg(buf, buf, buf + sizeof buf);
+        return traits_type::to_int_type(buf[0]);
+      }
+    };
+    {
+      Endless zeros;
+      std::istream in(&zeros);
+      CHECK_THROWS_WITH_AS(engine::read(in), doctest::Contains("engine::read: '<stream>': not a MEF file"), ValueError);
+      CHECK(zeros.served <= 4096);  // one buffer, not everything
+    }
+    {
+      // A MEF header saying 1000 bytes, then zeros: read up to 1000 + 1 bytes, then refused as corrupted.
+      Endless mef;
+      mef.head = std::string("KILNMEF\0", 8) + std::string("\x01\0\0\0", 4) +
+                 std::string("\xe8\x03\0\0\0\0\0\0", 8) + std::string(4, '\0');
+      std::istream in(&mef);
+      CHECK_THROWS_AS(engine::read(in), ValueError);
+      CHECK(mef.served <= 1001 + 4096);
+    }
+    // A character device that never ends (reading /dev/zero is harmless): refused at once by its first bytes.
+    if (fs::exists("/dev/zero"))
+      CHECK_THROWS_WITH_AS(engine::read("/dev/zero"),
+                           doctest::Contains("engine::read: '/dev/zero': not a MEF file"), ValueError);
+    // A real file still round-trips (the bounded read takes all of it).
+    TempDir d;
+    CompiledCallable run = compile([](Tensor x) { return x * 2.0f; })(f32({3}));
+    run.export_mef(d.file("m.mef"));
+    Tensor y = CompiledCallable::from_mef(d.file("m.mef"))(tensor({1.f, 2.f, 3.f}));
+    CHECK(y.to_vector<float>() == std::vector<float>{2.f, 4.f, 6.f});
+    spit(d.file("long.mef"), slurp(d.file("m.mef")) + "xyz");
+    CHECK_THROWS_WITH_AS(engine::read(d.file("long.mef")), doctest::Contains("3 bytes after its end"), ValueError);
+  }
+
+  TEST_CASE("export_mef through a symlink writes the link's target; a FIFO is refused, not replaced") {
+    using namespace kiln;
+    TempDir d;
+    CompiledCallable twice = compile([](Tensor x) { return x * 2.0f; })(f32({3}));
+    CompiledCallable thrice = compile([](Tensor x) { return x * 3.0f; })(f32({3}));
+    const std::string real = d.file("real.mef"), link = d.file("link.mef");
+    twice.export_mef(real);
+    fs::permissions(real, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read);
+    fs::create_symlink("real.mef", link);  // relative, as `ln -s real.mef link.mef` makes it
+    thrice.export_mef(link);
+    CHECK(fs::is_symlink(fs::symlink_status(link)));
+    CHECK(fs::read_symlink(link) == fs::path("real.mef"));
+    // The target has the new model (3x), written through the link; it kept its permissions.
+    CHECK(Tensor(CompiledCallable::from_mef(real)(tensor({1.f, 2.f, 3.f}))).to_vector<float>() ==
+          std::vector<float>{3.f, 6.f, 9.f});
+    CHECK(fs::status(real).permissions() ==
+          (fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read));
+    CHECK_FALSE(fs::exists(d.file("link.mef.tmp")));
+    CHECK_FALSE(fs::exists(d.file("real.mef.tmp")));
+    // A link to a link in another folder, and a dangling link: the final target is written.
+    fs::create_directory(d.file("sub"));
+    fs::create_symlink(link, d.file("sub/l2.mef"));
+    twice.export_mef(d.file("sub/l2.mef"));
+    CHECK(Tensor(CompiledCallable::from_mef(real)(tensor({1.f, 1.f, 1.f}))).to_vector<float>() ==
+          std::vector<float>{2.f, 2.f, 2.f});
+    fs::create_symlink("new.mef", d.file("dangling.mef"));
+    thrice.export_mef(d.file("dangling.mef"));
+    CHECK(fs::is_symlink(fs::symlink_status(d.file("dangling.mef"))));
+    CHECK(fs::is_regular_file(d.file("new.mef")));
+
+    // A FIFO (a stand-in for a device such as /dev/full) is refused and stays a FIFO; also through a link.
+    const std::string fifo = d.file("pipe");
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    CHECK_THROWS_WITH_AS(twice.export_mef(fifo),
+                         doctest::Contains(("export_mef: '" + fifo +
+                                            "' is a FIFO, not a regular file; refusing to replace it")
+                                               .c_str()),
+                         ValueError);
+    CHECK(fs::is_fifo(fs::symlink_status(fifo)));
+    fs::create_symlink(fifo, d.file("to_pipe"));
+    CHECK_THROWS_WITH_AS(twice.export_mef(d.file("to_pipe")), doctest::Contains(("(a link to '" + fifo + "') is a FIFO").c_str()),
+                         ValueError);
+    CHECK(fs::is_fifo(fs::symlink_status(fifo)));
+    CHECK_FALSE(fs::exists(fifo + ".tmp"));
   }
 
   TEST_CASE("export_mef refuses an empty path and a directory before writing anything") {

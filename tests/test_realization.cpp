@@ -1,4 +1,7 @@
 // Realization contexts: eager, lazy and graph; sources, nesting, defaults.
+#include <atomic>
+#include <thread>
+
 #include "test_util.h"
 
 using namespace kiln;
@@ -118,6 +121,53 @@ TEST_SUITE("realization") {
     // c was realized in the same run; a was computed once; the dead exp never ran.
     CHECK(c.is_realized());
     CHECK(c.to_vector<float>() == std::vector<float>{6.f, 9.f, 12.f});
+  }
+
+  TEST_CASE("lazy: reading a tensor of a scope open in another thread throws; the recording thread is unaffected") {
+    // Thread M opens a lazy scope, records d = ones * 7 and keeps recording
+    // into the scope; this thread reads d meanwhile. Before the fix the read
+    // realized M's context concurrently with its recording (a data race:
+    // SIGSEGV, or an error thrown in M, or silently a value).
+    Tensor d, m_result;
+    std::atomic<bool> recorded{false}, finish{false};
+    std::atomic<long> steps{0};
+    std::string m_error;
+    std::thread m([&] {
+      try {
+        auto scope = lazy();
+        d = ones({64}) * 7.0f;
+        recorded = true;
+        Tensor acc = d;
+        while (!finish || steps < 50) {
+          acc = acc * 1.0f + 0.0f;
+          ++steps;
+        }
+        m_result = acc;
+      } catch (const std::exception& e) {
+        m_error = e.what();
+      }
+    });
+    while (!recorded) std::this_thread::yield();
+    int reads = 0, errors = 0;
+    std::string first;
+    for (int i = 0; i < 200; ++i) {
+      try {
+        (void)d.to_vector<float>();
+        ++reads;
+      } catch (const RealizationError& e) {
+        if (errors++ == 0) first = e.what();
+      }
+    }
+    finish = true;
+    m.join();
+    CHECK(reads == 0);
+    CHECK(errors == 200);
+    CHECK(first.find("kiln::lazy() scope that is still open in another thread") != std::string::npos);
+    CHECK(first.find("after that scope ends") != std::string::npos);
+    CHECK(m_error.empty());
+    // After M's scope ended, both tensors read normally (7 * 1 + 0 per step), from this thread.
+    CHECK(d.to_vector<float>() == std::vector<float>(64, 7.f));
+    CHECK(m_result.to_vector<float>() == std::vector<float>(64, 7.f));
   }
 
   TEST_CASE("lazy: shared dependency computed once, dead tensors dropped (counted)") {

@@ -441,7 +441,11 @@ int run_command(int argc, char** argv) {
     std::cerr << "kiln: " << e.what() << "\n\n" << kUsage;
     return 2;
   } catch (const Error& e) {
-    std::cerr << "kiln " << a.command << ": " << e.what() << "\n";
+    // One prefix: a message that already names the command (engine::Model's
+    // weight checks, told who = "kiln <command>") is printed as it is.
+    const std::string prefix = "kiln " + a.command + ": ";
+    const std::string what = e.what();
+    std::cerr << (what.rfind(prefix, 0) == 0 ? "" : prefix) << what << "\n";
     return 1;
   } catch (const std::exception& e) {
     std::cerr << "kiln " << a.command << ": unexpected error: " << e.what() << "\n";

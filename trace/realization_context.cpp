@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <map>
 #include <mutex>
+#include <thread>
 
 #include "../tensor/creation.h"
 #include "../tensor/ops.h"
@@ -24,11 +26,43 @@ EagerRealizationContext& builtin_eager() {
   return ctx;
 }
 
-void push(RealizationContext* c) { t_stack.push_back(c); }
+// Which threads have each lazy context open (on their scope stack), and how
+// many times: a lazy context records into unlocked bookkeeping, so a thread
+// other than the one recording must not realize it while it is open
+// (LazyRealizationContext::realize_all refuses instead of racing).
+std::mutex g_open_lazy_mu;
+std::map<const RealizationContext*, std::map<std::thread::id, int>> g_open_lazy;
+
+void push(RealizationContext* c) {
+  if (dynamic_cast<LazyRealizationContext*>(c)) {
+    std::lock_guard<std::mutex> lock(g_open_lazy_mu);
+    ++g_open_lazy[c][std::this_thread::get_id()];
+  }
+  t_stack.push_back(c);
+}
 void pop(RealizationContext* c) {
   // Normally the top; tolerate out-of-order destruction rather than corrupt the stack.
   auto it = std::find(t_stack.rbegin(), t_stack.rend(), c);
-  if (it != t_stack.rend()) t_stack.erase(std::next(it).base());
+  if (it == t_stack.rend()) return;
+  t_stack.erase(std::next(it).base());
+  if (dynamic_cast<LazyRealizationContext*>(c)) {
+    std::lock_guard<std::mutex> lock(g_open_lazy_mu);
+    auto o = g_open_lazy.find(c);
+    if (o != g_open_lazy.end()) {
+      auto th = o->second.find(std::this_thread::get_id());
+      if (th != o->second.end() && --th->second == 0) o->second.erase(th);
+      if (o->second.empty()) g_open_lazy.erase(o);
+    }
+  }
+}
+// True when lazy context `c` is open (on the scope stack) in a thread other than this one.
+bool open_in_other_thread(const RealizationContext* c) {
+  std::lock_guard<std::mutex> lock(g_open_lazy_mu);
+  auto o = g_open_lazy.find(c);
+  if (o == g_open_lazy.end()) return false;
+  for (const auto& [id, n] : o->second)
+    if (id != std::this_thread::get_id() && n > 0) return true;
+  return false;
 }
 }  // namespace
 
@@ -618,6 +652,10 @@ LazyRealizationContext::LazyRealizationContext() : graph_(std::make_unique<Graph
   g_lazy_count.store(static_cast<int>(g_lazy.size()), std::memory_order_release);
 }
 LazyRealizationContext::~LazyRealizationContext() {
+  {
+    std::lock_guard<std::mutex> lock(g_open_lazy_mu);
+    g_open_lazy.erase(this);  // a scope left open past its context must not name a later context at this address
+  }
   std::lock_guard<std::mutex> lock(g_lazy_mu);
   g_lazy.erase(this);
   g_lazy_count.store(static_cast<int>(g_lazy.size()), std::memory_order_release);
@@ -665,6 +703,13 @@ void LazyRealizationContext::realize_all() {
     throw RealizationError(
         "realize: can't realize a tensor before its realization context is completed (leave the kiln::lazy() scope "
         "first)");
+  // Thread M records into an open kiln::lazy() scope while this thread reads
+  // one of its tensors: realizing here would race with M's recording (the
+  // graph and the pending list are not locked), so refuse.
+  if (open_in_other_thread(this))
+    throw RealizationError(
+        "realize: the tensor belongs to a kiln::lazy() scope that is still open in another thread, which may be "
+        "recording into it; read it after that scope ends, or from the thread that opened it");
   // The states released below may hold the last reference to this context.
   auto self = weak_from_this().lock();
   Graph& g = *graph_;
