@@ -355,6 +355,7 @@ TEST_SUITE("einsum and conv") {
         {{2, 16, 11, 11}, {8, 16, 3, 3}, 2, 2, 1, 1, 1, 1, 1, V::contiguous},    // stride 2: column matrices
         {{2, 4, 30, 31}, {6, 4, 3, 3}, 1, 1, 1, 1, 1, 1, 1, V::contiguous},      // few channels: column matrices
         {{1, 64, 20, 20}, {64, 64, 3, 3}, 1, 1, 1, 1, 1, 1, 1, V::contiguous},   // 576-long sums
+        {{1, 8, 40, 40}, {600, 8, 3, 3}, 2, 2, 1, 1, 1, 1, 1, V::contiguous},   // columns: GEMM in 2 row chunks
     };
     const int before = get_num_threads();
     uint64_t seed = 900;

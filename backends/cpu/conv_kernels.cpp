@@ -1,8 +1,19 @@
-// conv2d on the CPU (the Conv2d row): per sample and group, the column
-// matrix [C/groups * KH * KW, OH * OW] is written in one pass over the input
-// window (zeros where a window hangs over the padding, no padded copy of the
-// input), then one GEMM with the weight [O/groups, C/groups * KH * KW]
-// writes the sample's output rows in place.
+// conv2d on the CPU (the Conv2d row). Three paths, chosen by dtype and
+// geometry only (never by the thread count):
+// - float32, stride 1 (at least 16 input channels per group, or a 1x1
+//   kernel), when the code generator runs on this CPU: one generated GEMM
+//   per kernel tap on a padded slab of the band's input rows, the taps
+//   accumulated in a band buffer (conv_taps below; no column matrix).
+// - other float32 and float64: per band of output rows the column matrix
+//   [C/groups * KH * KW, band * OW] is written in one pass over the input
+//   window (zeros where a window hangs over the padding, no padded copy of
+//   the input), then one GEMM with the weight [O/groups, C/groups * KH * KW]
+//   writes the band's output columns in place. float32 runs the generated
+//   GEMM (eager_small_gemm) and splits the (sample, group, band) items among
+//   the threads; float64 (or a float32 problem the generator refuses) calls
+//   the BLAS band by band, the BLAS threading each call.
+// - other dtypes: one column matrix per (sample, group), then matmul()'s
+//   exact kernels.
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -59,10 +70,11 @@ void column_row(const E* x, const Geometry& g, int64_t row, int64_t oh0, int64_t
 }
 
 // The column matrix of one (sample, group) for output rows [oh0, oh1):
-// `rows` rows of (oh1 - oh0) * ow elements at cols. On one thread: the
-// GEMM that follows is the BLAS's to thread, and an OpenMP region per band
-// between its calls leaves both thread pools spinning against each other
-// (13x slower at 2 threads on 2 loaded cores).
+// `rows` rows of (oh1 - oh0) * ow elements at cols. On the calling thread:
+// where the GEMM that follows is the BLAS's, the BLAS threads it, and an
+// OpenMP region per band between its calls leaves both thread pools
+// spinning against each other (13x slower at 2 threads on 2 loaded cores);
+// where it is generated, the caller splits whole items among the threads.
 template <class E>
 void columns(const E* x, const Geometry& g, int64_t rows, int64_t oh0, int64_t oh1, E* cols) {
   const int64_t l = (oh1 - oh0) * g.ow;
@@ -329,21 +341,37 @@ void conv2d_into(const Tensor& out, const Tensor& x_in, const Tensor& w_in, cons
     // C[:, band] = W @ columns (ldc = l)
     const int64_t band = std::min(g.oh, band_rows(k, g.ow, es)), nbands = (g.oh + band - 1) / band;
     const int64_t items = n * groups * nbands;
-    auto call_for = [&](int64_t nb) {
-      GemmCall c{dt == DType::float64, false, false, ocg, nb, k, k, nb, l};
-      if (dt == DType::float32) c.small = codegen::eager_small_gemm(ocg, nb, k, false, false, k, nb, l);
+    // float32: the output channels in chunks of mc rows, so that each
+    // chunk's GEMM is small enough for a generated one (every output element
+    // is still one chain over k)
+    const int64_t mc_max = dt == DType::float32
+                               ? std::max<int64_t>(1, static_cast<int64_t>(codegen::kSmallGemmMaxMacs /
+                                                                           (double(band * g.ow) * double(k))))
+                               : ocg;
+    const int64_t chunks = (ocg + mc_max - 1) / mc_max, mc = (ocg + chunks - 1) / chunks;
+    auto call_for = [&](int64_t m, int64_t nb) {
+      GemmCall c{dt == DType::float64, false, false, m, nb, k, k, nb, l};
+      if (dt == DType::float32) c.small = codegen::eager_small_gemm(m, nb, k, false, false, k, nb, l);
       return c;
     };
-    const GemmCall full = call_for(band * g.ow), tail = call_for((g.oh - (nbands - 1) * band) * g.ow);
+    const int64_t nb_tail = (g.oh - (nbands - 1) * band) * g.ow, m_tail = ocg - (chunks - 1) * mc;
+    // [band full, band last][chunk full, chunk last]
+    const GemmCall calls[2][2] = {{call_for(mc, band * g.ow), call_for(m_tail, band * g.ow)},
+                                  {call_for(mc, nb_tail), call_for(m_tail, nb_tail)}};
     auto item = [&](int64_t it, void* cols) {
       const int64_t s = it / (groups * nbands), gi = it / nbands % groups, oh0 = it % nbands * band;
       const int64_t oh1 = std::min(g.oh, oh0 + band);
       const int64_t x_off = s * x.strides()[0] + gi * g.cg * x.strides()[1];
       const int64_t w_off = gi * ocg * k, y_off = (s * oc + gi * ocg) * l;
       columns_any(x, x_off, g, k, oh0, oh1, cols);
-      gemm(oh1 == g.oh ? tail : full, wp + w_off * es, cols, yp + (y_off + oh0 * g.ow) * es);
+      for (int64_t ch = 0; ch < chunks; ++ch) {
+        const int64_t m0 = ch * mc;
+        gemm(calls[oh1 == g.oh][ch == chunks - 1], wp + (w_off + m0 * k) * es, cols,
+             yp + (y_off + m0 * l + oh0 * g.ow) * es);
+      }
     };
-    if (full.small && tail.small) {
+    const bool generated = calls[0][0].small && calls[0][1].small && calls[1][0].small && calls[1][1].small;
+    if (generated) {
       // generated GEMMs (float32): items split among the threads, each with
       // its own column buffer; the GEMM runs on the calling thread inside
       // the parallel region, and gives the same bits wherever it runs
