@@ -5,6 +5,7 @@
 #include <map>
 #include <random>
 
+#include "../jit/elementwise_program.h"
 #include "op_table_checks.h"
 #include "test_util.h"
 
@@ -338,7 +339,9 @@ TEST_SUITE("einsum and conv") {
     // a shorter last one), stride 2 and few channels (float32: column
     // matrices per band, items split among threads), float64 (the BLAS).
     // Against the float64 loops within the float32 rounding of sum |x w|,
-    // and bitwise the same at 1 and 2 threads and compiled.
+    // compiled bitwise eager, and float32 bitwise the same at 1 and 2
+    // threads where the code generator runs (the BLAS, taken by float64 and
+    // without the generator, threads its own calls and promises no bits).
     struct Case { Shape x, w; int64_t sh, sw, ph, pw, dh, dw, g; kt::ViewKind view; };
     using V = kt::ViewKind;
     const std::vector<Case> cases = {
@@ -371,10 +374,10 @@ TEST_SUITE("einsum and conv") {
         };
         set_num_threads(1);
         const Tensor one = f(x, w).realize();
-        set_num_threads(2);
-        const Tensor two = f(x, w).realize();
         CompiledCallable run = compile(f)(x.layout(), w.layout());
         const Tensor compiled = run(x, w).tensor();
+        set_num_threads(2);
+        const Tensor two = f(x, w).realize();
         set_num_threads(before);
         CAPTURE(shape_str(c.x));
         CAPTURE(shape_str(c.w));
@@ -389,7 +392,8 @@ TEST_SUITE("einsum and conv") {
             ++bad;
             FAIL_CHECK("element " << i << " got " << g1[i] << " want " << want[i]);
           }
-        CHECK(g1 == values(two));
+        if (dt == DType::float32 && codegen::detect_cpu_target() >= codegen::CpuTarget::avx2)
+          CHECK(g1 == values(two));
         CHECK(g1 == values(compiled));
       }
   }
