@@ -132,11 +132,13 @@ Tensor as_dtype(const Tensor& t, DType dtype, bool contiguous) {
 // (the generated GEMM does not fork inside a parallel region).
 
 // The generated GEMMs of the tap path: C (m x n, ldc) = A (m x k, lda) B (k x
-// n, ldb), plain (accumulate = false) or adding the product to C
-// (accumulate = true). One process-wide cache, as eager_small_gemm's.
+// n, ldb), plain (accumulate = false) or adding the product to P (m x n,
+// leading dimension ldp; P may be C itself: accumulate = true). One
+// process-wide cache, as eager_small_gemm's.
 struct TapGemmKey {
   int64_t m, n, k, lda, ldb, ldc;
   bool accumulate;
+  int64_t ldp;
   auto operator<=>(const TapGemmKey&) const = default;
 };
 
@@ -150,7 +152,7 @@ codegen::SmallGemmKey tap_key(const TapGemmKey& k) {
   using codegen::Instr;
   codegen::SmallGemmKey key = codegen::plain_gemm_key(tap_target(), k.m, k.n, k.k, false, false, k.lda, k.ldb, k.ldc);
   if (!k.accumulate) return key;
-  // out0 = product + out0 (operands: 0 the output, 1 the product, 2 the output read before)
+  // out0 = product + P (operands: 0 the output, 1 the product, 2 P)
   codegen::ElementwiseProgram& p = key.epilogue;
   p.operand_dtypes.assign(3, DType::float32);
   p.operand_broadcast.assign(3, false);
@@ -170,7 +172,7 @@ codegen::SmallGemmKey tap_key(const TapGemmKey& k) {
   st.arg = 0;
   p.code = {prod, prev, add, st};
   key.layouts = {EpiLayout::matrix, EpiLayout::product, EpiLayout::matrix};
-  key.lds = {k.ldc, 0, k.ldc};
+  key.lds = {k.ldc, 0, k.ldp};
   return key;
 }
 
@@ -216,8 +218,10 @@ int64_t tap_band_rows(const Geometry& g, int64_t ocg) {
 
 struct TapPlan {
   int64_t band = 0, wp = 0, halo = 0;
-  // [0]: full bands, [1]: the last (shorter) band; per each: plain, accumulate
-  const codegen::SmallGemm* gemm[2][2] = {};
+  // [0]: full bands, [1]: the last (shorter) band; per each: plain,
+  // accumulate, and (kw > 1) the last tap's per output row: n = OW columns
+  // of the band buffer's row plus the product written to y's row
+  const codegen::SmallGemm* gemm[2][3] = {};
 };
 
 // The tap path's plan for this geometry, or nullopt when it does not apply
@@ -235,8 +239,12 @@ std::optional<TapPlan> tap_plan(const Geometry& g, int64_t ocg, int64_t l) {
     const int64_t n = bands[b] * tp.wp, ldb = (bands[b] + tp.halo) * tp.wp, ldc = g.kw == 1 ? l : n;
     for (int acc = 0; acc < 2; ++acc) {
       if (acc == 1 && g.kh * g.kw == 1) continue;
-      tp.gemm[b][acc] = tap_gemm({ocg, n, g.cg, g.cg, ldb, ldc, acc == 1});
+      tp.gemm[b][acc] = tap_gemm({ocg, n, g.cg, g.cg, ldb, ldc, acc == 1, ldc});
       if (!tp.gemm[b][acc]) return std::nullopt;
+    }
+    if (g.kw > 1) {
+      tp.gemm[b][2] = tap_gemm({ocg, g.ow, g.cg, g.cg, ldb, l, true, n});
+      if (!tp.gemm[b][2]) return std::nullopt;
     }
   }
   return tp;
@@ -297,12 +305,20 @@ void conv_taps(const TapPlan& tp, const Tensor& x, const Tensor& w, const Tensor
       for (int64_t t = 0; t < kk; ++t) {
         const int64_t i = t / g.kw, j = t % g.kw;
         const float* a = wt.data() + (gi * kk + t) * ocg * k;
-        tp.gemm[last][t == 0 ? 0 : 1]->run(a, slab.data() + i * g.dh * tp.wp + j * g.dw, ptrs);
+        const float* b0 = slab.data() + i * g.dh * tp.wp + j * g.dw;
+        if (t == kk - 1 && g.kw != 1) {
+          // the last tap per band row: its product plus the row's first OW
+          // columns of the band buffer go to y's row (the other Wp - OW
+          // columns are not outputs)
+          for (int64_t r = 0; r < rows; ++r) {
+            char* rp[3] = {reinterpret_cast<char*>(ybase + (oh0 + r) * g.ow), nullptr,
+                           reinterpret_cast<char*>(c + r * tp.wp)};
+            tp.gemm[last][2]->run(a, b0 + r * tp.wp, rp);
+          }
+        } else {
+          tp.gemm[last][t == 0 ? 0 : 1]->run(a, b0, ptrs);
+        }
       }
-      if (g.kw != 1)  // the band's outputs: the first OW of every Wp columns
-        for (int64_t o = 0; o < ocg; ++o)
-          for (int64_t r = 0; r < rows; ++r)
-            std::memcpy(ybase + o * l + (oh0 + r) * g.ow, c + o * rows * tp.wp + r * tp.wp, sizeof(float) * g.ow);
     }
   });
 }
