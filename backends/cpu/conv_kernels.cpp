@@ -31,6 +31,24 @@
 namespace kiln::cpu {
 namespace {
 
+// Calls fn(i) for every item i in [0, n): on the calling thread when `work`
+// (multiply-adds) is below kParallelGrain, when one thread is allowed or
+// when already inside a parallel region; else the items are handed out one
+// at a time to the OpenMP threads (a thread slowed by another process takes
+// fewer). Each item is computed whole by one call of fn, so results do not
+// depend on which thread runs it. fn must not throw.
+template <class F>
+void for_items(int64_t n, double work, F&& fn) {
+  const int max_t = omp_get_max_threads();
+  if (work < double(kParallelGrain) || max_t == 1 || n <= 1 || omp_in_parallel()) {
+    for (int64_t i = 0; i < n; ++i) fn(i);
+    return;
+  }
+  const int nt = static_cast<int>(std::min<int64_t>(max_t, n));
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
+  for (int64_t i = 0; i < n; ++i) fn(i);
+}
+
 struct Geometry {
   int64_t cg, h, w;         // input channels per group, input extents
   int64_t kh, kw, oh, ow;   // kernel and output extents
@@ -289,11 +307,11 @@ void conv_taps(const TapPlan& tp, const Tensor& x, const Tensor& w, const Tensor
   // slack after the slab: the last channel's last row is read up to (kw - 1) dw past its end
   const int64_t slack = (g.kw - 1) * g.dw + 16;
   const double macs = double(items) * double(ocg) * double(tp.band * tp.wp) * double(k * kk);
-  parallel_ranges(items, static_cast<int64_t>(std::min(macs, 1e18)), [&](int64_t i0, int64_t i1) {
+  for_items(items, macs, [&](int64_t it) {
     static thread_local std::vector<float> slab, cbuf;
     slab.resize(static_cast<size_t>(k * (tp.band + tp.halo) * tp.wp + slack));
     if (g.kw != 1) cbuf.resize(static_cast<size_t>(ocg * tp.band * tp.wp));
-    for (int64_t it = i0; it < i1; ++it) {
+    {
       const int64_t s = it / (groups * nbands), gi = it / nbands % groups, b = it % nbands;
       const int64_t oh0 = b * tp.band, rows = std::min(tp.band, g.oh - oh0), last = b == nbands - 1 ? 1 : 0;
       const int64_t srows = rows + tp.halo;
@@ -392,10 +410,10 @@ void conv2d_into(const Tensor& out, const Tensor& x_in, const Tensor& w_in, cons
       // its own column buffer; the GEMM runs on the calling thread inside
       // the parallel region, and gives the same bits wherever it runs
       const double macs = double(n * groups) * double(ocg) * double(l) * double(k);
-      parallel_ranges(items, static_cast<int64_t>(std::min(macs, 1e18)), [&](int64_t i0, int64_t i1) {
+      for_items(items, macs, [&](int64_t it) {
         static thread_local std::vector<float> cols;
         cols.resize(static_cast<size_t>(k * band * g.ow));
-        for (int64_t it = i0; it < i1; ++it) item(it, cols.data());
+        item(it, cols.data());
       });
     } else {
       // the BLAS threads each call itself
