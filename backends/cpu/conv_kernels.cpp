@@ -311,31 +311,29 @@ void conv_taps(const TapPlan& tp, const Tensor& x, const Tensor& w, const Tensor
     static thread_local std::vector<float> slab, cbuf;
     slab.resize(static_cast<size_t>(k * (tp.band + tp.halo) * tp.wp + slack));
     if (g.kw != 1) cbuf.resize(static_cast<size_t>(ocg * tp.band * tp.wp));
-    {
-      const int64_t s = it / (groups * nbands), gi = it / nbands % groups, b = it % nbands;
-      const int64_t oh0 = b * tp.band, rows = std::min(tp.band, g.oh - oh0), last = b == nbands - 1 ? 1 : 0;
-      const int64_t srows = rows + tp.halo;
-      fill_slab(xp + s * x.strides()[0] + gi * g.cg * g.xc, g, tp.wp, oh0 - g.ph, srows, slab.data());
-      std::fill(slab.begin() + k * srows * tp.wp, slab.end(), 0.0f);
-      float* ybase = yp + (s * oc + gi * ocg) * l;
-      float* c = g.kw == 1 ? ybase + oh0 * g.ow : cbuf.data();
-      char* ptrs[3] = {reinterpret_cast<char*>(c), nullptr, reinterpret_cast<char*>(c)};
-      for (int64_t t = 0; t < kk; ++t) {
-        const int64_t i = t / g.kw, j = t % g.kw;
-        const float* a = wt.data() + (gi * kk + t) * ocg * k;
-        const float* b0 = slab.data() + i * g.dh * tp.wp + j * g.dw;
-        if (t == kk - 1 && g.kw != 1) {
-          // the last tap per band row: its product plus the row's first OW
-          // columns of the band buffer go to y's row (the other Wp - OW
-          // columns are not outputs)
-          for (int64_t r = 0; r < rows; ++r) {
-            char* rp[3] = {reinterpret_cast<char*>(ybase + (oh0 + r) * g.ow), nullptr,
-                           reinterpret_cast<char*>(c + r * tp.wp)};
-            tp.gemm[last][2]->run(a, b0 + r * tp.wp, rp);
-          }
-        } else {
-          tp.gemm[last][t == 0 ? 0 : 1]->run(a, b0, ptrs);
+    const int64_t s = it / (groups * nbands), gi = it / nbands % groups, b = it % nbands;
+    const int64_t oh0 = b * tp.band, rows = std::min(tp.band, g.oh - oh0), last = b == nbands - 1 ? 1 : 0;
+    const int64_t srows = rows + tp.halo;
+    fill_slab(xp + s * x.strides()[0] + gi * g.cg * g.xc, g, tp.wp, oh0 - g.ph, srows, slab.data());
+    std::fill(slab.begin() + k * srows * tp.wp, slab.end(), 0.0f);
+    float* ybase = yp + (s * oc + gi * ocg) * l;
+    float* c = g.kw == 1 ? ybase + oh0 * g.ow : cbuf.data();
+    char* ptrs[3] = {reinterpret_cast<char*>(c), nullptr, reinterpret_cast<char*>(c)};
+    for (int64_t t = 0; t < kk; ++t) {
+      const int64_t i = t / g.kw, j = t % g.kw;
+      const float* a = wt.data() + (gi * kk + t) * ocg * k;
+      const float* b0 = slab.data() + i * g.dh * tp.wp + j * g.dw;
+      if (t == kk - 1 && g.kw != 1) {
+        // the last tap per band row: its product plus the row's first OW
+        // columns of the band buffer go to y's row (the other Wp - OW
+        // columns are not outputs)
+        for (int64_t r = 0; r < rows; ++r) {
+          char* rp[3] = {reinterpret_cast<char*>(ybase + (oh0 + r) * g.ow), nullptr,
+                         reinterpret_cast<char*>(c + r * tp.wp)};
+          tp.gemm[last][2]->run(a, b0 + r * tp.wp, rp);
         }
+      } else {
+        tp.gemm[last][t == 0 ? 0 : 1]->run(a, b0, ptrs);
       }
     }
   });
