@@ -28,9 +28,11 @@ Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, in
               int64_t padding = 0, int64_t dilation = 1, int64_t groups = 1);
 /// 2-d convolution: x [N, C_in, H, W], weight [C_out, C_in / groups, KH, KW],
 /// bias [C_out] or undefined; stride, padding and dilation as {h, w} (or one
-/// value for both). On the CPU this is the op table's Conv2d row (per sample
-/// and group: the column matrix written in one pass, padding in place, then
-/// one GEMM); other devices compose strided slices and a batched matmul. Throws
+/// value for both). On the CPU this is the op table's Conv2d row (float32
+/// with stride 1: one GEMM per kernel tap on a padded slab of each band of
+/// output rows; otherwise per band a column matrix written in one pass,
+/// padding in place, then one GEMM); other devices compose strided slices
+/// and a batched matmul. Throws
 /// ShapeError for mismatched channels, groups that do not divide them, or a
 /// kernel larger than the padded input; ValueError for non-positive stride,
 /// dilation or groups and negative padding.

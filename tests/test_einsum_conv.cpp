@@ -5,6 +5,7 @@
 #include <map>
 #include <random>
 
+#include "../jit/elementwise_program.h"
 #include "op_table_checks.h"
 #include "test_util.h"
 
@@ -330,6 +331,71 @@ TEST_SUITE("einsum and conv") {
     REQUIRE(got.shape() == s);
     kt::check_all_close(got, want, 1e-5, 1e-4, "compiled conv2d");
     CHECK(values(got) == values(f(x, w, b)));
+  }
+
+  TEST_CASE("conv2d paths: bands, taps, groups, dilation, 1x1, stride 2, float64; the same bits at 1 and 2 threads") {
+    // Shapes for each CPU path: stride 1 with >= 16 input channels per group
+    // (float32: one GEMM per kernel tap on a padded slab, several bands with
+    // a shorter last one), stride 2 and few channels (float32: column
+    // matrices per band, items split among threads), float64 (the BLAS).
+    // Against the float64 loops within the float32 rounding of sum |x w|,
+    // compiled bitwise eager, and float32 bitwise the same at 1 and 2
+    // threads where the code generator runs (the BLAS, taken by float64 and
+    // without the generator, threads its own calls and promises no bits).
+    struct Case { Shape x, w; int64_t sh, sw, ph, pw, dh, dw, g; kt::ViewKind view; };
+    using V = kt::ViewKind;
+    const std::vector<Case> cases = {
+        {{2, 16, 9, 10}, {8, 16, 3, 3}, 1, 1, 1, 1, 1, 1, 1, V::contiguous},     // ResNet-style block, small
+        {{1, 16, 20, 30}, {16, 16, 3, 3}, 1, 1, 1, 1, 1, 1, 1, V::contiguous},   // bands of 12 and 8 rows
+        {{3, 32, 7, 6}, {6, 16, 3, 3}, 1, 1, 1, 1, 1, 1, 2, V::contiguous},      // groups 2
+        {{2, 16, 9, 9}, {4, 16, 3, 3}, 1, 1, 2, 2, 2, 2, 1, V::contiguous},      // dilation 2
+        {{2, 20, 5, 7}, {12, 20, 1, 1}, 1, 1, 0, 0, 1, 1, 1, V::contiguous},     // 1x1
+        {{1, 20, 5, 7}, {12, 20, 1, 1}, 1, 1, 1, 2, 1, 1, 1, V::contiguous},     // 1x1 with padding
+        {{2, 16, 13, 17}, {5, 16, 2, 3}, 1, 1, 0, 2, 1, 1, 1, V::contiguous},    // 2x3 kernel, padding on one axis
+        {{1, 16, 5, 5}, {3, 16, 3, 3}, 1, 1, 1, 1, 1, 1, 1, V::contiguous},      // batch 1, 25 output columns
+        {{2, 16, 8, 9}, {7, 16, 3, 3}, 1, 1, 1, 1, 1, 1, 1, V::transposed},      // x a transposed view
+        {{2, 16, 8, 9}, {7, 16, 3, 3}, 1, 1, 1, 0, 1, 1, 1, V::negative},        // negative strides
+        {{2, 16, 11, 11}, {8, 16, 3, 3}, 2, 2, 1, 1, 1, 1, 1, V::contiguous},    // stride 2: column matrices
+        {{2, 4, 30, 31}, {6, 4, 3, 3}, 1, 1, 1, 1, 1, 1, 1, V::contiguous},      // few channels: column matrices
+        {{1, 64, 20, 20}, {64, 64, 3, 3}, 1, 1, 1, 1, 1, 1, 1, V::contiguous},   // 576-long sums
+        {{1, 8, 40, 40}, {600, 8, 3, 3}, 2, 2, 1, 1, 1, 1, 1, V::contiguous},   // columns: GEMM in 2 row chunks
+    };
+    const int before = get_num_threads();
+    uint64_t seed = 900;
+    for (const Case& c : cases)
+      for (DType dt : {DType::float32, DType::float64}) {
+        const Tensor x = kt::relayout(random_tensor(c.x, dt, ++seed), c.view), w = random_tensor(c.w, dt, ++seed);
+        Shape s;
+        std::vector<double> mag;
+        const std::vector<double> want =
+            ref_conv2d(x, w, Tensor(), c.sh, c.sw, c.ph, c.pw, c.dh, c.dw, c.g, s, false, &mag);
+        auto f = [&c](Tensor a, Tensor b) {
+          return conv2d(a, b, {}, {c.sh, c.sw}, {c.ph, c.pw}, {c.dh, c.dw}, c.g);
+        };
+        set_num_threads(1);
+        const Tensor one = f(x, w).realize();
+        CompiledCallable run = compile(f)(x.layout(), w.layout());
+        const Tensor compiled = run(x, w).tensor();
+        set_num_threads(2);
+        const Tensor two = f(x, w).realize();
+        set_num_threads(before);
+        CAPTURE(shape_str(c.x));
+        CAPTURE(shape_str(c.w));
+        CAPTURE(name(dt));
+        REQUIRE(one.shape() == s);
+        const std::vector<double> g1 = values(one);
+        const double eps = dt == DType::float32 ? 0x1p-24 : 0x1p-53;
+        const double terms = double(c.w[1] * c.w[2] * c.w[3]);
+        int bad = 0;
+        for (size_t i = 0; i < g1.size() && bad < 3; ++i)
+          if (!(std::fabs(g1[i] - want[i]) <= 2 * terms * eps * mag[i])) {
+            ++bad;
+            FAIL_CHECK("element " << i << " got " << g1[i] << " want " << want[i]);
+          }
+        if (dt == DType::float32 && codegen::detect_cpu_target() >= codegen::CpuTarget::avx2)
+          CHECK(g1 == values(two));
+        CHECK(g1 == values(compiled));
+      }
   }
 
   TEST_CASE("conv1d is conv2d over one row; bad arguments are errors") {

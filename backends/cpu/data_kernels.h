@@ -50,10 +50,16 @@ void scatter_into(const Tensor& out, const Tensor& x, int64_t axis, const Tensor
 
 /// out [N, O, OH, OW] = conv2d(x [N, C, H, W], w [O, C / groups, KH, KW])
 /// (cross-correlation; p = {stride h, w, padding h, w, dilation h, w},
-/// checked before): per sample and group one pass writes the column matrix
-/// (padding as zeros, no padded copy), then one GEMM (conv_kernels.cpp).
-/// Operands of another dtype than out's are converted first; float32 and
-/// float64 go to the BLAS, other dtypes to matmul()'s kernels.
+/// checked before). float32 with stride 1: one generated GEMM per kernel tap
+/// on a padded slab of each band of output rows, the taps summed in tap
+/// order (each output element a fixed sequence of fused chains over the
+/// input channels); other float32/float64: per band a column matrix, then
+/// one GEMM (float32 generated, float64 the BLAS); other dtypes: one column
+/// matrix per sample and group, then matmul()'s exact kernels
+/// (conv_kernels.cpp). Where the code generator runs (AVX2 and up) float32
+/// results do not depend on the thread count; without it float32 takes the
+/// BLAS as float64 does.
+/// Operands of another dtype than out's are converted first.
 void conv2d_into(const Tensor& out, const Tensor& x, const Tensor& w, const std::vector<int64_t>& p, int64_t groups);
 
 }  // namespace kiln::cpu
