@@ -107,8 +107,6 @@ class Tensor {
     return from_data(data.data(), dtype_v<T>, data.size(), shape.empty() ? Shape{int64_t(data.size())} : shape);
   }
   /// Copies `n` elements of `dtype` from `data` into a new tensor of `shape`.
-  /// Throws ShapeError when `n` does not fill `shape`, ValueError when `data`
-  /// is null and n > 0 (null with n == 0 is fine: nothing is read).
   static Tensor from_data(const void* data, DType dtype, size_t n, const Shape& shape);
 
   bool defined() const { return impl_ != nullptr; }
