@@ -596,9 +596,13 @@ SmallGemmKey swapped_key(const SmallGemmKey& key) {
 }
 }  // namespace
 
-bool small_gemm_eager_size(int64_t m, int64_t n, int64_t k, bool tb) {
+bool small_gemm_eager_size(int64_t m, int64_t n, int64_t k) {
+  // The shape alone decides (not whether B is stored transposed): a plan
+  // that binds a transposed-view argument contiguous asks for the same m, n,
+  // k with tb = false and must run a generated GEMM too (the same FMA chains,
+  // so strict mode keeps eager's bits), not the BLAS.
   const double macs = double(m) * double(n) * double(k);
-  return macs <= kSmallGemmMaxMacs || (macs <= kSmallGemmSwapMaxMacs && swap_shape(m, n, k, tb));
+  return macs <= kSmallGemmMaxMacs || (macs <= kSmallGemmSwapMaxMacs && swap_shape(m, n, k, true));
 }
 
 std::string SmallGemmKey::str() const {
@@ -728,7 +732,7 @@ CpuTarget eager_target() {
 
 void seed_eager_small_gemm(int64_t m, int64_t n, int64_t k, bool ta, bool tb, int64_t lda, int64_t ldb, int64_t ldc,
                            const std::function<const CodeImage*(const SmallGemmKey&)>& image_for) {
-  if (!small_gemm_eager_size(m, n, k, tb)) return;
+  if (!small_gemm_eager_size(m, n, k)) return;
   const CpuTarget t = eager_target();
   if (t < CpuTarget::avx2) return;
   EagerCache& c = eager_cache();
@@ -748,7 +752,7 @@ void seed_eager_small_gemm(int64_t m, int64_t n, int64_t k, bool ta, bool tb, in
 
 const SmallGemm* eager_small_gemm(int64_t m, int64_t n, int64_t k, bool ta, bool tb, int64_t lda, int64_t ldb,
                                   int64_t ldc) {
-  if (!small_gemm_eager_size(m, n, k, tb)) return nullptr;
+  if (!small_gemm_eager_size(m, n, k)) return nullptr;
   const CpuTarget t = eager_target();
   if (t < CpuTarget::avx2) return nullptr;
   EagerCache& c = eager_cache();

@@ -156,9 +156,11 @@ inline constexpr double kSmallGemmMaxMacs = double(1 << 24);
 /// m = 64; 2 threads 0.15-0.75x.
 inline constexpr double kSmallGemmSwapMaxMacs = double(1 << 28);
 /// Whether eager runs the generated GEMM for this size (then the plan too):
-/// up to kSmallGemmMaxMacs multiply-adds, or kSmallGemmSwapMaxMacs when the
-/// plain GEMM takes the swapped route.
-bool small_gemm_eager_size(int64_t m, int64_t n, int64_t k, bool tb);
+/// up to kSmallGemmMaxMacs multiply-adds, or kSmallGemmSwapMaxMacs for a
+/// shape whose plain GEMM takes the swapped route when B is transposed. The
+/// shape alone decides, not B's layout: a plan may bind a transposed-view
+/// argument contiguous, and must run what eager runs for the view.
+bool small_gemm_eager_size(int64_t m, int64_t n, int64_t k);
 /// From this many multiply-adds (128^3) run() splits the row blocks among
 /// the OpenMP threads.
 inline constexpr double kSmallGemmParallelMacs = double(1 << 21);
