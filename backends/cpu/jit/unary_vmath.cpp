@@ -36,7 +36,11 @@ InnerLoopFn cached_unary_vmath(OpId op) {
   b.store(0, b.op(op, DType::float32, b.load(1, DType::float32)));
   if (!can_generate(b.p, t)) throw Error("cached_unary_vmath: no generated " + std::string(op_name(op)) + " for " +
                                          cpu_target_name(t));
-  const ElementwiseKernel* k = generate_elementwise(b.p, t).release();  // process lifetime
+  // Process lifetime; the kernel stays reachable from `owners` (not only its
+  // code address from `slots`), so leak checkers see it held, not lost.
+  static std::array<const ElementwiseKernel*, 2 * kTargets> owners{};
+  const ElementwiseKernel* k = generate_elementwise(b.p, t).release();
+  owners[size_t(row) * kTargets + size_t(t)] = k;
   slot.store(k->fn(), std::memory_order_release);
   return k->fn();
 }
