@@ -72,6 +72,17 @@ std::shared_ptr<const SmallGemm> gemm_for(const SmallGemmKey& key, const KernelO
   return gen;
 }
 
+// Removes the steps marked in `merged` (folded into another step), keeping order.
+void drop_merged(std::vector<PlanStep>& steps, const std::vector<char>& merged) {
+  size_t w = 0;
+  for (size_t k = 0; k < steps.size(); ++k)
+    if (!merged[k]) {
+      if (w != k) steps[w] = std::move(steps[k]);
+      ++w;
+    }
+  steps.resize(w);
+}
+
 // A small float32 gemm step whose bias row the fusion folded into the call
 // (GemmCall::bias: C = A B stored, then C += bias in a second pass over C)
 // becomes a gemm_fused step with the epilogue out = product + bias on the
@@ -165,13 +176,7 @@ void merge_column_sums(std::vector<PlanStep>& steps, const KernelOptions& opt, c
       break;
     }
   }
-  size_t w = 0;
-  for (size_t k = 0; k < steps.size(); ++k)
-    if (!merged[k]) {
-      if (w != k) steps[w] = std::move(steps[k]);
-      ++w;
-    }
-  steps.resize(w);
+  drop_merged(steps, merged);
 }
 
 }  // namespace
@@ -222,13 +227,7 @@ void merge_gemm_epilogues(const Graph& g, std::vector<PlanStep>& steps, const Ke
       break;
     }
   }
-  size_t w = 0;
-  for (size_t k = 0; k < steps.size(); ++k)
-    if (!merged[k]) {
-      if (w != k) steps[w] = std::move(steps[k]);
-      ++w;
-    }
-  steps.resize(w);
+  drop_merged(steps, merged);
   for (PlanStep& s : steps) bias_as_epilogue(g, s, opt, images, cache);
   merge_column_sums(steps, opt, images, cache);
 }

@@ -22,6 +22,7 @@
 
 #include "../jit/elementwise_program.h"
 #include "test_util.h"
+#include "ulp_env.h"
 
 namespace {
 
@@ -34,34 +35,7 @@ constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 uint32_t bits(float f) { return std::bit_cast<uint32_t>(f); }
 bool same(float a, float b) { return bits(a) == bits(b) || (std::isnan(a) && std::isnan(b)); }
 
-/// Error of `got` in ulps of the float result nearest `want` (subnormal ulp
-/// 2^-149); NaN, +-inf and signed zeros must match exactly (else 1e9).
-double ulp_error(float got, double want) {
-  if (std::isnan(want)) return std::isnan(got) ? 0 : 1e9;
-  if (std::isnan(got)) return 1e9;
-  const float wf = float(want);
-  if (got == wf) return (got == 0 && std::signbit(got) != std::signbit(wf)) ? 1e9 : 0;
-  if (std::isinf(got) || std::isinf(wf)) return 1e9;
-  int e;
-  std::frexp(want, &e);
-  e = std::max(e - 1, -126);
-  return std::fabs(double(got) - want) / std::ldexp(1.0, e - 23);
-}
 
-struct EnvTarget {  // sets KILN_JIT_TARGET for one scope
-  std::string saved;
-  bool had;
-  explicit EnvTarget(const char* v) {
-    const char* s = std::getenv("KILN_JIT_TARGET");
-    had = s != nullptr;
-    if (had) saved = s;
-    setenv("KILN_JIT_TARGET", v, 1);
-  }
-  ~EnvTarget() {
-    if (had) setenv("KILN_JIT_TARGET", saved.c_str(), 1);
-    else unsetenv("KILN_JIT_TARGET");
-  }
-};
 
 std::vector<CpuTarget> targets() {
   std::vector<CpuTarget> v;

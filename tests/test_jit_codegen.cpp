@@ -21,6 +21,7 @@
 #include "../jit/program_builder.h"
 #include "../tensor/ref_ops.h"
 #include "test_util.h"
+#include "ulp_env.h"
 
 namespace {
 
@@ -95,20 +96,6 @@ const std::vector<MathCase>& math_cases() {
   return v;
 }
 
-/// Error of `got` in ulps of the correctly rounded float result of `want`
-/// (subnormal ulp 2^-149); special values must match exactly (a result that
-/// should be NaN, +-inf or a signed zero and is not counts as 1e9).
-double ulp_error(float got, double want) {
-  if (std::isnan(want)) return std::isnan(got) ? 0 : 1e9;
-  if (std::isnan(got)) return 1e9;
-  const float wf = float(want);
-  if (got == wf) return (got == 0 && std::signbit(got) != std::signbit(wf)) ? 1e9 : 0;
-  if (std::isinf(got) || std::isinf(wf)) return 1e9;
-  int e;
-  std::frexp(want, &e);
-  e = std::max(e - 1, -126);
-  return std::fabs(double(got) - want) / std::ldexp(1.0, e - 23);
-}
 
 /// Float inputs: every 4096th bit pattern, the subnormal range (every 64th),
 /// neighbourhoods of special points and the special values.

@@ -13,6 +13,7 @@
 #include "../jit/plan.h"
 #include "same_bits.h"
 #include "test_util.h"
+#include "ulp_env.h"
 
 using namespace kiln;
 
@@ -55,20 +56,6 @@ void check_same(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
 auto chain = [](Tensor a, Tensor b, Tensor c) { return tanh(a * b + c) * 0.5f + exp(-a); };
 auto calls = [](Tensor a, Tensor b) { return sin(a) + pow(b, a * 1e-5f); };
 
-struct EnvTarget {  // sets KILN_JIT_TARGET for one scope
-  std::string saved;
-  bool had;
-  explicit EnvTarget(const char* v) {
-    const char* s = std::getenv("KILN_JIT_TARGET");
-    had = s != nullptr;
-    if (had) saved = s;
-    setenv("KILN_JIT_TARGET", v, 1);
-  }
-  ~EnvTarget() {
-    if (had) setenv("KILN_JIT_TARGET", saved.c_str(), 1);
-    else unsetenv("KILN_JIT_TARGET");
-  }
-};
 
 // The first kernel's code bytes in an encoded file (found by content).
 size_t code_offset(const std::string& file, const mef::Contents& c) {
