@@ -78,9 +78,11 @@ run_all "$@"
 # without AVX-512 get from kiln's generated code, the eager row kernels
 # included) and OpenBLAS's AVX2 kernels (OPENBLAS_CORETYPE=Haswell: what
 # OpenBLAS picks on an AVX2-only CPU; it reads the variable once per process,
-# so every program of this table runs with it). kiln's C++ kernels and the
-# other peers keep this CPU's instruction set, except the Eigen peers built for
-# AVX2 (BM_eigen_avx2_*). Skipped when this CPU has no AVX-512 (the first table
+# so every program of this table runs with it), LibTorch capped at AVX2 too
+# (ATEN_CPU_CAPABILITY=avx2 for ATen's vector kernels, ONEDNN_MAX_CPU_ISA=AVX2
+# for its oneDNN convolutions), and the Eigen peers built for AVX2
+# (BM_eigen_avx2_*). kiln's C++ kernels and the other Eigen peers keep this
+# CPU's instruction set. Skipped when this CPU has no AVX-512 (the first table
 # is then the AVX2 one) or with KILN_BENCH_AVX2=0.
 if [[ "${KILN_BENCH_AVX2:-1}" == "1" && -n "$(cpu_flag avx512f)" ]]; then
   cat >>"$tmp" <<EOF
@@ -93,10 +95,12 @@ an AVX2-only CPU would have: OpenBLAS with its Haswell (AVX2) kernels
 (OPENBLAS_CORETYPE=Haswell: every BLAS peer and the digits step's GEMM floor)
 and, in the rows that name them, Eigen compiled for AVX2+FMA only
 (kiln_bench_eigen_avx2: BM_eigen_avx2_*, e.g. the hand-written digits step
-BM_eigen_avx2_digits_step). kiln's C++ kernels and the other Eigen and
-LibTorch peers are still built for this CPU (-march=native).
+BM_eigen_avx2_digits_step), and LibTorch limited to AVX2 (ATEN_CPU_CAPABILITY=avx2,
+ONEDNN_MAX_CPU_ISA=AVX2). kiln's C++ kernels and the other Eigen peers are
+still built for this CPU (-march=native).
 EOF
-  OPENBLAS_CORETYPE=Haswell KILN_JIT_TARGET=avx2 run_all "$@"
+  OPENBLAS_CORETYPE=Haswell ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 \
+    KILN_JIT_TARGET=avx2 run_all "$@"
 fi
 # Hand-run sections (measured by hand, each with its date and conditions)
 # are kept: everything from the marker line on.
