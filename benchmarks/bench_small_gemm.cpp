@@ -88,6 +88,17 @@ void BM_compiled_matmul(benchmark::State& st) {
   for (auto _ : st) benchmark::DoNotOptimize(f(a, b).leaves[0].data_ptr());
   st.SetItemsProcessed(st.iterations() * 2 * n * n * n);
 }
+// eager matmul of a @ b: the generated GEMM from eager's kernel cache plus
+// the op's dispatch (against BM_generated_sgemm: the dispatch and cache
+// lookup per call)
+void BM_eager_matmul(benchmark::State& st) {
+  const int64_t n = st.range(0);
+  kb::set_threads(int(st.range(1)));
+  kiln::Tensor a = kiln::random::normal({n, n}), b = kiln::random::normal({n, n});
+  for (auto _ : st) benchmark::DoNotOptimize(kiln::matmul(a, b).data_ptr());
+  st.SetItemsProcessed(st.iterations() * 2 * n * n * n);
+}
+BENCHMARK(BM_eager_matmul)->Args({32, 1})->Args({64, 1})->Args({64, 2})->Unit(benchmark::kMicrosecond);
 #define SQUARE_ARGS                                                                                         \
   ->Args({32, 1})->Args({64, 1})->Args({64, 2})->Args({96, 1})->Args({128, 1})->Args({128, 2})->Args({160, 1}) \
       ->Args({192, 1})->Args({256, 1})->Args({256, 2})->Unit(benchmark::kMicrosecond)

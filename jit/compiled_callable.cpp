@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <ostream>
 #include <set>
+#include <typeinfo>
 
 #include "../tensor/creation.h"
 #include "../tensor/mutation.h"
@@ -37,6 +38,37 @@ std::string arg_path(const std::vector<std::string>& paths, size_t i) { return p
 bool stride_class_is(const Tensor& t, StrideClass want) {
   if (want == StrideClass::contiguous && t.is_realized()) return is_contiguous(t.impl().shape, t.impl().strides);
   return t.stride_class() == want;
+}
+
+// Whether t has w's dtype, shape, device and (check_strides) stride class:
+// one pass over the impl's fields (the shape compared inline, no memcmp
+// call for the few dimensions of a typical argument).
+inline bool layout_matches(const Tensor& t, const TensorLayout& w, bool check_strides) {
+  const detail::TensorImpl& im = t.impl();
+  if (im.dtype != w.dtype || !(im.device == w.device)) return false;
+  const size_t nd = im.shape.size();
+  if (nd != w.shape.size()) return false;
+  const int64_t* a = im.shape.data();
+  const int64_t* b = w.shape.data();
+  for (size_t d = 0; d < nd; ++d)
+    if (a[d] != b[d]) return false;
+  if (!check_strides) return true;
+  if (w.stride_class == StrideClass::contiguous && im.state == nullptr) {
+    // realized: contiguous strides, as is_contiguous(shape, strides) decides
+    const int64_t* st = im.strides.data();
+    int64_t expect = 1;
+    bool ok = true;
+    for (size_t d = nd; d-- > 0;) {
+      if (a[d] != 1 && st[d] != expect) {
+        ok = false;
+        break;
+      }
+      expect *= a[d];
+    }
+    if (ok) return true;
+    return is_contiguous(im.shape, im.strides);  // the reference rule (e.g. empty tensors)
+  }
+  return stride_class_is(t, w.stride_class);
 }
 
 // The aliasing guard (jit/write_alias.h) of a call that writes in place:
@@ -546,8 +578,10 @@ CallResult CompiledCallable::call_checked(std::span<const Tensor> leaves, const 
   // Nested tracing: called while a function is traced, the compiled graph is
   // inlined into that trace (as jax.jit inside jax.jit) rather than run.
   RealizationContext& ctx = current_realization_context();
-  auto* outer = dynamic_cast<GraphRealizationContext*>(&ctx);
-  if (!outer && dynamic_cast<LazyRealizationContext*>(&ctx)) {
+  // (the common eager context first: one type compare, no dynamic_cast)
+  const bool eager_ctx = typeid(ctx) == typeid(EagerRealizationContext);
+  auto* outer = eager_ctx ? nullptr : dynamic_cast<GraphRealizationContext*>(&ctx);
+  if (!eager_ctx && !outer && dynamic_cast<LazyRealizationContext*>(&ctx)) {
     // In a lazy scope the call runs now, as eagerly: its lazy arguments are
     // realized first (the scope's recorded ops up to them run), and its
     // results are realized tensors the scope then records as sources.
@@ -576,10 +610,8 @@ CallResult CompiledCallable::call_checked(std::span<const Tensor> leaves, const 
   for (size_t i = 0; i < leaves.size(); ++i) {
     const Tensor& t = leaves[i];
     if (!t.defined()) throw ValueError("compiled call: argument " + path(i) + ": an undefined tensor");
-    const TensorLayout& w = want[i];
-    if (t.dtype() != w.dtype || t.shape() != w.shape || !(t.device() == w.device) ||
-        (!outer && !stride_class_is(t, w.stride_class)))  // a traced value has no strides yet
-      throw ValueError("compiled call: argument " + path(i) + ": expected " + layout_str(w) + ", got " +
+    if (!layout_matches(t, want[i], !outer))  // a traced value has no strides yet
+      throw ValueError("compiled call: argument " + path(i) + ": expected " + layout_str(want[i]) + ", got " +
                        layout_str(t.layout()));
   }
   if (outer) return inline_call(*outer, leaves);

@@ -51,18 +51,30 @@ struct CallResult {
   std::shared_ptr<const TreeDef> tree;
   /// The result as R. For an R whose structure is its type's alone (a
   /// Tensor, tuples and KILN_PYTREE structs of tensors: pytree_fixed.h) the
-  /// leaves are placed by position once the tree matches R's; otherwise (and
-  /// for the error when it does not match) tree_unflatten.
-  template <class R> R as() const {
+  /// leaves are placed by position once the tree matches R's (the same tree
+  /// object as last time: one pointer compare); otherwise (and for the error
+  /// when it does not match) tree_unflatten. On a temporary
+  /// (`run(x).as<R>()`) the leaves are moved into the result, not copied.
+  template <class R> R as() const& {
     if constexpr (detail::FixedTree<R>::value) {
-      if (tree && leaves.size() == detail::FixedTree<R>::leaves && *tree == detail::fixed_treedef<R>()) {
+      if (leaves.size() == detail::FixedTree<R>::leaves && detail::is_fixed_treedef<R>(tree)) {
         const Tensor* p = leaves.data();
         return detail::FixedTree<R>::rebuild(p);
       }
     }
     return tree_unflatten<R>(tree ? *tree : TreeDef{}, leaves);
   }
-  template <class R> operator R() const { return as<R>(); }  // NOLINT: implicit by design
+  template <class R> R as() && {
+    if constexpr (detail::FixedTree<R>::value) {
+      if (leaves.size() == detail::FixedTree<R>::leaves && detail::is_fixed_treedef<R>(tree)) {
+        Tensor* p = leaves.data();
+        return detail::FixedTree<R>::rebuild(p);
+      }
+    }
+    return tree_unflatten<R>(tree ? *tree : TreeDef{}, leaves);
+  }
+  template <class R> operator R() const& { return as<R>(); }  // NOLINT: implicit by design
+  template <class R> operator R() && { return std::move(*this).template as<R>(); }  // NOLINT
   /// The single result tensor; throws ValueError when there are several.
   Tensor tensor() const;
   /// `run(x)[i]`: tensor()[i] (basic indexing of the single result, numpy's

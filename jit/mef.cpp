@@ -226,7 +226,7 @@ Contents::Code code_of(const codegen::ExecutionPlan& plan) {
   for (const codegen::PlanStep& s : plan.steps()) {
     if (s.kernel) add(*s.program, s.kernel->image());
     if (s.small_gemm && gemms.insert(s.small_gemm.get()).second) add(s.small_gemm->key().str(), s.small_gemm->image());
-    if (s.gemm.small && gemms.insert(s.gemm.small).second) add(s.gemm.small->key().str(), s.gemm.small->image());
+    if (s.gemm.small && gemms.insert(s.gemm.small.get()).second) add(s.gemm.small->key().str(), s.gemm.small->image());
   }
   return code;
 }

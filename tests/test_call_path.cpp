@@ -121,6 +121,42 @@ TEST_SUITE("call path") {
     CHECK_THROWS_AS(run(x).tensor(), ValueError);
   }
 
+  TEST_CASE("as<R>: a kept result is copied from, a temporary moved from; another tree of as many leaves stays an error") {
+    auto f = [](CpParams p) { return CpParams{p.w + 1.0f, p.b * 2.0f}; };
+    CompiledCallable run = compile(f)(CpParams{t1(0, 0), t1(0, 0)});
+    const CpParams p{t1(1, 2), t1(3, 4)};
+    // want: w + 1 = {2, 3}, 2 b = {6, 8}
+    const CallResult r = run(p);
+    const CpParams a = r.as<CpParams>(), b = r.as<CpParams>();  // copies: r keeps its leaves
+    REQUIRE(r.leaves.size() == 2);
+    CHECK(r.leaves[0].is_same(a.w));
+    CHECK(r.leaves[1].is_same(b.b));
+    CHECK(vals(a.w) == std::vector<double>{2, 3});
+    CHECK(vals(b.b) == std::vector<double>{6, 8});
+    CallResult r2 = run(p);
+    const Tensor w_leaf = r2.leaves[0];
+    const CpParams c = std::move(r2).as<CpParams>();  // moved: the same tensors
+    CHECK(c.w.is_same(w_leaf));
+    CHECK(vals(c.b) == std::vector<double>{6, 8});
+    const CpParams d = run(p);  // operator R() on a temporary
+    CHECK(vals(d.w) == std::vector<double>{2, 3});
+    CHECK(vals(d.b) == std::vector<double>{6, 8});
+    // after those matches (the callable's tree remembered): another tree of
+    // two leaves (a record of another type, a tuple) is the pytree error
+    const CallResult other{{t1(1, 2), t1(3, 4)}, std::make_shared<const TreeDef>(detail::fixed_treedef<CpOther>())};
+    CHECK_THROWS_AS(other.as<CpParams>(), ValueError);
+    CHECK_THROWS_AS(CallResult(other).as<CpParams>(), ValueError);
+    const CallResult tup{{t1(1, 2), t1(3, 4)},
+                         std::make_shared<const TreeDef>(detail::fixed_treedef<std::tuple<Tensor, Tensor>>())};
+    CHECK_THROWS_AS(tup.as<CpParams>(), ValueError);
+    // an equal tree in another object: matched by its structure
+    const CallResult same{{t1(5, 6), t1(7, 8)}, std::make_shared<const TreeDef>(detail::fixed_treedef<CpParams>())};
+    const CpParams e = same.as<CpParams>();
+    CHECK(e.w.is_same(same.leaves[0]));
+    CHECK(e.b.is_same(same.leaves[1]));
+    CHECK(vals(run(p).as<CpParams>().w) == std::vector<double>{2, 3});  // the callable's tree again
+  }
+
   TEST_CASE("struct arguments: a result reduced to an argument is a copy, one returned as is aliases it") {
     // p.w * 1 is a new tensor eagerly (the optimiser reduces it to p.w); p.b returned is p.b.
     auto f = [](CpParams p) { return std::make_tuple(p.w * 1.0f, p.b); };

@@ -422,7 +422,7 @@ TEST_SUITE("small_gemm") {
     CHECK_FALSE(small_gemm_eager_size(64, 8192, 1024));  // 2^29
     if (detect_cpu_target() < CpuTarget::avx2) return;
     const int64_t m = 32, n = 1536, k = 384;
-    const SmallGemm* g = eager_small_gemm(m, n, k, false, true, k, k, n);
+    const std::shared_ptr<const SmallGemm> g = eager_small_gemm(m, n, k, false, true, k, k, n);
     REQUIRE(g != nullptr);
     CHECK(small_gemm_swaps(g->key()));
     const std::vector<float> x = randn(m * k, 31), w = randn(n * k, 32);

@@ -7,13 +7,16 @@
 // (FixedTree<T>::value) the TreeDef is built once per type (fixed_treedef<T>,
 // a function-local static: its address identifies the structure for the
 // whole run), the tensor leaves are gathered without building a TreeDef or
-// any path string, and a result is rebuilt from its leaves by position.
+// any path string, and a result is rebuilt from its leaves by position
+// (rebuild(p): p a `const Tensor*` copies the leaves, a `Tensor*` moves
+// them out).
 // This is what keeps a compiled call on struct arguments (a training step's
 // parameters and momenta) free of per-call allocation and string work; the
 // general pytree.h path stays for every other type and for error messages.
 #pragma once
 #include <array>
 #include <cstddef>
+#include <memory>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -31,7 +34,8 @@ struct FixedTree<Tensor> : std::true_type {
   static constexpr size_t leaves = 1;
   static void build(TreeDef& d) { d.kind = TreeDef::Kind::leaf; }
   static void gather(const Tensor& v, Tensor*& out) { *out++ = v; }
-  static Tensor rebuild(const Tensor*& in) { return *in++; }
+  // P: const Tensor* (the leaves copied) or Tensor* (moved out)
+  template <class P> static Tensor rebuild(P& in) { return std::move(*in++); }
 };
 
 template <class... Ts>
@@ -47,7 +51,7 @@ struct FixedTree<std::tuple<Ts...>> : std::bool_constant<(FixedTree<std::remove_
   static void gather(const T& v, Tensor*& out) {
     std::apply([&](const auto&... e) { (FixedTree<std::remove_cvref_t<decltype(e)>>::gather(e, out), ...); }, v);
   }
-  static T rebuild(const Tensor*& in) {  // braced initialisation runs left to right
+  template <class P> static T rebuild(P& in) {  // braced initialisation runs left to right
     return T{FixedTree<std::remove_cvref_t<Ts>>::rebuild(in)...};
   }
 };
@@ -60,7 +64,7 @@ struct FixedTree<std::pair<A, B>> : std::bool_constant<FixedTree<A>::value && Fi
     FixedTree<A>::gather(v.first, out);
     FixedTree<B>::gather(v.second, out);
   }
-  static std::pair<A, B> rebuild(const Tensor*& in) {
+  template <class P> static std::pair<A, B> rebuild(P& in) {
     A a = FixedTree<A>::rebuild(in);
     return {std::move(a), FixedTree<B>::rebuild(in)};
   }
@@ -77,7 +81,7 @@ struct FixedTree<std::array<E, N>> : std::bool_constant<FixedTree<E>::value> {
   static void gather(const std::array<E, N>& v, Tensor*& out) {
     for (const E& e : v) FixedTree<E>::gather(e, out);
   }
-  static std::array<E, N> rebuild(const Tensor*& in) {
+  template <class P> static std::array<E, N> rebuild(P& in) {
     std::array<E, N> r;
     for (E& e : r) e = FixedTree<E>::rebuild(in);
     return r;
@@ -118,7 +122,7 @@ struct FixedTree<T> {
     std::apply([&](auto... f) { (FixedTree<std::remove_cvref_t<decltype(v.*(f.second))>>::gather(v.*(f.second), out), ...); },
                PyTreeFields<T>::fields());
   }
-  static T rebuild(const Tensor*& in) {  // as PyTree<T>::unflatten: value-initialised, then field by field
+  template <class P> static T rebuild(P& in) {  // as PyTree<T>::unflatten: value-initialised, then field by field
     T r{};
     std::apply([&](auto... f) { ((r.*(f.second) = FixedTree<std::remove_cvref_t<decltype(r.*(f.second))>>::rebuild(in)), ...); },
                PyTreeFields<T>::fields());
@@ -138,6 +142,20 @@ const TreeDef& fixed_treedef() {
     return d;
   }();
   return def;
+}
+
+/// Whether `tree` is fixed_treedef<T>() (T must be fixed_tree_v): a full
+/// compare the first time, then one pointer compare for the same tree
+/// object (the last tree found equal is kept per thread, so its address
+/// cannot be reused by another tree meanwhile). A compiled call's result
+/// tree is one object shared by all its calls (CallResult::tree).
+template <class T>
+bool is_fixed_treedef(const std::shared_ptr<const TreeDef>& tree) {
+  thread_local std::shared_ptr<const TreeDef> seen;
+  if (tree == seen) return tree != nullptr;
+  if (!tree || !(*tree == fixed_treedef<T>())) return false;
+  seen = tree;
+  return true;
 }
 
 /// The tensor leaves of `v` in flattening order (tree_flatten(v).first),

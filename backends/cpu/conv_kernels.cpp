@@ -16,14 +16,13 @@
 //   exact kernels.
 #include <algorithm>
 #include <cstring>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <vector>
 
 #include "copy.h"
 #include "data_kernels.h"
+#include "jit/kernel_lru.h"
 #include "jit/small_gemm.h"
 #include "matmul.h"
 #include "parallel_ranges.h"
@@ -200,20 +199,19 @@ constexpr size_t kTapGemmCacheMax = 256;
 constexpr int64_t kTapMinChannels = 16;
 
 // The GEMM for k, generated on first use; null when it has no generated
-// form or the cache is full (a problem once refused stays refused, so a
-// geometry always takes the same path).
-const codegen::SmallGemm* tap_gemm(const TapGemmKey& k) {
-  static std::mutex mu;
-  static std::map<TapGemmKey, std::unique_ptr<codegen::SmallGemm>> cache;
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = cache.find(k);
-  if (it != cache.end()) return it->second.get();
-  std::unique_ptr<codegen::SmallGemm> g;
-  if (tap_target() >= codegen::CpuTarget::avx2 && cache.size() < kTapGemmCacheMax) {
+// form (which depends on k alone, so a geometry always takes the same path).
+// The cache keeps the kTapGemmCacheMax most recently used keys (kernel_lru.h):
+// an evicted key is generated again on its next use, so the path and the
+// bits never depend on the geometries the process ran before. A TapPlan holds
+// its kernels while the call runs.
+std::shared_ptr<const codegen::SmallGemm> tap_gemm(const TapGemmKey& k) {
+  static auto* cache = new codegen::KernelLru<TapGemmKey, codegen::SmallGemm>(kTapGemmCacheMax);  // never destroyed
+  return cache->get(k, [&]() -> std::shared_ptr<const codegen::SmallGemm> {
+    if (tap_target() < codegen::CpuTarget::avx2) return nullptr;
     const codegen::SmallGemmKey key = tap_key(k);
-    if (codegen::small_gemm_why_not(key).empty()) g = codegen::generate_small_gemm(key);
-  }
-  return cache.emplace(k, std::move(g)).first->second.get();
+    if (!codegen::small_gemm_why_not(key).empty()) return nullptr;
+    return codegen::generate_small_gemm(key);
+  });
 }
 
 // Output rows per band of the tap path: n = band Wp of at least 384 columns
@@ -239,7 +237,7 @@ struct TapPlan {
   // [0]: full bands, [1]: the last (shorter) band; per each: plain,
   // accumulate, and (kw > 1) the last tap's per output row: n = OW columns
   // of the band buffer's row plus the product written to y's row
-  const codegen::SmallGemm* gemm[2][3] = {};
+  std::shared_ptr<const codegen::SmallGemm> gemm[2][3];
 };
 
 // The tap path's plan for this geometry, or nullopt when it does not apply

@@ -178,7 +178,8 @@ void gemm_float(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
   };
   if constexpr (std::is_same_v<T, float>) {
     // a small 2-d product: the generated GEMM (compiled plans run the same one)
-    const codegen::SmallGemm* sg =
+    // (held while it runs: the cache may evict it meanwhile)
+    const std::shared_ptr<const codegen::SmallGemm> sg =
         B.n == 1 ? codegen::eager_small_gemm(M, N, K, ga.trans, gb.trans, ga.ld, gb.ld, N) : nullptr;
     if (sg) {
       Odometer<3> od(B.dims.data(), static_cast<int>(B.dims.size()));

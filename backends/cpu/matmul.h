@@ -1,5 +1,6 @@
 // kiln (internal): batched matrix multiplication on the CPU.
 #pragma once
+#include <memory>
 #include <optional>
 
 #include "../../tensor/tensor.h"
@@ -44,8 +45,9 @@ struct GemmCall {
   bool pack_b = false;
   /// float32: the generated GEMM eager matmul runs for this problem
   /// (codegen::eager_small_gemm), null when it calls the BLAS. gemm() runs
-  /// it, so a plan's GEMM step keeps eager's bits either way.
-  const codegen::SmallGemm* small = nullptr;
+  /// it, so a plan's GEMM step keeps eager's bits either way. Shared with
+  /// eager's cache: the step keeps it after the cache evicts it.
+  std::shared_ptr<const codegen::SmallGemm> small;
 };
 
 /// The GemmCall for C (m x n) = A (m x k, element strides a_rs, a_cs) times

@@ -33,6 +33,7 @@
 #include "../parallel_ranges.h"
 #include "assemble.h"
 #include "codegen.h"
+#include "kernel_lru.h"
 #include "pack_b.h"
 
 namespace kiln::codegen {
@@ -716,12 +717,10 @@ std::unique_ptr<SmallGemm> load_small_gemm(const SmallGemmKey& key, const CodeIm
 
 namespace {
 using EagerKey = std::tuple<int64_t, int64_t, int64_t, bool, bool, int64_t, int64_t, int64_t>;
-struct EagerCache {
-  std::mutex mu;
-  std::map<EagerKey, std::unique_ptr<SmallGemm>> map;
-};
-EagerCache& eager_cache() {
-  static auto* c = new EagerCache();  // never destroyed
+// Least recently used problems are evicted (kernel_lru.h): a problem's
+// kernel never depends on how many other problems the process ran before.
+KernelLru<EagerKey, SmallGemm>& eager_cache() {
+  static auto* c = new KernelLru<EagerKey, SmallGemm>(kEagerGemmCacheMax);  // never destroyed
   return *c;
 }
 CpuTarget eager_target() {
@@ -735,36 +734,34 @@ void seed_eager_small_gemm(int64_t m, int64_t n, int64_t k, bool ta, bool tb, in
   if (!small_gemm_eager_size(m, n, k)) return;
   const CpuTarget t = eager_target();
   if (t < CpuTarget::avx2) return;
-  EagerCache& c = eager_cache();
-  const EagerKey key{m, n, k, ta, tb, lda, ldb, ldc};
-  std::lock_guard<std::mutex> lock(c.mu);
-  if (c.map.count(key) || c.map.size() >= kEagerGemmCacheMax) return;
-  const SmallGemmKey sk = plain_gemm_key(t, m, n, k, ta, tb, lda, ldb, ldc);
-  if (!small_gemm_why_not(sk).empty()) return;
-  const CodeImage* im = image_for(sk);
-  if (!im) return;
-  try {
-    c.map.emplace(key, load_small_gemm(sk, *im));
-  } catch (const Error&) {
-    // a malformed image: generated on first use instead
-  }
+  eager_cache().put_if_absent(EagerKey{m, n, k, ta, tb, lda, ldb, ldc}, [&]() -> std::shared_ptr<const SmallGemm> {
+    const SmallGemmKey sk = plain_gemm_key(t, m, n, k, ta, tb, lda, ldb, ldc);
+    if (!small_gemm_why_not(sk).empty()) return nullptr;
+    const CodeImage* im = image_for(sk);
+    if (!im) return nullptr;
+    try {
+      return load_small_gemm(sk, *im);
+    } catch (const Error&) {
+      return nullptr;  // a malformed image: generated on first use instead
+    }
+  });
 }
 
-const SmallGemm* eager_small_gemm(int64_t m, int64_t n, int64_t k, bool ta, bool tb, int64_t lda, int64_t ldb,
-                                  int64_t ldc) {
+std::shared_ptr<const SmallGemm> eager_small_gemm(int64_t m, int64_t n, int64_t k, bool ta, bool tb, int64_t lda,
+                                                  int64_t ldb, int64_t ldc) {
   if (!small_gemm_eager_size(m, n, k)) return nullptr;
   const CpuTarget t = eager_target();
   if (t < CpuTarget::avx2) return nullptr;
-  EagerCache& c = eager_cache();
-  auto* cache = &c.map;
-  const EagerKey key{m, n, k, ta, tb, lda, ldb, ldc};
-  std::lock_guard<std::mutex> lock(c.mu);
-  auto it = cache->find(key);
-  if (it != cache->end()) return it->second.get();
-  std::unique_ptr<SmallGemm> g;
-  const SmallGemmKey sk = plain_gemm_key(t, m, n, k, ta, tb, lda, ldb, ldc);
-  if (cache->size() < kEagerGemmCacheMax && small_gemm_why_not(sk).empty()) g = generate_small_gemm(sk);
-  return cache->emplace(key, std::move(g)).first->second.get();
+  return eager_cache().get(EagerKey{m, n, k, ta, tb, lda, ldb, ldc}, [&]() -> std::shared_ptr<const SmallGemm> {
+    const SmallGemmKey sk = plain_gemm_key(t, m, n, k, ta, tb, lda, ldb, ldc);
+    if (!small_gemm_why_not(sk).empty()) return nullptr;
+    return generate_small_gemm(sk);
+  });
+}
+
+EagerGemmCacheStats eager_small_gemm_cache_stats() {
+  const KernelLru<EagerKey, SmallGemm>& c = eager_cache();
+  return {c.size(), c.evictions()};
 }
 
 }  // namespace kiln::codegen

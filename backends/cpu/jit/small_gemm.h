@@ -168,18 +168,29 @@ inline constexpr double kSmallGemmParallelMacs = double(1 << 21);
 /// The plain float32 GEMM that eager matmul runs for C (m x n, leading
 /// dimension ldc) = op(A) op(B) (strides as in SmallGemmKey), from one
 /// process-wide cache (generated on first use), or null when eager calls the
-/// BLAS for it: the CPU target (detect_cpu_target) below AVX2, a size past
-/// small_gemm_eager_size, or the cache full (kEagerGemmCacheMax
-/// problems; a problem once refused is always refused). A compiled plan runs
-/// the same kernel for the same problem, so its GEMM steps (and, in strict
-/// mode, their epilogues) are bitwise eager's.
-const SmallGemm* eager_small_gemm(int64_t m, int64_t n, int64_t k, bool ta, bool tb, int64_t lda, int64_t ldb,
-                                  int64_t ldc);
+/// BLAS for it: the CPU target (detect_cpu_target) below AVX2, or a size past
+/// small_gemm_eager_size. The problem alone decides: the cache keeps the
+/// kEagerGemmCacheMax most recently used problems and evicts the least
+/// recently used one to make room (kernel_lru.h), so a problem's kernel never
+/// depends on what the process ran before; an evicted problem is generated
+/// again on its next use (the same code, the same bits). The caller shares
+/// ownership: a compiled plan's GEMM step (cpu::GemmCall::small) keeps its
+/// kernel after eviction, and an eager call holds it while it runs. A
+/// compiled plan runs the same kernel for the same problem, so its GEMM
+/// steps (and, in strict mode, their epilogues) are bitwise eager's. A cache
+/// hit allocates nothing (a map search and a reference count).
+std::shared_ptr<const SmallGemm> eager_small_gemm(int64_t m, int64_t n, int64_t k, bool ta, bool tb, int64_t lda,
+                                                  int64_t ldb, int64_t ldc);
 inline constexpr size_t kEagerGemmCacheMax = 512;
+/// The eager cache's entries now and its evictions so far (tests).
+struct EagerGemmCacheStats {
+  size_t size = 0, evictions = 0;
+};
+EagerGemmCacheStats eager_small_gemm_cache_stats();
 
 /// Puts the plain GEMM eager_small_gemm would generate for this problem into
-/// its cache from an image, when the cache has no entry for it yet and would
-/// make one: `image_for(key)` (key: plain_gemm_key for eager's target) gives
+/// its cache from an image (evicting the least recently used problem when
+/// full), when the cache has no entry for it yet and would make one: `image_for(key)` (key: plain_gemm_key for eager's target) gives
 /// the image or null. An image that fails to place is ignored (the problem is
 /// generated on first use, as without it). For a MEF read (its CODE section)
 /// that must not generate code.
