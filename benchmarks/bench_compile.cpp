@@ -49,6 +49,27 @@ void BM_kiln_compile_20op(benchmark::State& st) {
 }
 BENCHMARK(BM_kiln_compile_20op)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
+// Compile time of a function returning n results (v * i): its own peer is
+// the same row at another n. Linear in n: the 8000 row takes about 4x the
+// 2000 row (us_per_result about equal); it took 16x while the fusion
+// planner's group splits and the result bookkeeping were O(n^2).
+void BM_kiln_compile_many_results(benchmark::State& st) {
+  const int n = static_cast<int>(st.range(0));
+  auto spec = kiln::TensorLayout(kiln::DType::float32, {8});
+  auto f = [n](Tensor v) {
+    std::vector<Tensor> r;
+    for (int i = 0; i < n; ++i) r.push_back(v * float(i));
+    return r;
+  };
+  for (auto _ : st) {
+    kiln::CompiledCallable c = kiln::compile(f)(spec);
+    benchmark::DoNotOptimize(&c);
+  }
+  st.counters["s_per_result"] =
+      benchmark::Counter(double(n), benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_kiln_compile_many_results)->Arg(2000)->Arg(8000)->Unit(benchmark::kMillisecond)->UseRealTime();
+
 // The route MLX's CPU compile and Inductor take: write C++ for the fused
 // loop, run the system compiler at -O3 into a shared object.
 void BM_cxx_O3_compile_20op(benchmark::State& st) {

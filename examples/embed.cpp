@@ -38,7 +38,8 @@ struct Options {
   std::string data = KILN_SOURCE_DIR "/data/minilm";
   std::string corpus = KILN_SOURCE_DIR "/examples/data/corpus.txt";
   std::string mode = "both";
-  std::string output, export_path, search;
+  std::string output, export_path;
+  std::optional<std::string> search;  // --search QUERY (given: never empty or blank)
   int threads = 0;  // 0: kiln's default
   int repeats = 5;
   bool strict = false;
@@ -63,6 +64,13 @@ const char* kUsage =
     "                   scripts/fetch_minilm.sh)\n"
     "  --help           this text\n";
 
+// Nothing a tokenizer keeps: spaces and control characters only (the
+// tokenizer drops control characters, so such a sentence would embed as
+// [CLS][SEP] alone).
+bool blank(const std::string& s) {
+  return std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isspace(c) || std::iscntrl(c); });
+}
+
 [[noreturn]] void usage_error(const std::string& msg) { example_cli::Args::usage_error("embed", kUsage, msg); }
 
 Options parse_args(int argc, char** argv) {
@@ -73,7 +81,11 @@ Options parse_args(int argc, char** argv) {
     if (!a.is_option()) o.sentences.push_back(arg);
     else if (arg == "--help") a.help();
     else if (arg == "--file") o.file = a.value();
-    else if (arg == "--search") o.search = a.value();
+    else if (arg == "--search") {
+      o.search = a.value();
+      if (blank(*o.search))
+        a.error("--search expects a QUERY with words, got '" + *o.search + "' (empty, spaces or control characters)");
+    }
     else if (arg == "--corpus") o.corpus = a.value();
     else if (arg == "--mode") {
       o.mode = a.value();
@@ -96,10 +108,6 @@ Options parse_args(int argc, char** argv) {
   return o;
 }
 
-bool blank(const std::string& s) {
-  return std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isspace(c); });
-}
-
 // One sentence per line; an empty (or blank) line is an error naming it.
 std::vector<std::string> read_lines(const std::string& path, const char* what) {
   std::ifstream f(path);
@@ -110,7 +118,7 @@ std::vector<std::string> read_lines(const std::string& path, const char* what) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (blank(line))
       throw kiln::ValueError(std::string(what) + " '" + path + "' line " + std::to_string(no) +
-                             " is empty (one sentence per line, no blank lines)");
+                             " is empty (one sentence per line, no blank lines; spaces and control characters count as blank)");
     out.push_back(line);
   }
   if (out.empty()) throw kiln::ValueError(std::string(what) + " '" + path + "' has no sentences");
@@ -185,15 +193,26 @@ int run(const Options& opt) {
   if (opt.threads > 0) kiln::set_num_threads(opt.threads);
   std::vector<std::string> sentences = opt.sentences;
   for (size_t i = 0; i < sentences.size(); ++i)
-    if (blank(sentences[i])) throw kiln::ValueError("sentence argument " + std::to_string(i + 1) + " is empty");
+    if (blank(sentences[i])) throw kiln::ValueError("sentence argument " + std::to_string(i + 1) +
+                             " is empty (nothing but spaces or control characters)");
   if (!opt.file.empty())
     for (auto& s : read_lines(opt.file, "--file")) sentences.push_back(std::move(s));
-  if (sentences.empty() && opt.search.empty()) usage_error("no sentences: give them as arguments or with --file");
+  if (sentences.empty() && !opt.search) usage_error("no sentences: give them as arguments or with --file");
+  // The corpus is read before any work (a bad one is reported at once).
+  std::vector<std::string> corpus;
+  if (opt.search) corpus = read_lines(opt.corpus, "--corpus");
 
   std::shared_ptr<kiln::InferenceSession> session;
   if (opt.strict) session = std::make_shared<kiln::InferenceSession>(kiln::KernelOptions{.strict = true});
+  // The vocabulary must be the model's: as many tokens as its embedding rows
+  // (checked before the weights are loaded).
+  const minilm::ModelFiles files(opt.data);
+  const auto tok = kiln::text::WordPieceTokenizer::from_vocab_file(files.vocab);
+  if (const int64_t want = kiln::nn::BertConfig::from_json_file(files.config).vocab_size; tok.vocab_size() != want)
+    throw kiln::ValueError("'" + files.vocab + "' has " + std::to_string(tok.vocab_size()) + " tokens but '" +
+                           files.config + "' says vocab_size " + std::to_string(want) +
+                           " (the vocabulary must be the model's own)");
   const minilm::Encoder enc(opt.data, session);
-  const auto tok = kiln::text::WordPieceTokenizer::from_vocab_file(enc.files().vocab);
   const bool eager = opt.mode != "compiled", compiled = opt.mode != "eager";
   std::printf("embed: all-MiniLM-L6-v2 (%lld layers, hidden %lld), %d threads%s\n",
               static_cast<long long>(enc.model().config().num_hidden_layers),
@@ -259,15 +278,13 @@ int run(const Options& opt) {
     if (e && c) std::printf("speedup:         %.2fx\n", e->second / c->second);
   }
 
-  if (!opt.search.empty()) {
-    if (blank(opt.search)) throw kiln::ValueError("--search QUERY is empty");
-    const std::vector<std::string> corpus = read_lines(opt.corpus, "--corpus");
-    const kiln::Tensor ce = embed(corpus), qe = embed({opt.search});
+  if (opt.search) {
+    const kiln::Tensor ce = embed(corpus), qe = embed({*opt.search});
     const kiln::Tensor sim = cosine(qe, ce);
     std::vector<int64_t> order(corpus.size());
     std::iota(order.begin(), order.end(), 0);
     std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return sim.data<float>()[a] > sim.data<float>()[b]; });
-    std::printf("\nnearest to \"%s\" (of %zu corpus sentences, %s):\n", clip(opt.search, 70).c_str(), corpus.size(),
+    std::printf("\nnearest to \"%s\" (of %zu corpus sentences, %s):\n", clip(*opt.search, 70).c_str(), corpus.size(),
                 compiled ? "compiled" : "eager");
     for (size_t k = 0; k < std::min<size_t>(5, order.size()); ++k)
       std::printf("  %6.3f  %s\n", sim.data<float>()[order[k]], clip(corpus[order[k]], 90).c_str());

@@ -42,8 +42,20 @@ int main(int argc, char** argv) {
                          "' (usage: tensor_parallel [devices] [batch] [d_in] [d_hidden] [d_out])");
       return v;
     };
-    const char* env = std::getenv("KILN_CPU_DEVICES");
-    int devices = world->size() > 1 ? world->size() : int(arg(1, env ? std::atoi(env) : 2));
+    // The default device count: KILN_CPU_DEVICES when set (the same range as
+    // kiln's own reading of it, tensor/cpu_devices.h), else 2.
+    auto env_devices = []() -> int64_t {
+      const char* env = std::getenv("KILN_CPU_DEVICES");
+      if (!env || !*env) return 2;
+      char* end = nullptr;
+      errno = 0;
+      const long long v = std::strtoll(env, &end, 10);
+      if (errno != 0 || end == env || *end != '\0' || v < 1 || v > 1024)
+        throw ValueError(std::string("KILN_CPU_DEVICES: expected a number of CPU devices in [1, 1024], got '") +
+                         env + "'");
+      return v;
+    };
+    int devices = world->size() > 1 ? world->size() : int(argc > 1 ? arg(1, 2) : env_devices());
     if (world->size() == 1) set_num_cpu_devices(devices);  // before the first use of cpu:1
     const int64_t batch = arg(2, 64), d_in = arg(3, 256), d_hidden = arg(4, 1024), d_out = arg(5, 256);
     if (world->size() > 1 && argc > 1 && arg(1, devices) != devices) {

@@ -162,6 +162,25 @@ bool export_mef_file(const std::string& folder, const std::string& file_name, co
               << why << "\n";
   return false;
 }
+
+// Whether a session's precompiled folder can be read; when it is missing or
+// not a folder, stderr gets one warning per folder (as the export folder's),
+// unless it is also the export folder (the first run creates it).
+bool precompiled_folder_usable(const InferenceSession& session) {
+  const std::string& folder = session.precompiled_mefs;
+  std::error_code ec;
+  if (std::filesystem::is_directory(folder, ec)) return true;
+  if (folder == session.export_mefs) return false;
+  const bool exists = std::filesystem::exists(folder, ec);
+  static std::mutex mu;
+  static std::set<std::string> warned;
+  std::lock_guard<std::mutex> lock(mu);
+  if (warned.insert(folder).second)
+    std::cerr << "kiln: warning: InferenceSession precompiled_mefs folder '" << folder << "' "
+              << (exists ? "is not a folder" : "does not exist")
+              << ", so no precompiled graphs are read from it (compiling goes on; this is reported once per folder)\n";
+  return false;
+}
 }  // namespace
 
 std::shared_ptr<const CompiledModel> compile_graph(const std::shared_ptr<const Graph>& staged, InferenceSession& session) {
@@ -187,7 +206,7 @@ std::shared_ptr<const CompiledModel> compile_graph(const std::shared_ptr<const G
     file_name = mef_file_name(staged->name(), source_text, mef::encode_signature(sig));
   }
   std::shared_ptr<const CompiledModel> art;
-  if (!session.precompiled_mefs.empty())
+  if (!session.precompiled_mefs.empty() && precompiled_folder_usable(session))
     art = load_precompiled((std::filesystem::path(session.precompiled_mefs) / file_name).string(), staged, source_text,
                            sig, session.options());
   if (!art) {

@@ -274,21 +274,30 @@ FusionPlan plan_fusion(const Graph& g, const KernelOptions& opt, const FusionRul
     }
     return outs + static_cast<int>(ins.size()) + table;
   };
-  for (bool split = true; split;) {
-    split = false;
-    count_uses();
-    for (size_t k = 0; k < items.size() && !split; ++k) {
-      const int gi = items[k].group;
-      if (gi < 0 || groups[gi].nodes.size() < 2 || operand_count(gi) <= rules.max_operands) continue;
-      std::vector<int32_t>& nodes = groups[gi].nodes;
-      FusionGroup tail{groups[gi].shape, std::vector<int32_t>(nodes.begin() + nodes.size() / 2, nodes.end()), {}, -1, 0, 0, -1};
-      nodes.resize(nodes.size() / 2);
-      groups.push_back(std::move(tail));
-      group_reduces.push_back(0);
-      for (int32_t ni : groups.back().nodes) group_of[g.node(ni).outputs[0]] = static_cast<int>(groups.size() - 1);
-      items.insert(items.begin() + static_cast<std::ptrdiff_t>(k) + 1, Item{static_cast<int>(groups.size() - 1), -1});
-      split = true;
+  // One pass: a split changes only the split group's counts (the tail's reads
+  // of head values become uses outside the head; every other group's inputs
+  // and outputs stay what they were), so the uses are updated in place and
+  // the head is checked again before its tail. (Recounting every use and
+  // rescanning from the first item after each split made a graph of n
+  // results compile in O(n^2).)
+  count_uses();
+  for (size_t k = 0; k < items.size();) {
+    const int gi = items[k].group;
+    if (gi < 0 || groups[gi].nodes.size() < 2 || operand_count(gi) <= rules.max_operands) {
+      ++k;
+      continue;
     }
+    std::vector<int32_t>& nodes = groups[gi].nodes;
+    FusionGroup tail{groups[gi].shape, std::vector<int32_t>(nodes.begin() + nodes.size() / 2, nodes.end()), {}, -1, 0, 0, -1};
+    nodes.resize(nodes.size() / 2);
+    groups.push_back(std::move(tail));
+    group_reduces.push_back(0);
+    const int ti = static_cast<int>(groups.size() - 1);
+    for (int32_t ni : groups[ti].nodes) group_of[g.node(ni).outputs[0]] = ti;
+    for (int32_t ni : groups[ti].nodes)
+      for (int32_t v : g.node(ni).inputs)
+        if (group_of[v] == gi) ++uses_outside[v];
+    items.insert(items.begin() + static_cast<std::ptrdiff_t>(k) + 1, Item{ti, -1});
   }
   // A reduction whose input is a group's value that nothing else reads, over
   // trailing axes, runs inside that group's step (the value is never stored).
@@ -351,7 +360,7 @@ FusionPlan plan_fusion(const Graph& g, const KernelOptions& opt, const FusionRul
   // lets out and the reduction it runs, each node with what it runs as. A
   // reduction run inside a group, a permute folded into every gemm reading
   // it and a group whose nodes all moved into later groups have no item.
-  // (uses_outside is the last split round's count: the grouping is final.)
+  // (uses_outside is kept current through the splits: the grouping is final.)
   for (size_t gi = 0; gi < groups.size(); ++gi) {
     FusionGroup& grp = groups[gi];
     for (int32_t ni : grp.nodes) {

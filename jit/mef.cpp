@@ -646,7 +646,17 @@ void write_file_atomically(const std::string& path_in, const std::string& bytes,
   const std::string tmp = path + ".tmp";
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) throw ValueError(op + ": cannot open '" + tmp + "' for writing: " + std::strerror(errno));
+    if (!f) {
+      // Name the path the caller gave (the '.tmp' beside it is ours); a missing
+      // folder is the usual cause.
+      const int err = errno;
+      const fs::path dir = target.parent_path();
+      if (!dir.empty() && !fs::is_directory(dir, ec))
+        throw ValueError(op + ": cannot write '" + path_in + "': the folder '" + dir.string() +
+                         "' does not exist (expected an existing folder)");
+      throw ValueError(op + ": cannot write '" + path_in + "' (opening its temporary file '" + tmp +
+                       "' failed): " + std::strerror(err));
+    }
     f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     f.flush();
     if (!f) {

@@ -63,13 +63,15 @@ void ExecutionPlan::init_run_tables() {
     if (n.kind == NodeKind::constant) constants_.emplace_back(n.outputs[0], &n.data);
   const auto& outs = g.output_ids();
   output_take_.assign(outs.size(), 1);
-  for (size_t k = 0; k < outs.size(); ++k) {
+  std::vector<char> later(g.num_values(), 0);  // the value is an output after k (one pass from the back, not O(n^2))
+  for (size_t k = outs.size(); k-- > 0;) {
+    const bool again = later[static_cast<size_t>(outs[k])];
+    later[static_cast<size_t>(outs[k])] = 1;
     if (g.node(g.producer(outs[k])).kind == NodeKind::constant) {
       output_take_[k] = 2;
       continue;
     }
-    for (size_t j = k + 1; j < outs.size(); ++j)
-      if (outs[j] == outs[k]) output_take_[k] = 0;  // handed out again below: copy here
+    if (again) output_take_[k] = 0;  // handed out again below: copy here
   }
   reusable_bytes_.assign(g.num_values(), 0);
   for (size_t v = 0; v < g.num_values(); ++v) {

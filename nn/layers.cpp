@@ -18,7 +18,15 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool bias, DType dtype
 }
 
 Tensor Linear::forward(const Tensor& x) {
-  Tensor y = matmul(x, transpose(param("weight"), 0, 1));
+  const Tensor& w = param("weight");  // [out_features, in_features]
+  if (!x.defined()) throw ValueError("Linear: the input is an undefined tensor");
+  if (x.ndim() == 0)
+    throw ShapeError("Linear: expected an input whose last extent is in_features = " + std::to_string(w.shape()[1]) +
+                     ", got a 0-d tensor");
+  if (x.shape().back() != w.shape()[1])
+    throw ShapeError("Linear: expected an input whose last extent is in_features = " + std::to_string(w.shape()[1]) +
+                     ", got shape " + shape_str(x.shape()) + " (last extent " + std::to_string(x.shape().back()) + ")");
+  Tensor y = matmul(x, transpose(w, 0, 1));
   return has_bias_ ? y + param("bias") : y;
 }
 

@@ -22,11 +22,14 @@ struct Storage {
   size_t nbytes = 0;
   size_t capacity = 0;  // bytes asked of the allocator (owned memory only)
   Device device;
-  std::shared_ptr<void> keep_alive;  // external owner, or null when we own data
+  std::shared_ptr<void> keep_alive;  // wrapped memory's external owner (may be null, or own nothing)
+  bool owned = false;                // allocated by Buffer::allocate: freed here; wrapped memory never is
   std::atomic<uint64_t> version{0};  // in-place writes (Buffer::version)
   void (*device_free)(int, void*, size_t) noexcept = nullptr;  // device memory: its backend's free
   ~Storage() {
-    if (keep_alive) return;
+    // Wrapped memory (Buffer::wrap) belongs to its caller: never freed nor handed
+    // to kiln's pools, whatever keep_alive holds (null, or a shared_ptr owning nothing).
+    if (!owned) return;
     if (device_free) device_free(device.index, data, capacity);
     else if (device.index == 0) [[likely]] detail::cpu_free(data, capacity);
     else detail::cpu_free_on(device.index, data, capacity);  // back to its device's pool
@@ -72,6 +75,7 @@ Buffer Buffer::allocate(size_t nbytes, Device device) {
   }
   s->nbytes = nbytes;
   s->capacity = padded;
+  s->owned = true;
   s->device = device;
   Buffer b;
   b.storage_ = std::move(s);
@@ -83,7 +87,7 @@ Buffer Buffer::wrap(void* data, size_t nbytes, Device device, std::shared_ptr<vo
   s->data = data;
   s->nbytes = nbytes;
   s->device = device;
-  s->keep_alive = keep_alive ? std::move(keep_alive) : std::shared_ptr<void>(nullptr, [](void*) {});
+  s->keep_alive = std::move(keep_alive);  // may be null: the caller keeps the memory alive
   Buffer b;
   b.storage_ = std::move(s);
   return b;

@@ -154,10 +154,27 @@ Tensor full(const Shape& shape, Scalar value, DType dtype, Device device) {
   return filled(shape, value, dtype, device, "full");
 }
 
-Tensor empty_like(const Tensor& x) { return Tensor::empty(x.shape(), x.dtype(), x.device()); }
-Tensor zeros_like(const Tensor& x) { return zeros(x.shape(), x.dtype(), x.device()); }
-Tensor ones_like(const Tensor& x) { return ones(x.shape(), x.dtype(), x.device()); }
-Tensor full_like(const Tensor& x, Scalar value) { return full(x.shape(), value, x.dtype(), x.device()); }
+namespace {
+void defined_like(const Tensor& x, const char* op) {
+  if (!x.defined()) throw ValueError(std::string(op) + ": x is an undefined tensor (no shape or dtype to copy)");
+}
+}  // namespace
+Tensor empty_like(const Tensor& x) {
+  defined_like(x, "empty_like");
+  return Tensor::empty(x.shape(), x.dtype(), x.device());
+}
+Tensor zeros_like(const Tensor& x) {
+  defined_like(x, "zeros_like");
+  return zeros(x.shape(), x.dtype(), x.device());
+}
+Tensor ones_like(const Tensor& x) {
+  defined_like(x, "ones_like");
+  return ones(x.shape(), x.dtype(), x.device());
+}
+Tensor full_like(const Tensor& x, Scalar value) {
+  defined_like(x, "full_like");
+  return full(x.shape(), value, x.dtype(), x.device());
+}
 
 Tensor arange(double start, double stop, double step, DType dtype) {
   if (!std::isfinite(start) || !std::isfinite(stop) || !std::isfinite(step))

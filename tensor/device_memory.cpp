@@ -29,6 +29,9 @@ void register_device_memory(DeviceType type, const DeviceMemoryHooks& hooks) {
 bool has_device_memory(DeviceType type) noexcept { return g_registered[static_cast<size_t>(type)]; }
 
 const DeviceMemoryHooks& device_memory(Device dev, const char* who) {
+  if (dev.index < 0)
+    throw DeviceError(std::string(who) + ": " + dev.str() + ": bad device index " + std::to_string(dev.index) +
+                      " (expected 0 or more)");
   if (!g_registered[static_cast<size_t>(dev.type)])
     throw NotBuiltError(std::string(who) + ": tensors on " + dev.str() +
                         " need the CUDA backend, and this kiln was built without it (configure with "

@@ -192,6 +192,7 @@ int kind_rank(DType d) { return d == DType::bool_ ? 0 : is_floating(d) ? 2 : 1; 
 }  // namespace
 
 Tensor index(const Tensor& x, const std::vector<TensorIndex>& indices) {
+  if (!x.defined()) throw ValueError("index: the indexed tensor is undefined");
   Plan p = basic(x, indices);
   return p.adv.empty() ? p.view : advanced(p.view, p.adv);
 }
@@ -247,6 +248,7 @@ const Tensor& index_put_(const Tensor& x, const std::vector<TensorIndex>& indice
 }
 
 IndexedTensor Tensor::operator[](int64_t i) const {
+  if (!defined()) throw ValueError("index: the indexed tensor is undefined");
   if (ndim() == 0) throw IndexError("index: a 0-d tensor cannot be indexed (it has no axis 0)");
   return IndexedTensor(kiln::select(*this, 0, checked_int(i, shape()[0], 0)), *this, {TensorIndex(i)});
 }

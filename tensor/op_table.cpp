@@ -137,6 +137,13 @@ Tensor detail::eager_execute(OpId op, std::span<const Tensor> in, const Attrs& a
     const std::string_view m = e.what();
     if (m.substr(0, kOom.size()) != kOom) throw;
     throw ValueError(detail::op_prefix(op) + "out of memory for its result" + std::string(m.substr(kOom.size())));
+  } catch (const ShapeError& e) {
+    // A result too large to address is reported by Tensor::empty ("empty:
+    // shape ... needs more bytes than fit in size_t"): name the op.
+    static constexpr std::string_view kEmpty = "empty: shape ";
+    const std::string_view m = e.what();
+    if (m.substr(0, kEmpty.size()) != kEmpty) throw;
+    throw ShapeError(detail::op_prefix(op) + "its result of shape " + std::string(m.substr(kEmpty.size())));
   }
 }
 

@@ -121,6 +121,12 @@ Shape one_hot_shape(const InDesc& idx, const Attrs& a) {
   if (a.axis <= 0) throw ValueError("one_hot: num_classes must be positive, got " + str(a.axis));
   Shape r = *idx.shape;
   r.push_back(a.axis);
+  // The result's size, checked here to name num_classes (the allocation would say "empty").
+  int64_t n = 0;
+  const int64_t rows = checked_numel(*idx.shape, "one_hot");
+  if (__builtin_mul_overflow(rows, a.axis, &n) || static_cast<uint64_t>(n) > SIZE_MAX / size_of(a.dtype))
+    throw ShapeError("one_hot: num_classes " + str(a.axis) + " makes a result of shape " + shape_str(r) + " of " +
+                     std::string(name(a.dtype)) + ", more bytes than fit in size_t");
   return r;
 }
 

@@ -54,6 +54,7 @@ Tensor flatten(const Tensor& x, int64_t start, int64_t end) {
 Tensor permute(const Tensor& x, const Axes& axes) { return apply(OpId::Permute, x, ints_attrs(axes)); }
 
 Tensor transpose(const Tensor& x, int64_t a, int64_t b) {
+  if (!x.defined()) throw ValueError("transpose: x is an undefined tensor");
   const int64_t nd = x.ndim();
   const int64_t i = normalize_axis(a, nd, "transpose"), j = normalize_axis(b, nd, "transpose");
   Axes perm(nd);
@@ -89,6 +90,9 @@ Tensor concat(const std::vector<Tensor>& xs, int64_t axis) {
 
 Tensor stack(const std::vector<Tensor>& xs, int64_t axis) {
   if (xs.empty()) throw ValueError("stack: expected at least one tensor, got an empty list");
+  for (size_t i = 0; i < xs.size(); ++i)
+    if (!xs[i].defined())
+      throw ValueError("stack: input " + str(static_cast<int64_t>(i)) + " is an undefined tensor");
   for (size_t i = 1; i < xs.size(); ++i)
     if (xs[i].shape() != xs[0].shape())
       throw ShapeError("stack: input " + str(static_cast<int64_t>(i)) + " has shape " + shape_str(xs[i].shape()) +
@@ -183,6 +187,8 @@ Tensor index_select(const Tensor& x, int64_t axis, const Tensor& indices) {
 }
 
 Tensor embedding(const Tensor& weight, const Tensor& ids) {
+  if (!weight.defined()) throw ValueError("embedding: weight is an undefined tensor");
+  if (!ids.defined()) throw ValueError("embedding: ids is an undefined tensor");
   if (weight.ndim() != 2)
     throw ShapeError("embedding: weight must be 2-d [num_embeddings, dim], got shape " + shape_str(weight.shape()));
   if (ids.dtype() != DType::int32 && ids.dtype() != DType::int64)

@@ -110,6 +110,8 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi
 }
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, Scalar value) {
+  if (!x.defined()) throw ValueError("masked_fill: x is an undefined tensor");
+  if (!mask.defined()) throw ValueError("masked_fill: mask is an undefined tensor");
   if (broadcast_shapes(x.shape(), mask.shape(), "masked_fill") != x.shape())
     throw ShapeError("masked_fill: mask of shape " + shape_str(mask.shape()) + " does not broadcast to the input's shape " +
                      shape_str(x.shape()));

@@ -234,6 +234,7 @@ template std::vector<bfloat16_t> Tensor::to_vector<bfloat16_t>() const;
 #undef KILN_INSTANTIATE
 
 Tensor Tensor::contiguous() const {
+  if (!defined()) throw ValueError("contiguous: the tensor is undefined (default-constructed)");
   // Recorded (jit/compile/stage, lazy scopes): a view of another value is
   // copied, any other value is returned as is (its layout is the plan's).
   if (Tensor r = detail::recorded_copy(*this, false); r.defined()) return r;
@@ -243,6 +244,7 @@ Tensor Tensor::contiguous() const {
 }
 
 Tensor Tensor::clone() const {
+  if (!defined()) throw ValueError("clone: the tensor is undefined (default-constructed)");
   // Recorded: a copy in the graph (realizing here would fail while tracing).
   if (Tensor r = detail::recorded_copy(*this, true); r.defined()) return r;
   realize();
@@ -252,6 +254,7 @@ Tensor Tensor::clone() const {
 }
 
 Tensor Tensor::to(DType d) const {
+  if (!defined()) throw ValueError("to: the tensor is undefined (default-constructed)");
   if (d == dtype()) return *this;
   Attrs a;
   a.dtype = d;

@@ -10,6 +10,77 @@ using namespace kiln;
 }  // namespace
 
 TEST_SUITE("errors") {
+  TEST_CASE("an undefined tensor passed to a view, copy, stack, embedding, masked_fill or *_like op names the op") {
+    const Tensor u, x = ones({2});
+    auto names = [](auto&& call, const char* what) {
+      CAPTURE(what);
+      CHECK_THROWS_WITH_AS(call(), doctest::Contains(what), ValueError);
+    };
+    names([&] { (void)u.transpose(); }, "transpose: x is an undefined tensor");
+    names([&] { (void)Tensor(u[0]); }, "index: the indexed tensor is undefined");
+    names([&] { (void)Tensor(u.index({Slice()})); }, "index: the indexed tensor is undefined");
+    names([&] { (void)u.clone(); }, "clone: the tensor is undefined");
+    names([&] { (void)u.contiguous(); }, "contiguous: the tensor is undefined");
+    names([&] { (void)u.to(DType::float64); }, "to: the tensor is undefined");
+    names([&] { (void)stack({u}); }, "stack: input 0 is an undefined tensor");
+    names([&] { (void)stack({x, u}); }, "stack: input 1 is an undefined tensor");
+    names([&] { (void)embedding(u, tensor({int64_t(0)})); }, "embedding: weight is an undefined tensor");
+    names([&] { (void)embedding(ones({3, 2}), u); }, "embedding: ids is an undefined tensor");
+    names([&] { x.masked_fill_(u, 0); }, "masked_fill: mask is an undefined tensor");
+    names([&] { (void)zeros_like(u); }, "zeros_like: x is an undefined tensor");
+    names([&] { (void)ones_like(u); }, "ones_like: x is an undefined tensor");
+    names([&] { (void)full_like(u, 2); }, "full_like: x is an undefined tensor");
+    names([&] { (void)empty_like(u); }, "empty_like: x is an undefined tensor");
+  }
+
+  TEST_CASE("one_hot with num_classes too large to address names one_hot and num_classes") {
+    CHECK_THROWS_WITH_AS(one_hot(tensor({int64_t(0)}), int64_t(1) << 62),
+                         doctest::Contains("one_hot: num_classes 4611686018427387904 makes a result of shape [1, "
+                                           "4611686018427387904] of int64, more bytes than fit in size_t"),
+                         ShapeError);
+    // num_classes that fits still works: row 1 of 3 classes.
+    CHECK(one_hot(tensor({int64_t(1)}), 3).to_vector<int64_t>() == std::vector<int64_t>{0, 1, 0});
+  }
+
+  TEST_CASE("an op whose result cannot be addressed names the op, not Tensor::empty") {
+    // tile: [1] repeated 2^62 times as float32 is 2^64 bytes.
+    CHECK_THROWS_WITH_AS(tile(ones({1}), {int64_t(1) << 62}), doctest::Contains("tile: its result of shape [4611686018427387904]"),
+                         ShapeError);
+  }
+
+  TEST_CASE("nn::Linear names in_features and the input's last extent") {
+    nn::Linear lin(4, 3);
+    CHECK_THROWS_WITH_AS(lin(ones({2, 5})),
+                         doctest::Contains("Linear: expected an input whose last extent is in_features = 4, got shape "
+                                           "[2, 5] (last extent 5)"),
+                         ShapeError);
+    CHECK_THROWS_WITH_AS(lin(scalar(1.0)), doctest::Contains("Linear: expected an input whose last extent is in_features = 4, got a 0-d tensor"),
+                         ShapeError);
+    CHECK_THROWS_WITH_AS(lin(Tensor()), doctest::Contains("Linear: the input is an undefined tensor"), ValueError);
+    // jit traces the same check.
+    CHECK_THROWS_WITH_AS(jit([&](Tensor x) { return lin(x); })(ones({2, 7})),
+                         doctest::Contains("Linear: expected an input whose last extent is in_features = 4, got shape [2, 7]"),
+                         ShapeError);
+    // The right width still runs: x [1, 4] of ones gives each output the sum of its weight row plus its bias.
+    const Tensor y = lin(ones({1, 4}));
+    const auto sd = lin.state_dict();
+    const Tensor w = sd.at("weight"), b = sd.at("bias");
+    for (int64_t o = 0; o < 3; ++o) {
+      double ref = b.to_vector<float>()[o];
+      for (int64_t i = 0; i < 4; ++i) ref += w.to_vector<float>()[o * 4 + i];
+      CHECK(y.to_vector<float>()[o] == doctest::Approx(ref).epsilon(1e-6));
+    }
+  }
+
+  TEST_CASE("a negative CUDA device index is reported as a bad index, not a missing device") {
+    try {
+      (void)ones({3}).to(Device::cuda(-1));
+      FAIL("expected an error");
+    } catch (const DeviceError& e) {
+      CHECK(std::string(e.what()).find("cuda:-1: bad device index -1 (expected 0 or more)") != std::string::npos);
+    }
+  }
+
   TEST_CASE("cast to a dtype code outside DType is a DTypeError naming cast") {
     CHECK_THROWS_WITH_AS(cast(ones({4, 3}), static_cast<DType>(99)), doctest::Contains("cast: unknown dtype code 99"),
                          DTypeError);

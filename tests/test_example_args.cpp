@@ -65,6 +65,43 @@ TEST_SUITE("example command lines") {
     CHECK(has(good, "fetch_minilm"));
   }
 
+  TEST_CASE("embed refuses an empty query, a blank sentence and an empty corpus before any work") {
+    const std::string nodata = " --data /nonexistent/kiln_minilm";
+    Run q = run(KILN_EMBED_PATH, "--search '' 'a sentence'" + nodata);
+    CHECK(q.code == 2);
+    CHECK_MESSAGE(has(q, "embed: --search expects a QUERY with words, got ''"), q.err);
+    Run qc = run(KILN_EMBED_PATH, "--search '\x01\x02' 'a sentence'" + nodata);
+    CHECK(qc.code == 2);
+    CHECK_MESSAGE(has(qc, "--search expects a QUERY with words"), qc.err);
+    // control characters only: the tokenizer drops them, so the sentence is empty
+    Run ctl = run(KILN_EMBED_PATH, "'\x01\x02'" + nodata);
+    CHECK(ctl.code == 1);
+    CHECK_MESSAGE(has(ctl, "sentence argument 1 is empty (nothing but spaces or control characters)"), ctl.err);
+    CHECK_FALSE(has(ctl, "fetch_minilm"));
+    // a corpus with no sentences: reported before the model is looked at
+    Run corpus = run(KILN_EMBED_PATH, "--corpus /dev/null --search q 'a sentence'" + nodata);
+    CHECK(corpus.code == 1);
+    CHECK_MESSAGE(has(corpus, "--corpus '/dev/null' has no sentences"), corpus.err);
+    CHECK_FALSE(has(corpus, "fetch_minilm"));
+  }
+
+  TEST_CASE("embed refuses a vocab.txt whose size is not the config's vocab_size, before loading the weights") {
+    const fs::path dir = fs::temp_directory_path() / ("kiln_example_args_vocab_" + std::to_string(getpid()));
+    fs::create_directories(dir);
+    std::ofstream(dir / "config.json")
+        << R"({"hidden_act": "gelu", "hidden_size": 384, "intermediate_size": 1536, "layer_norm_eps": 1e-12,
+               "max_position_embeddings": 512, "num_attention_heads": 12, "num_hidden_layers": 6,
+               "type_vocab_size": 2, "vocab_size": 30522})";
+    std::ofstream(dir / "vocab.txt") << "[PAD]\n[UNK]\n[CLS]\n[SEP]\nthe\nman\n";
+    std::ofstream(dir / "model.safetensors");  // empty: never read, the check comes first
+    Run r = run(KILN_EMBED_PATH, "--data '" + dir.string() + "' 'the man'");
+    CHECK(r.code == 1);
+    CHECK_MESSAGE(has(r, "vocab.txt' has 6 tokens but '" + (dir / "config.json").string() + "' says vocab_size 30522"),
+                  r.err);
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+
   TEST_CASE("embed and digits share one option parser") {
     for (const char* exe : {KILN_EMBED_PATH, KILN_DIGITS_PATH}) {
       CAPTURE(exe);

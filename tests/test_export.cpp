@@ -603,8 +603,11 @@ TEST_SUITE("export") {
     for (const auto& e : fs::directory_iterator(d.path)) names.push_back(e.path().filename().string());
     CHECK(names == std::vector<std::string>{"out"});
 
-    // A folder that does not exist: the temporary file cannot be opened, and none is left.
-    CHECK_THROWS_WITH_AS(run.export_mef(d.file("no/such/f.mef")), doctest::Contains("export_mef: cannot open"),
+    // A folder that does not exist: named with the path given (not its '.tmp'), and nothing is left.
+    CHECK_THROWS_WITH_AS(run.export_mef(d.file("no/such/f.mef")),
+                         doctest::Contains(("export_mef: cannot write '" + d.file("no/such/f.mef") + "': the folder '" +
+                                            d.file("no/such") + "' does not exist")
+                                               .c_str()),
                          ValueError);
     CHECK_FALSE(fs::exists(d.file("no")));
     // A good path still works and leaves only the file.

@@ -146,6 +146,38 @@ TEST_SUITE("result aliasing") {
     }
   }
 
+  TEST_CASE("hundreds of results, merged, repeated and reduced to x, keep eager's memory sharing") {
+    // Result i: x * (i % 7) for i % 3 == 0 (CSE merges equal factors into one
+    // value: eagerly new tensors each), y = x * 10 for i % 3 == 1 (one eager
+    // tensor returned many times), x * 1 for i % 3 == 2 (reduced to x: new
+    // memory). Enough results that the fusion planner splits its groups.
+    constexpr int n = 600;
+    auto f = [](Tensor x) {
+      std::vector<Tensor> r;
+      const Tensor y = x * 10.0f;
+      for (int i = 0; i < n; ++i) r.push_back(i % 3 == 0 ? x * float(i % 7) : i % 3 == 1 ? y : x * 1.0f);
+      return r;
+    };
+    CompiledCallable c = compile(f)(TensorLayout(DType::float32, {3, 4}));
+    const Tensor x = x12();
+    std::vector<Tensor> in{x};
+    for (int path = 0; path < 2; ++path) {
+      CAPTURE(path);
+      std::vector<Tensor> r = path == 0 ? c(x).leaves : c.execute_raw(std::span<const Tensor>(in));
+      REQUIRE(r.size() == static_cast<size_t>(n));
+      int wrong_values = 0, wrong_sharing = 0;
+      for (int i = 0; i < n; ++i) {
+        const double scale = i % 3 == 0 ? double(i % 7) : i % 3 == 1 ? 10.0 : 1.0;
+        wrong_values += vals(r[static_cast<size_t>(i)]) != one_to(12, scale);
+        wrong_sharing += may_share_memory(r[static_cast<size_t>(i)], x);
+        for (int j = i + 1; j < n; ++j)  // only the y results are one tensor
+          wrong_sharing += may_share_memory(r[static_cast<size_t>(i)], r[static_cast<size_t>(j)]) != (i % 3 == 1 && j % 3 == 1);
+      }
+      CHECK(wrong_values == 0);
+      CHECK(wrong_sharing == 0);
+    }
+  }
+
   TEST_CASE("a result reduced to another argument's written value is new memory (z.copy_(x * 1); return -(-z))") {
     auto h = [](Tensor x, Tensor z) {
       z.copy_(x * 1.0f);

@@ -190,6 +190,38 @@ TEST_SUITE("core") {
     CHECK(static_cast<float*>(w.data())[3] == 2.0f);
   }
 
+  TEST_CASE("Buffer::wrap never frees the wrapped memory") {
+    // keep_alive null (buffer.h: "memory owned elsewhere") or a shared_ptr owning
+    // nothing: the Buffer and its tensors die, the caller's memory stays its own
+    // (kiln freed it: a double free when the vector died, or an unmapped block).
+    std::vector<float> host(4, 1.5f);
+    {
+      Buffer w = Buffer::wrap(host.data(), host.size() * sizeof(float), Device::cpu(), nullptr);
+      Tensor t(w, DType::float32, {4}, {1});
+      t.fill_(2.5f);
+    }
+    {
+      std::shared_ptr<void> nothing(static_cast<void*>(nullptr), [](void*) {});
+      Buffer w = Buffer::wrap(host.data(), host.size() * sizeof(float), Device::cpu(), nothing);
+      CHECK(w.data() == static_cast<void*>(host.data()));
+    }
+    CHECK(host == std::vector<float>{2.5f, 2.5f, 2.5f, 2.5f});
+    const size_t n = size_t(4) << 20;  // 16 MiB: kiln's pool would munmap or reuse it
+    float* mine = static_cast<float*>(std::aligned_alloc(64, n * sizeof(float)));
+    REQUIRE(mine);
+    for (size_t i = 0; i < n; ++i) mine[i] = 1.0f;
+    {
+      Buffer w = Buffer::wrap(mine, n * sizeof(float), Device::cpu(), nullptr);
+      Tensor t(w, DType::float32, {int64_t(n)}, {1});
+      CHECK(t.sum().item<double>() == double(n));
+    }
+    Tensor fresh = full({int64_t(n)}, 7.0f);
+    CHECK(fresh.data_ptr() != static_cast<void*>(mine));
+    CHECK(mine[0] == 1.0f);
+    CHECK(mine[n - 1] == 1.0f);
+    std::free(mine);
+  }
+
   TEST_CASE("Tensor views are bounds-checked") {
     Buffer b = Buffer::allocate(10 * sizeof(float));
     CHECK_NOTHROW(Tensor(b, DType::float32, {2, 5}, {5, 1}));

@@ -194,6 +194,46 @@ TEST_SUITE("traced_view_copy") {
     CHECK_THROWS_WITH_AS(jit(ic)(rows_general()), doctest::Contains("is_contiguous()"), RealizationError);
   }
 
+  TEST_CASE("a reshape of a reshape that is a view for any strides (split, then merge back) is a view: writes reach the argument") {
+    // [4] of stride 2 -> [2, 2] -> [4]: splitting is a view for any stride, and
+    // merging that split back is too; eagerly the write lands in the argument.
+    auto f = [](Tensor a) {
+      a.reshape({2, 2}).reshape({4})[1].fill_(7.0f);
+      return a * 1.0f;
+    };
+    auto strided4 = [] { return slice(arange(0.0, 8.0, 1.0, DType::float32), 0, 0, 8, 2); };  // [0, 2, 4, 6]
+    CHECK(strided4().stride_class() == StrideClass::general);
+    auto [r, a] = run_all(f, +strided4);
+    CHECK(a.to_vector<float>() == std::vector<float>{0, 7, 4, 6});
+    CHECK(r.to_vector<float>() == std::vector<float>{0, 7, 4, 6});
+    // A 2-d general argument: [4, 3] -> [2, 2, 3] -> [4, 3], then row 2 written.
+    auto g = [](Tensor x) {
+      select(x.reshape({2, 2, 3}).reshape({4, 3}), 0, 2).fill_(-1.0f);
+      return x * 1.0f;
+    };
+    auto [rg, xg] = run_all(g, rows_general);
+    CHECK(xg.to_vector<float>() == std::vector<float>{0, 1, 2, 5, 6, 7, -1, -1, -1, 15, 16, 17});
+    // Merging what was not one split stays undecided: [4, 3] -> [2, 2, 3] -> [12].
+    auto h = [](Tensor x) {
+      x.reshape({2, 2, 3}).reshape({12}).fill_(0.0f);
+      return x * 1.0f;
+    };
+    CHECK_THROWS_WITH_AS(jit(h)(rows_general()), doctest::Contains("runtime strides"), RealizationError);
+  }
+
+  TEST_CASE("an argument traced for a broadcast layout refuses writes through any view (README), eager writes a row") {
+    auto f = [](Tensor a) {
+      a[0] = 7.0f;
+      return a.sum();
+    };
+    Tensor be = zeros({3});
+    CHECK(f(broadcast_to(be, {2, 3})).item<float>() == 42.0f);  // eager: the row is b, shared by both rows
+    CHECK(be.to_vector<float>() == std::vector<float>{7, 7, 7});
+    Tensor bj = zeros({3});
+    CHECK_THROWS_WITH_AS(jit(f)(broadcast_to(bj, {2, 3})), doctest::Contains("traced for a broadcast layout"), ValueError);
+    CHECK(bj.to_vector<float>() == std::vector<float>{0, 0, 0});
+  }
+
   TEST_CASE("reads through ambiguous values, and writes into a clone of one, compute eager's answer for every layout") {
     auto f = [](Tensor x) {
       Tensor flat = x.reshape({-1}) * 2.0f;                // [12]

@@ -84,6 +84,38 @@ TEST_SUITE("user_messages") {
     fs::remove_all(dir, ec);
   }
 
+  TEST_CASE("a missing precompiled_mefs folder warns once like export_mefs, and the compile goes on") {
+    const fs::path dir = fs::temp_directory_path() / ("kiln_user_messages_pre_" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    const std::string folder = (dir / "no_such_folder").string();
+    auto session = std::make_shared<InferenceSession>();
+    session->precompiled_mefs = folder;
+    CompileOptions o;
+    o.session = session;
+    auto f = [](Tensor a) { return a * 3.0f + 1.0f; };
+    StderrCapture err(dir / "stderr.txt");
+    CompiledCallable c4 = compile(f, o)(TensorLayout(DType::float32, {4}));
+    CompiledCallable c2 = compile(f, o)(TensorLayout(DType::float32, {2}));  // a second graph: no second warning
+    // The same missing folder as the export folder too: the first run creates it, no warning.
+    const std::string both = (dir / "both").string();
+    auto session2 = std::make_shared<InferenceSession>();
+    session2->precompiled_mefs = session2->export_mefs = both;
+    CompileOptions o2;
+    o2.session = session2;
+    CompiledCallable c3 = compile(f, o2)(TensorLayout(DType::float32, {3}));
+    const std::string text = err.text();
+    CHECK(count(text, "kiln: warning: InferenceSession precompiled_mefs folder '" + folder + "' does not exist") == 1);
+    CHECK(text.find(both) == std::string::npos);
+    CHECK(fs::is_directory(both));
+    CHECK(c4(Tensor::from_vector(std::vector<float>{0, 1, -2, 0.5f}, {4})).tensor().to_vector<float>() ==
+          std::vector<float>{1, 4, -5, 2.5f});
+    CHECK(c2(Tensor::from_vector(std::vector<float>{2, 3}, {2})).tensor().to_vector<float>() == std::vector<float>{7, 10});
+    CHECK(c3(Tensor::from_vector(std::vector<float>{1, 2, 3}, {3})).tensor().to_vector<float>() ==
+          std::vector<float>{4, 7, 10});
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+
   TEST_CASE("an int64 tensor against a scalar beyond int64 gets a hint that fits (no wider integer dtype)") {
     const Tensor x = Tensor::from_vector(std::vector<int64_t>{1, 2}, {2});
     const uint64_t two63 = uint64_t{1} << 63;

@@ -378,7 +378,22 @@ Tensor RealizationContext::apply_op(OpId op, std::span<const Tensor> in, const A
       Strides st2;
       copy = !detail::view_strides(op, in[0].shape(), *l.strides, attrs, s2, st2);
     } else {
-      ambiguous = !reshape_always_view(in[0].shape(), attrs);
+      // Reshapes compose: a reshape of a reshape that is a view (of a value
+      // whose strides are unknown) is a view whenever a single reshape of the
+      // first one's input would be, for any strides ([4] -> [2, 2] -> [4] of
+      // a strided [4]: a split, then the merge of that split).
+      Shape from = in[0].shape();
+      if (!in[0].is_realized()) {
+        const Graph& gr = graph();
+        int32_t v = in[0].impl().state->values[0].id;
+        for (;;) {
+          const Node& p = gr.node(static_cast<size_t>(gr.producer(v)));
+          if (p.kind != NodeKind::op || p.op != OpId::Reshape || p.inputs.empty() || ambiguous_mark(v)) break;
+          v = p.inputs[0];
+        }
+        from = gr.type(v).shape;
+      }
+      ambiguous = !reshape_always_view(from, attrs);
     }
     if (copy || ambiguous) {
       t_plain_reshape = true;

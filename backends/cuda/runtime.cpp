@@ -41,6 +41,8 @@ const Discovery& discovery() {
 }
 
 void check_index(int dev) {
+  if (dev < 0)
+    throw DeviceError(dev_str(dev) + ": bad CUDA device index " + std::to_string(dev) + " (expected 0 or more)");
   const Discovery& d = discovery();
   if (!d.error.empty())
     throw DeviceError(dev_str(dev) + ": no CUDA device (cudaGetDeviceCount: " + d.error + ")");

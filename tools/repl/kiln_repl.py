@@ -168,8 +168,17 @@ def unfinished(code):
     return depth > 0 or code.rstrip().endswith("\\")
 
 
+class UnfinishedInput(Exception):
+    """The input ended inside an unclosed (, [ or { (or after a trailing backslash): code is the part not run."""
+
+    def __init__(self, code):
+        super().__init__(code)
+        self.code = code
+
+
 def lines_from(stream, interactive, echo):
-    """Yields complete inputs (a line, or lines until brackets close)."""
+    """Yields complete inputs (a line, or lines until brackets close); raises
+    UnfinishedInput when the input ends inside an unfinished one."""
     buf = []
     while True:
         prompt = "kiln> " if not buf else "...> "
@@ -185,7 +194,10 @@ def lines_from(stream, interactive, echo):
                     print(prompt + line, flush=True)
         except EOFError:
             if buf:
-                yield "\n".join(buf)
+                code = "\n".join(buf)
+                if unfinished(code):
+                    raise UnfinishedInput(code)
+                yield code
             return
         except KeyboardInterrupt:
             print()
@@ -260,18 +272,34 @@ def main(argv):
     if interactive:
         setup_history()
         print("kiln-repl (Cling, C++20). .help for help, .quit to leave.")
-    for code in lines_from(sys.stdin, interactive, echo):
-        cmd = code.strip()
-        if cmd in (".q", ".quit", ".exit"):
-            break
-        if cmd in (".help", ".h", "?"):
-            print(HELP)
-            continue
-        if cmd:
-            try:
-                cling.process(code)
-            except KeyboardInterrupt:  # Ctrl-C while a line ran: it has finished or stopped; go on
-                print("(interrupted)")
+    return run_inputs(lines_from(sys.stdin, interactive, echo), cling.process)
+
+
+def run_inputs(inputs, process):
+    """Runs each complete input through process; returns the exit status: 0,
+    or 1 (with a message on stderr) when the input ended inside an unfinished
+    block, which is then not run."""
+    try:
+        for code in inputs:
+            cmd = code.strip()
+            if cmd in (".q", ".quit", ".exit"):
+                break
+            if cmd in (".help", ".h", "?"):
+                print(HELP)
+                continue
+            if cmd:
+                try:
+                    process(code)
+                except KeyboardInterrupt:  # Ctrl-C while a line ran: it has finished or stopped; go on
+                    print("(interrupted)")
+    except UnfinishedInput as e:
+        lines = e.code.split("\n")
+        first = lines[0].strip()
+        sys.stdout.flush()
+        sys.stderr.write("kiln-repl: the input ended inside an unfinished block (an unclosed '{', '(' or '[', "
+                         "or a trailing backslash): its %d line%s, starting '%s', were not run\n"
+                         % (len(lines), "" if len(lines) == 1 else "s", first[:60]))
+        return 1
     return 0
 
 
