@@ -356,3 +356,215 @@ TEST_SUITE("mutation") {
     CHECK(ops >= 4);
   }
 }
+
+// Views in lazy scopes (r41/r43 of the t13 new-user test): eagerly a view
+// shares its base's memory; inside kiln::lazy() it must too. Each case runs
+// its steps eagerly on one x, and on another x with the steps marked lazy
+// inside kiln::lazy() scopes (one scope per step); every tensor a step keeps
+// and x itself are then compared bit for bit (eager is the reference).
+namespace {
+struct Step {
+  bool lazy;  // in the lazy run: inside a kiln::lazy() scope (the eager run runs every step eagerly)
+  std::function<void(Tensor& x, std::vector<Tensor>& held)> body;
+};
+Tensor lazy_view_x() { return arange(0.0, 6.0, 1.0).reshape({2, 3}); }  // realized float32 [[0, 1, 2], [3, 4, 5]]
+
+void lazy_as_eager(const std::string& what, const std::vector<Step>& steps) {
+  CAPTURE(what);
+  Tensor xe = lazy_view_x(), xl = lazy_view_x();
+  std::vector<Tensor> he, hl;
+  for (const Step& s : steps) s.body(xe, he);
+  for (const Step& s : steps) {
+    if (!s.lazy) {
+      s.body(xl, hl);
+      continue;
+    }
+    auto scope = lazy();
+    s.body(xl, hl);
+  }
+  REQUIRE(he.size() == hl.size());
+  for (size_t i = 0; i < he.size(); ++i)
+    CHECK_MESSAGE(same_bits(he[i], hl[i]), what << ": kept tensor " << i << ": eager " << he[i] << ", lazy "
+                                                << hl[i]);
+  CHECK_MESSAGE(same_bits(xe, xl), what << ": x afterwards: eager " << xe << ", lazy " << xl);
+}
+Step in_lazy(std::function<void(Tensor&, std::vector<Tensor>&)> f) { return {true, std::move(f)}; }
+Step eager_step(std::function<void(Tensor&, std::vector<Tensor>&)> f) { return {false, std::move(f)}; }
+}  // namespace
+
+TEST_SUITE("mutation") {
+  TEST_CASE("lazy: a view of a realized tensor shares its memory, as eagerly (writes into the base after the view)") {
+    lazy_as_eager("v = x[0]; x.add_(10)", {in_lazy([](Tensor& x, auto& h) {
+                    Tensor v = x[0];
+                    x.add_(10.0f);
+                    h = {v};
+                  })});
+    lazy_as_eager("v = x[:, 1]; x[:, 1] = 5", {in_lazy([](Tensor& x, auto& h) {
+                    Tensor v = x.index({Slice(), 1});
+                    x.index({Slice(), 1}) = 5.0f;
+                    h = {v * 1.0f, v};
+                  })});
+    lazy_as_eager("r = x.reshape({6}); x.fill_(2)", {in_lazy([](Tensor& x, auto& h) {
+                    Tensor r = x.reshape({6});
+                    x.fill_(2.0f);
+                    h = {r};
+                  })});
+    lazy_as_eager("v = x.transpose(); x.mul_(2)", {in_lazy([](Tensor& x, auto& h) {
+                    Tensor v = x.transpose();
+                    x.mul_(2.0f);
+                    h = {v};
+                  })});
+    lazy_as_eager("v = x[1]; exp(x, Out(x))", {in_lazy([](Tensor& x, auto& h) {
+                    Tensor v = x[1];
+                    exp(x, Out(x));
+                    h = {v};
+                  })});
+    lazy_as_eager("flip, unsqueeze, squeeze, broadcast_to views; x.sub_(1)", {in_lazy([](Tensor& x, auto& h) {
+                    h = {flip(x, {1}), unsqueeze(x, 0), squeeze(unsqueeze(x, 2)), broadcast_to(x[0], {4, 3})};
+                    x.sub_(1.0f);
+                  })});
+    // an op result of a view is an op result: it keeps the contents it read (README), as eagerly
+    lazy_as_eager("y = x[0] * 1 before x.add_(10)", {in_lazy([](Tensor& x, auto& h) {
+                    Tensor y = x[0] * 1.0f;
+                    x.add_(10.0f);
+                    h = {y, x[0]};
+                  })});
+    lazy_as_eager("y = x * 2; x += 10 (README's op-result rule)", {in_lazy([](Tensor& x, auto& h) {
+                    Tensor y = x * 2.0f;
+                    x += 10.0f;
+                    h = {y, x * 2.0f};
+                  })});
+  }
+
+  TEST_CASE("lazy: writes through a view of a realized tensor reach it, as eagerly") {
+    lazy_as_eager("x[1].mul_(-1); x.sum(1)", {in_lazy([](Tensor& x, auto& h) {
+                    x[1].mul_(-1.0f);
+                    h = {x.sum({1})};
+                  })});
+    lazy_as_eager("x.transpose()[0].fill_(9)", {in_lazy([](Tensor& x, auto& h) {
+                    x.transpose()[0].fill_(9.0f);
+                    h = {x * 1.0f};
+                  })});
+    lazy_as_eager("c = x.contiguous(); c.add_(1)", {in_lazy([](Tensor& x, auto& h) {
+                    Tensor c = x.contiguous();
+                    c.add_(1.0f);
+                    h = {x * 1.0f, c};
+                  })});
+    lazy_as_eager("x[0].copy_(x[1]); x[1].copy_(x[0] + 1)", {in_lazy([](Tensor& x, auto& h) {
+                    x[0].copy_(x[1]);
+                    x[1].copy_(x[0] + 1.0f);
+                    h = {x.clone()};
+                  })});
+    lazy_as_eager("v = x[0]; v.add_(x[1]) then read the base's other view", {in_lazy([](Tensor& x, auto& h) {
+                    Tensor v = x[0], w = x.reshape({6});
+                    v.add_(x[1]);
+                    h = {w, w * 1.0f, v};
+                  })});
+  }
+
+  TEST_CASE("lazy: views of views of a realized tensor, read and written, as eagerly") {
+    lazy_as_eager("w = x.transpose()[2]; x.mul_(3)", {in_lazy([](Tensor& x, auto& h) {
+                    Tensor v = x.transpose();
+                    Tensor w = v[2];
+                    x.mul_(3.0f);
+                    h = {v, w};
+                  })});
+    lazy_as_eager("writes through views of views", {in_lazy([](Tensor& x, auto& h) {
+                    Tensor v = x.transpose();
+                    Tensor w = v[2];
+                    w.fill_(-1.0f);
+                    Tensor u = flip(x, {1})[0].slice(0, 0, 2);
+                    u.add_(100.0f);
+                    h = {x * 1.0f, v, w, u};
+                  })});
+    lazy_as_eager("reshape of a view of a view, written", {in_lazy([](Tensor& x, auto& h) {
+                    Tensor r = x.reshape({6}).slice(0, 1, 5).reshape({2, 2});
+                    r[1].mul_(7.0f);
+                    h = {r, x.reshape({3, 2})};
+                  })});
+    // eagerly a reshape of a non-contiguous view is a copy: recorded lazily as an op result, as eagerly
+    lazy_as_eager("reshape that copies (of a transpose), then writes to both", {in_lazy([](Tensor& x, auto& h) {
+                    Tensor c = x.transpose().reshape({6});
+                    x.add_(1.0f);
+                    c.mul_(2.0f);
+                    h = {c, x * 1.0f};
+                  })});
+  }
+
+  TEST_CASE("lazy: a view taken in a scope is the tensor's view after the scope and in later scopes") {
+    // r43: the view read after the base is written after the scope, then written itself
+    lazy_as_eager("x[:2] taken in a scope, written after", {
+                                                              in_lazy([](Tensor& x, auto& h) {
+                                                                h = {x.reshape({6}).index({Slice(0, 2)})};
+                                                              }),
+                                                              eager_step([](Tensor& x, auto& h) {
+                                                                x.add_(10.0f);
+                                                                h.push_back(h[0].clone());
+                                                              }),
+                                                              eager_step([](Tensor& x, auto& h) {
+                                                                h[0].fill_(-1.0f);
+                                                                h.push_back(x.clone());
+                                                              }),
+                                                          });
+    lazy_as_eager("view in one scope, base written and view read in a later one",
+                  {
+                      in_lazy([](Tensor& x, auto& h) { h = {x[1], x.transpose()}; }),
+                      in_lazy([](Tensor& x, auto& h) {
+                        x.add_(1.0f);
+                        h.push_back(h[0] * 2.0f);
+                        h[1][0].fill_(50.0f);  // a write through a view of the earlier scope's view
+                        h.push_back(h[1].clone());
+                      }),
+                      eager_step([](Tensor& x, auto& h) { x.mul_(-1.0f); }),
+                  });
+    lazy_as_eager("a view of an ended scope's op result, taken in a later scope, follows writes",
+                  {
+                      in_lazy([](Tensor& x, auto& h) { h = {x * 2.0f}; }),
+                      in_lazy([](Tensor& x, auto& h) {
+                        Tensor v = h[0][0];
+                        h[0].add_(1.0f);
+                        h.push_back(v);
+                      }),
+                      eager_step([](Tensor& x, auto& h) { h[1].fill_(0.5f); }),
+                  });
+    lazy_as_eager("a view of a lazy op result, the base written after the scope",
+                  {
+                      in_lazy([](Tensor& x, auto& h) {
+                        Tensor t = x + 1.0f;
+                        h = {t, t[1], t.transpose()};
+                        t.add_(5.0f);  // recorded: the views follow
+                      }),
+                      eager_step([](Tensor& x, auto& h) {
+                        h[0].mul_(2.0f);
+                        h.push_back(h[1].clone());
+                        h[2][0].fill_(-3.0f);
+                      }),
+                  });
+    lazy_as_eager("a lazy tensor assigned another lazy one is a copy of it",
+                  {
+                      in_lazy([](Tensor& x, auto& h) {
+                        Tensor u = x * 1.0f, t = x * 0.0f;
+                        Tensor w = u[1];
+                        t.copy_(u);
+                        h = {t, u, w, t[0]};
+                      }),
+                      eager_step([](Tensor& x, auto& h) {
+                        h[0].add_(5.0f);
+                        h[3].fill_(-2.0f);
+                        h[2].mul_(3.0f);
+                      }),
+                  });
+    lazy_as_eager("a lazy tensor assigned a realized one is a copy of it",
+                  {
+                      in_lazy([](Tensor& x, auto& h) {
+                        Tensor t = x * 0.0f;
+                        t.copy_(x);
+                        h = {t, t[0]};
+                      }),
+                      eager_step([](Tensor& x, auto& h) {
+                        h[0].add_(5.0f);
+                        h[1].fill_(-2.0f);
+                      }),
+                  });
+  }
+}
