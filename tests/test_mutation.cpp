@@ -455,6 +455,14 @@ TEST_SUITE("mutation") {
                     x[1].copy_(x[0] + 1.0f);
                     h = {x.clone()};
                   })});
+    // a realized destination written with a value of the scope: the scope's ops realize then, as the write runs
+    lazy_as_eager("x.copy_(lazy value); x[1].copy_(lazy view)", {in_lazy([](Tensor& x, auto& h) {
+                    Tensor t = x * 2.0f, v = x[0];
+                    x.copy_(t + 1.0f);
+                    x[1].copy_(t[0]);
+                    Tensor after = x * 1.0f;
+                    h = {v, t, after};
+                  })});
     lazy_as_eager("v = x[0]; v.add_(x[1]) then read the base's other view", {in_lazy([](Tensor& x, auto& h) {
                     Tensor v = x[0], w = x.reshape({6});
                     v.add_(x[1]);
