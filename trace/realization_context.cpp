@@ -247,7 +247,10 @@ void check_not_ambiguous(RealizationContext& cur, const Tensor& dst, const char*
 // tensor (a source) is bound now to that tensor's eager view (the view ops
 // replayed on it), so a write through it lands in the tensor's memory as it
 // does eagerly (the lazy context snapshots what it recorded reading first).
-// A view of a lazy op result is left alone (written functionally).
+// A view of a lazy op result is left alone (written functionally). (A
+// fallback: apply_op takes a view of a realized tensor at once in a lazy
+// scope, and functional_write gives a lazy tensor a value of its own, so an
+// unrealized view rooted at a source is not expected here.)
 void bind_lazy_view_of_source(RealizationContext& lz, const Tensor& view) {
   const Graph& g = lz.graph();
   int32_t v = view.impl().state->values[0].id;
