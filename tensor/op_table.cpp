@@ -128,6 +128,13 @@ Tensor eager_dispatch(OpId op, std::span<const Tensor> in, const Attrs& attrs) {
 }  // namespace
 
 Tensor detail::eager_execute(OpId op, std::span<const Tensor> in, const Attrs& attrs) {
+  // An unrealized input (a tensor of an ended kiln::lazy() scope) is
+  // realized before any kernel reads its layout: until then its strides are
+  // placeholders, and a lazy view realizes with its own (a transpose, a
+  // strided slice), which the kernels must see.
+  for (const Tensor& t : in)
+    if (t.defined() && t.impl().state) [[unlikely]]
+      t.realize();
   try {
     return eager_dispatch(op, in, attrs);
   } catch (const ValueError& e) {

@@ -1,6 +1,8 @@
 // In-place ops and assignment (tensor/mutation.h): each rule pinned, eagerly,
 // in lazy scopes and traced. References are float64 loops written here.
 #include <cstring>
+#include <optional>
+#include <random>
 
 #include "same_bits.h"
 #include "test_util.h"
@@ -354,5 +356,333 @@ TEST_SUITE("mutation") {
     int ops = 0;
     for (size_t i = 0; i < g.num_nodes(); ++i) ops += g.node(i).kind == NodeKind::op;
     CHECK(ops >= 4);
+  }
+}
+
+// Views in lazy scopes (r41/r43 of the t13 new-user test): eagerly a view
+// shares its base's memory; inside kiln::lazy() it must too. Each case runs
+// its steps eagerly on one x, and on another x with the steps marked lazy
+// inside kiln::lazy() scopes (one scope per step); every tensor a step keeps
+// and x itself are then compared bit for bit (eager is the reference).
+namespace {
+struct Step {
+  bool lazy;  // in the lazy run: inside a kiln::lazy() scope (the eager run runs every step eagerly)
+  std::function<void(Tensor& x, std::vector<Tensor>& held)> body;
+};
+Tensor lazy_view_x() { return arange(0.0, 6.0, 1.0).reshape({2, 3}); }  // realized float32 [[0, 1, 2], [3, 4, 5]]
+
+void lazy_as_eager(const std::string& what, const std::vector<Step>& steps) {
+  CAPTURE(what);
+  Tensor xe = lazy_view_x(), xl = lazy_view_x();
+  std::vector<Tensor> he, hl;
+  for (const Step& s : steps) s.body(xe, he);
+  for (const Step& s : steps) {
+    if (!s.lazy) {
+      s.body(xl, hl);
+      continue;
+    }
+    auto scope = lazy();
+    s.body(xl, hl);
+  }
+  REQUIRE(he.size() == hl.size());
+  for (size_t i = 0; i < he.size(); ++i)
+    CHECK_MESSAGE(same_bits(he[i], hl[i]), what << ": kept tensor " << i << ": eager " << he[i] << ", lazy "
+                                                << hl[i]);
+  CHECK_MESSAGE(same_bits(xe, xl), what << ": x afterwards: eager " << xe << ", lazy " << xl);
+}
+Step in_lazy(std::function<void(Tensor&, std::vector<Tensor>&)> f) { return {true, std::move(f)}; }
+Step eager_step(std::function<void(Tensor&, std::vector<Tensor>&)> f) { return {false, std::move(f)}; }
+}  // namespace
+
+TEST_SUITE("mutation") {
+  TEST_CASE("lazy: a view of a realized tensor shares its memory, as eagerly (writes into the base after the view)") {
+    lazy_as_eager("v = x[0]; x.add_(10)", {in_lazy([](Tensor& x, auto& h) {
+                    Tensor v = x[0];
+                    x.add_(10.0f);
+                    h = {v};
+                  })});
+    lazy_as_eager("v = x[:, 1]; x[:, 1] = 5", {in_lazy([](Tensor& x, auto& h) {
+                    Tensor v = x.index({Slice(), 1});
+                    x.index({Slice(), 1}) = 5.0f;
+                    h = {v * 1.0f, v};
+                  })});
+    lazy_as_eager("r = x.reshape({6}); x.fill_(2)", {in_lazy([](Tensor& x, auto& h) {
+                    Tensor r = x.reshape({6});
+                    x.fill_(2.0f);
+                    h = {r};
+                  })});
+    lazy_as_eager("v = x.transpose(); x.mul_(2)", {in_lazy([](Tensor& x, auto& h) {
+                    Tensor v = x.transpose();
+                    x.mul_(2.0f);
+                    h = {v};
+                  })});
+    lazy_as_eager("v = x[1]; exp(x, Out(x))", {in_lazy([](Tensor& x, auto& h) {
+                    Tensor v = x[1];
+                    exp(x, Out(x));
+                    h = {v};
+                  })});
+    lazy_as_eager("flip, unsqueeze, squeeze, broadcast_to views; x.sub_(1)", {in_lazy([](Tensor& x, auto& h) {
+                    h = {flip(x, {1}), unsqueeze(x, 0), squeeze(unsqueeze(x, 2)), broadcast_to(x[0], {4, 3})};
+                    x.sub_(1.0f);
+                  })});
+    // an op result of a view is an op result: it keeps the contents it read (README), as eagerly
+    lazy_as_eager("y = x[0] * 1 before x.add_(10)", {in_lazy([](Tensor& x, auto& h) {
+                    Tensor y = x[0] * 1.0f;
+                    x.add_(10.0f);
+                    h = {y, x[0]};
+                  })});
+    lazy_as_eager("y = x * 2; x += 10 (README's op-result rule)", {in_lazy([](Tensor& x, auto& h) {
+                    Tensor y = x * 2.0f;
+                    x += 10.0f;
+                    h = {y, x * 2.0f};
+                  })});
+  }
+
+  TEST_CASE("lazy: writes through a view of a realized tensor reach it, as eagerly") {
+    lazy_as_eager("x[1].mul_(-1); x.sum(1)", {in_lazy([](Tensor& x, auto& h) {
+                    x[1].mul_(-1.0f);
+                    h = {x.sum({1})};
+                  })});
+    lazy_as_eager("x.transpose()[0].fill_(9)", {in_lazy([](Tensor& x, auto& h) {
+                    x.transpose()[0].fill_(9.0f);
+                    h = {x * 1.0f};
+                  })});
+    lazy_as_eager("c = x.contiguous(); c.add_(1)", {in_lazy([](Tensor& x, auto& h) {
+                    Tensor c = x.contiguous();
+                    c.add_(1.0f);
+                    h = {x * 1.0f, c};
+                  })});
+    lazy_as_eager("x[0].copy_(x[1]); x[1].copy_(x[0] + 1)", {in_lazy([](Tensor& x, auto& h) {
+                    x[0].copy_(x[1]);
+                    x[1].copy_(x[0] + 1.0f);
+                    h = {x.clone()};
+                  })});
+    // a realized destination written with a value of the scope: the scope's ops realize then, as the write runs
+    lazy_as_eager("x.copy_(lazy value); x[1].copy_(lazy view)", {in_lazy([](Tensor& x, auto& h) {
+                    Tensor t = x * 2.0f, v = x[0];
+                    x.copy_(t + 1.0f);
+                    x[1].copy_(t[0]);
+                    Tensor after = x * 1.0f;
+                    h = {v, t, after};
+                  })});
+    lazy_as_eager("v = x[0]; v.add_(x[1]) then read the base's other view", {in_lazy([](Tensor& x, auto& h) {
+                    Tensor v = x[0], w = x.reshape({6});
+                    v.add_(x[1]);
+                    h = {w, w * 1.0f, v};
+                  })});
+  }
+
+  TEST_CASE("lazy: views of views of a realized tensor, read and written, as eagerly") {
+    lazy_as_eager("w = x.transpose()[2]; x.mul_(3)", {in_lazy([](Tensor& x, auto& h) {
+                    Tensor v = x.transpose();
+                    Tensor w = v[2];
+                    x.mul_(3.0f);
+                    h = {v, w};
+                  })});
+    lazy_as_eager("writes through views of views", {in_lazy([](Tensor& x, auto& h) {
+                    Tensor v = x.transpose();
+                    Tensor w = v[2];
+                    w.fill_(-1.0f);
+                    Tensor u = flip(x, {1})[0].slice(0, 0, 2);
+                    u.add_(100.0f);
+                    h = {x * 1.0f, v, w, u};
+                  })});
+    lazy_as_eager("reshape of a view of a view, written", {in_lazy([](Tensor& x, auto& h) {
+                    Tensor r = x.reshape({6}).slice(0, 1, 5).reshape({2, 2});
+                    r[1].mul_(7.0f);
+                    h = {r, x.reshape({3, 2})};
+                  })});
+    // eagerly a reshape of a non-contiguous view is a copy: recorded lazily as an op result, as eagerly
+    lazy_as_eager("reshape that copies (of a transpose), then writes to both", {in_lazy([](Tensor& x, auto& h) {
+                    Tensor c = x.transpose().reshape({6});
+                    x.add_(1.0f);
+                    c.mul_(2.0f);
+                    h = {c, x * 1.0f};
+                  })});
+  }
+
+  TEST_CASE("lazy: a view taken in a scope is the tensor's view after the scope and in later scopes") {
+    // r43: the view read after the base is written after the scope, then written itself
+    lazy_as_eager("x[:2] taken in a scope, written after", {
+                                                              in_lazy([](Tensor& x, auto& h) {
+                                                                h = {x.reshape({6}).index({Slice(0, 2)})};
+                                                              }),
+                                                              eager_step([](Tensor& x, auto& h) {
+                                                                x.add_(10.0f);
+                                                                h.push_back(h[0].clone());
+                                                              }),
+                                                              eager_step([](Tensor& x, auto& h) {
+                                                                h[0].fill_(-1.0f);
+                                                                h.push_back(x.clone());
+                                                              }),
+                                                          });
+    lazy_as_eager("view in one scope, base written and view read in a later one",
+                  {
+                      in_lazy([](Tensor& x, auto& h) { h = {x[1], x.transpose()}; }),
+                      in_lazy([](Tensor& x, auto& h) {
+                        x.add_(1.0f);
+                        h.push_back(h[0] * 2.0f);
+                        h[1][0].fill_(50.0f);  // a write through a view of the earlier scope's view
+                        h.push_back(h[1].clone());
+                      }),
+                      eager_step([](Tensor& x, auto& h) { x.mul_(-1.0f); }),
+                  });
+    lazy_as_eager("a view of an ended scope's op result, taken in a later scope, follows writes",
+                  {
+                      in_lazy([](Tensor& x, auto& h) { h = {x * 2.0f}; }),
+                      in_lazy([](Tensor& x, auto& h) {
+                        Tensor v = h[0][0];
+                        h[0].add_(1.0f);
+                        h.push_back(v);
+                      }),
+                      eager_step([](Tensor& x, auto& h) { h[1].fill_(0.5f); }),
+                  });
+    lazy_as_eager("a view of a lazy op result, the base written after the scope",
+                  {
+                      in_lazy([](Tensor& x, auto& h) {
+                        Tensor t = x + 1.0f;
+                        h = {t, t[1], t.transpose()};
+                        t.add_(5.0f);  // recorded: the views follow
+                      }),
+                      eager_step([](Tensor& x, auto& h) {
+                        h[0].mul_(2.0f);
+                        h.push_back(h[1].clone());
+                        h[2][0].fill_(-3.0f);
+                      }),
+                  });
+    // an eager op reading a lazy view before anything realized it sees the view's own strides
+    lazy_as_eager("eager ops on unrealized lazy views (strided slice, transpose) after the scope",
+                  {
+                      in_lazy([](Tensor& x, auto& h) {
+                        Tensor t = x * 1.0f;
+                        h = {t.reshape({-1}).slice(0, 0, 6, 2), t.transpose()};
+                      }),
+                      eager_step([](Tensor& x, auto& h) {
+                        Tensor a = h[0] * 2.0f;  // the first read of the scope: through an eager op
+                        Tensor b = h[1] + 0.0f;
+                        h.push_back(a);
+                        h.push_back(b);
+                      }),
+                  });
+    lazy_as_eager("a lazy tensor assigned another lazy one is a copy of it",
+                  {
+                      in_lazy([](Tensor& x, auto& h) {
+                        Tensor u = x * 1.0f, t = x * 0.0f;
+                        Tensor w = u[1];
+                        t.copy_(u);
+                        h = {t, u, w, t[0]};
+                      }),
+                      eager_step([](Tensor& x, auto& h) {
+                        h[0].add_(5.0f);
+                        h[3].fill_(-2.0f);
+                        h[2].mul_(3.0f);
+                      }),
+                  });
+    lazy_as_eager("a lazy tensor assigned a realized one is a copy of it",
+                  {
+                      in_lazy([](Tensor& x, auto& h) {
+                        Tensor t = x * 0.0f;
+                        t.copy_(x);
+                        h = {t, t[0]};
+                      }),
+                      eager_step([](Tensor& x, auto& h) {
+                        h[0].add_(5.0f);
+                        h[1].fill_(-2.0f);
+                      }),
+                  });
+  }
+}
+
+// Random programs of views (of x, of views, of op results), op results,
+// clone/contiguous, in-place writes (scalars, copy_, out=) and reads, with
+// lazy scopes opened and closed at random points: the lazy run must give the
+// eager run's bits for every tensor kept, and the same reads.
+namespace {
+struct RandomRun {
+  std::vector<Tensor> pool;
+  std::vector<std::string> log;
+};
+RandomRun random_program(uint64_t seed, int steps, bool lazy_mode) {
+  std::mt19937_64 rng(seed);
+  auto R = [&](int n) { return static_cast<int>(rng() % static_cast<uint64_t>(n)); };
+  RandomRun r;
+  r.pool.push_back(arange(0.0, 24.0, 1.0).reshape({4, 6}));
+  std::optional<LazyScope> scope;
+  bool open = false;
+  auto pick = [&] { return static_cast<size_t>(R(static_cast<int>(r.pool.size()))); };
+  for (int s = 0; s < steps; ++s) {
+    const int what = R(10);
+    if (what == 0) {  // a scope boundary: close, and maybe open a new one (the lazy run only)
+      open = R(3) != 0;
+      r.log.push_back(open ? "scope" : "no scope");
+      if (lazy_mode) {
+        scope.reset();
+        if (open) scope.emplace();
+      }
+      continue;
+    }
+    if (what == 9 && !open) {  // a read between scopes
+      const size_t i = pick();
+      std::string m = "read " + std::to_string(i) + ":";
+      for (float f : r.pool[i].to_vector<float>()) m += " " + std::to_string(f);
+      r.log.push_back(m);
+      continue;
+    }
+    const size_t i = pick();
+    Tensor t = r.pool[i];
+    const Shape sh = t.shape();
+    try {
+      if (what <= 4) {  // a view
+        const int k = R(6);
+        Tensor v;
+        if (k == 0 && !sh.empty() && sh[0] > 0) v = t[R(static_cast<int>(sh[0]))];
+        else if (k == 1 && sh.size() == 2) v = t.transpose();
+        else if (k == 3 && !sh.empty() && sh[0] > 1) v = t.slice(0, R(2), sh[0], 1 + R(2));
+        else if (k == 4 && !sh.empty()) v = flip(t, {static_cast<int64_t>(sh.size()) - 1});
+        else if (k == 5 && sh.size() < 3) v = unsqueeze(t, 0);
+        else v = t.reshape({-1});  // a view or (of a non-contiguous view) a copy, as eagerly
+        r.pool.push_back(v);
+        r.log.push_back("view " + std::to_string(k) + " of " + std::to_string(i));
+      } else if (what <= 6) {  // an op result
+        const int k = R(4);
+        r.pool.push_back(k == 0   ? t.clone()
+                         : k == 1 ? t.contiguous()
+                                  : t * static_cast<float>(R(3) + 1) + static_cast<float>(R(5)));
+        r.log.push_back("op " + std::to_string(k) + " of " + std::to_string(i));
+      } else {  // a write
+        const int k = R(6);
+        const size_t j = pick();
+        if (k == 0) t.add_(static_cast<float>(R(7)));
+        else if (k == 1) t.mul_(static_cast<float>(R(3) - 1));
+        else if (k == 2) t.fill_(static_cast<float>(R(9)));
+        else if (k == 3 && r.pool[j].shape() == sh) t.copy_(r.pool[j] + 1.0f);
+        else if (k == 4 && r.pool[j].shape() == sh) t.copy_(r.pool[j]);
+        else if (k == 5 && r.pool[j].shape() == sh) add(r.pool[j], t, Out(t));
+        r.log.push_back("write " + std::to_string(k) + " into " + std::to_string(i));
+      }
+    } catch (const std::exception& e) {
+      r.log.push_back(std::string("error: ") + e.what());
+    }
+    if (R(8) == 0 && r.pool.size() > 2) r.pool.erase(r.pool.begin() + 1 + R(static_cast<int>(r.pool.size()) - 1));
+  }
+  return r;
+}
+}  // namespace
+
+TEST_SUITE("mutation") {
+  TEST_CASE("lazy: random programs of views, op results and writes give eager's bits") {
+    int differ = 0;
+    for (uint64_t seed = 1; seed <= 300; ++seed) {
+      CAPTURE(seed);
+      const RandomRun e = random_program(seed, 50, false), l = random_program(seed, 50, true);
+      CHECK(e.log == l.log);
+      REQUIRE(e.pool.size() == l.pool.size());
+      for (size_t i = 0; i < e.pool.size(); ++i) {
+        const bool same = same_bits(e.pool[i], l.pool[i]);
+        differ += !same;
+        CHECK_MESSAGE(same, "tensor " << i << ": eager " << e.pool[i] << ", lazy " << l.pool[i]);
+      }
+    }
+    CHECK(differ == 0);
   }
 }

@@ -2,6 +2,7 @@
 #include <atomic>
 #include <thread>
 
+#include "same_bits.h"
 #include "test_util.h"
 
 using namespace kiln;
@@ -186,6 +187,50 @@ TEST_SUITE("realization") {
     c.realize();
     CHECK(ctx->ops_executed() == 3);
     CHECK(c.to_vector<float>() == std::vector<float>{1.f, 2.f});
+  }
+
+  TEST_CASE("lazy: an op that fails throws only for the tensors that depend on it") {
+    // r41 of the t13 new-user test: reading a tensor of the scope that does not
+    // depend on the failing op threw that op's error. Eager is the reference.
+    std::string eager_msg;
+    try {
+      (void)gather(ones({3}), 0, tensor({int64_t(10)}));
+    } catch (const IndexError& e) {
+      eager_msg = e.what();
+    }
+    REQUIRE(eager_msg.find("gather") != std::string::npos);
+    const Tensor ok_e = ones({3}) * 3.0f, mix_e = ok_e + 1.0f;
+    Tensor ok, bad, dep, mix;
+    {
+      auto scope = lazy();
+      Tensor three = ones({3}) * 3.0f;  // read by ok, mix and dep
+      ok = three;
+      bad = gather(ones({3}), 0, tensor({int64_t(10)}));
+      dep = bad + three;  // depends on the failing op
+      mix = three + 1.0f;
+    }
+    CHECK_NOTHROW(ok.realize());
+    CHECK(ok.is_realized());
+    CHECK(mix.is_realized());  // realized in the same run
+    CHECK(kt::same_bits(ok, ok_e));
+    CHECK(kt::same_bits(mix, mix_e));
+    CHECK_FALSE(bad.is_realized());
+    CHECK_FALSE(dep.is_realized());
+    // each read of a tensor that depends on the failing op throws its error, as eagerly
+    CHECK_THROWS_WITH_AS(bad.to_vector<float>(), eager_msg.c_str(), IndexError);
+    CHECK_THROWS_WITH_AS(dep.to_vector<float>(), eager_msg.c_str(), IndexError);
+    CHECK_THROWS_WITH_AS((void)bad.data_ptr(), eager_msg.c_str(), IndexError);
+    CHECK_FALSE(bad.is_realized());
+    // the failing tensor read first: the others are still realized
+    Tensor ok2, bad2;
+    {
+      auto scope = lazy();
+      ok2 = tensor({1.f, 2.f}) * 2.0f;
+      bad2 = gather(ones({3}), 0, tensor({int64_t(10)}));
+    }
+    CHECK_THROWS_WITH_AS(bad2.realize(), eager_msg.c_str(), IndexError);
+    CHECK(ok2.is_realized());
+    CHECK(ok2.to_vector<float>() == std::vector<float>{2.f, 4.f});
   }
 
   TEST_CASE("a lazy tensor used in a user graph becomes a constant there") {

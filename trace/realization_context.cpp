@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <exception>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -139,12 +140,28 @@ Tensor detail::recorded_copy(const Tensor& t, bool always) {
   return r;
 }
 
+namespace {
+// The tensor detail::realize_tensor is realizing, for
+// LazyRealizationContext::realize_all: when an op of the scope fails, only a
+// read of a tensor that depends on it throws (null: realize_all was called
+// directly, and any failure throws).
+thread_local const detail::TensorImpl* t_realize_target = nullptr;
+}  // namespace
+
 void detail::realize_tensor(const Tensor& t) {
   const auto& st = t.impl().state;
   if (!st) return;
   RealizationContext* c = st->context();
   if (!c) throw RealizationError("realize: the realization context that recorded this tensor no longer exists");
-  c->realize_all();
+  const detail::TensorImpl* outer = t_realize_target;
+  t_realize_target = &t.impl();
+  try {
+    c->realize_all();
+  } catch (...) {
+    t_realize_target = outer;
+    throw;
+  }
+  t_realize_target = outer;
   if (t.impl().state) throw RealizationError("realize: the tensor's context did not realize it");
 }
 
@@ -230,7 +247,10 @@ void check_not_ambiguous(RealizationContext& cur, const Tensor& dst, const char*
 // tensor (a source) is bound now to that tensor's eager view (the view ops
 // replayed on it), so a write through it lands in the tensor's memory as it
 // does eagerly (the lazy context snapshots what it recorded reading first).
-// A view of a lazy op result is left alone (written functionally).
+// A view of a lazy op result is left alone (written functionally). (A
+// fallback: apply_op takes a view of a realized tensor at once in a lazy
+// scope, and functional_write gives a lazy tensor a value of its own, so an
+// unrealized view rooted at a source is not expected here.)
 void bind_lazy_view_of_source(RealizationContext& lz, const Tensor& view) {
   const Graph& g = lz.graph();
   int32_t v = view.impl().state->values[0].id;
@@ -255,8 +275,17 @@ void bind_lazy_view_of_source(RealizationContext& lz, const Tensor& view) {
 }
 }  // namespace
 
+namespace {
+// In a lazy context, the graph's value count when the current functional
+// write began (begin_write): a written value with a smaller id existed
+// before the write -- another tensor may hold it (`t.copy_(u)`) -- and
+// functional_write records a copy of it (see there).
+thread_local size_t t_lazy_write_mark = 0;
+}  // namespace
+
 detail::WriteMode detail::begin_write(const Tensor& dst, const char* who) {
   RealizationContext* cur = active_context();
+  if (cur && dynamic_cast<LazyRealizationContext*>(cur)) t_lazy_write_mark = cur->graph().num_values();
   if (const auto& st = dst.impl().state) {
     RealizationContext* owner = st->context();
     if (owner && owner == cur && dynamic_cast<LazyRealizationContext*>(cur) && cur->is_view_value(st->values[0].id))
@@ -316,7 +345,20 @@ void detail::functional_write(const Tensor& dst, const Tensor& value) {
   const int32_t old = st->values[0].id;
   if (cur.is_view_value(old)) return cur.write_through_view(dst, value);
   const bool keep = keeps_layout(cur, old);
-  const Tensor v = fresh(old, own_value(cur, value));
+  Tensor v = fresh(old, own_value(cur, value));
+  // Lazily, every tensor holding a graph value is given that value's memory
+  // when realized. Eagerly `t.copy_(u)` copies: t must not share u's memory
+  // afterwards (nor a realized source's: t.copy_(x) would make t x itself).
+  // So a value that existed before this write (held by u, or realized) is
+  // copied (a same-dtype Cast); a value this write computed (`t.add_(1)`)
+  // has no other holder and is taken as it is.
+  if (dynamic_cast<LazyRealizationContext*>(&cur) &&
+      (v.is_realized() || v.impl().state->link() != st->link() ||
+       static_cast<size_t>(v.impl().state->values[0].id) < t_lazy_write_mark)) {
+    Attrs a;
+    a.dtype = v.dtype();
+    v = apply(OpId::Cast, v, a);
+  }
   if (!v.is_realized() && v.impl().state->link() == st->link()) {
     st = v.impl().state;
   } else {
@@ -367,6 +409,27 @@ GraphValue RealizationContext::value_of(const Tensor& t) {
 }
 
 Tensor RealizationContext::apply_op(OpId op, std::span<const Tensor> in, const Attrs& attrs) {
+  // In a lazy scope, a view of a realized tensor is taken at once, as
+  // eagerly: a realized tensor sharing its memory (a view costs nothing to
+  // make). Recorded, it would be a value computed from the tensor's contents
+  // at recording time -- a detached copy that misses later writes into the
+  // tensor, and whose own writes miss the tensor. Writes into realized
+  // tensors run eagerly in a lazy scope (begin_write), so a realized tensor
+  // has no pending write to wait for. A tensor of another (ended) lazy scope
+  // is realized first, as any read of it would. A reshape that eagerly
+  // copies is recorded (below) like any op result.
+  if (in.size() == 1 && !t_plain_reshape && op_info(op).category == OpCategory::View &&
+      dynamic_cast<LazyRealizationContext*>(this)) {
+    const Tensor& x = in[0];
+    const bool other = x.defined() && x.impl().state && x.impl().state->link() != link_;
+    if (other) x.realize();  // throws where that is impossible (a graph context's value)
+    if (x.defined() && x.is_realized()) {
+      Shape s2;
+      Strides st2;
+      if (op != OpId::Reshape || detail::view_strides(op, x.shape(), x.strides(), attrs, s2, st2))
+        return detail::eager_execute(op, in, attrs);
+    }
+  }
   // Reshape decides view or copy as eagerly, from the input's strides where
   // they are known; where not, and it could be either, it is marked ambiguous.
   if (op == OpId::Reshape && in.size() == 1 && !t_plain_reshape &&
@@ -685,9 +748,14 @@ std::shared_ptr<RealizationState> LazyRealizationContext::add_source(const Tenso
     v = it->second;
   } else {
     // No copy: a lazy region reads its sources when it is realized. The
-    // constant node keeps the tensor alive, so the key cannot be reused.
+    // constant node keeps the tensor alive, so the key cannot be reused. A
+    // non-contiguous tensor (a transposed view, say) is stored as a
+    // contiguous copy made now instead: the node does not keep the tensor,
+    // whose address a later tensor may then take, so it is not remembered
+    // (each use records its own copy; the copy already holds the contents
+    // at recording time, so a later write needs no snapshot of it).
     v = graph_->add_constant(t, false).id;
-    sources_[key] = v;
+    if (graph_->node(static_cast<size_t>(graph_->producer(v))).data.is_same(t)) sources_[key] = v;
   }
   return std::make_shared<RealizationState>(std::vector<GraphValue>{{graph_.get(), v}}, link_, weak_from_this().lock());
 }
@@ -745,8 +813,16 @@ void LazyRealizationContext::realize_all() {
     for (int32_t v : n.inputs) need[v] = 1;
   }
   // Until the compiler handles lazy regions, run node by node with the eager
-  // kernels; each needed node runs exactly once.
+  // kernels; each needed node runs exactly once. An op that fails (gather
+  // with an index out of range, say) fails only the values that depend on
+  // it: the others are computed and their tensors realized, so reading a
+  // tensor that does not depend on a failing op never throws that op's
+  // error. The tensors that depend on it stay unrealized (their part of the
+  // graph is kept) and each read of one runs that part again and throws the
+  // op's error.
   std::vector<Tensor> val(g.num_values());
+  std::vector<std::exception_ptr> failed(g.num_values());  // value -> the error of the op it depends on
+  std::exception_ptr first_failure;
   std::vector<Tensor> args;
   for (size_t i = 0; i < g.num_nodes(); ++i) {
     if (!run[i]) continue;
@@ -755,21 +831,49 @@ void LazyRealizationContext::realize_all() {
       auto snap = snapshots_.find(n.outputs[0]);
       val[n.outputs[0]] = snap != snapshots_.end() ? snap->second : n.data;
     } else if (n.kind == NodeKind::op) {
-      args.clear();
-      for (int32_t v : n.inputs) args.push_back(val[v]);
-      val[n.outputs[0]] = detail::eager_execute(n.op, args, n.attrs);
-      ++ops_executed_;
+      std::exception_ptr err;
+      for (int32_t v : n.inputs)
+        if (failed[v]) err = failed[v];
+      if (!err) {
+        args.clear();
+        for (int32_t v : n.inputs) args.push_back(val[v]);
+        try {
+          val[n.outputs[0]] = detail::eager_execute(n.op, args, n.attrs);
+          ++ops_executed_;
+        } catch (...) {
+          err = std::current_exception();
+          if (!first_failure) first_failure = err;
+        }
+      }
+      if (err)
+        for (int32_t v : n.outputs) failed[v] = err;
     } else {
       throw RealizationError("realize: a lazy graph cannot contain inputs, weights or calls");
     }
   }
+  std::vector<std::weak_ptr<detail::TensorImpl>> still_pending;
+  std::exception_ptr target_failure;
   for (auto& p : live) {
-    const detail::TensorImpl& r = val[p->state->values[0].id].impl();
+    const int32_t id = p->state->values[0].id;
+    if (failed[id]) {
+      still_pending.emplace_back(p);
+      if (p.get() == t_realize_target) target_failure = failed[id];
+      continue;
+    }
+    const detail::TensorImpl& r = val[id].impl();
     p->storage = r.storage;
     p->strides = r.strides;
     p->offset = r.offset;
     p->device = r.device;
     p->state.reset();
+  }
+  if (!still_pending.empty()) {
+    // Keep the graph (and the sources, snapshots and write bookkeeping it
+    // relies on) for the tensors that failed; the realized ones left it.
+    pending_ = std::move(still_pending);
+    if (target_failure) std::rethrow_exception(target_failure);
+    if (!t_realize_target) std::rethrow_exception(first_failure);
+    return;
   }
   // Everything recorded so far is realized (or dead): start a fresh graph.
   pending_.clear();
