@@ -581,18 +581,39 @@ bool swap_shape(int64_t m_, int64_t n_, int64_t k_, bool tb) {
   const double m = double(m_), n = double(n_), k = double(k_);
   return tb && m_ <= kSmallGemmSwapMaxM && n * k >= 2 * (m * k + m * n);
 }
+
+// FMA lanes one row of n columns costs in the generated code: whole vectors
+// (a masked last vector costs a whole one), except AVX2's packed last
+// vector of 2 or 4 lanes (Blocking::pack), which costs its lanes.
+int64_t row_lanes(CpuTarget t, int64_t n) {
+  const int64_t V = t == CpuTarget::avx512 ? 16 : 8, tail = n % V;
+  if (t != CpuTarget::avx512 && (tail == 2 || tail == 4)) return n;
+  return (n + V - 1) / V * V;
+}
+
+// The narrow-n condition of small_gemm_swaps: op(A) = A^T (A stored k x m),
+// B row-major, and C^T (n rows of m) takes at most 3/4 of the FMA lanes of C
+// (m rows of n): a narrow n (AVX-512, n = 10: 10 of 16 lanes per row) turned
+// into whole vectors along m. Both operands are then read in place (no
+// copy); only C^T -> C (m n elements) is added, so k >= 16.
+bool narrow_swap_shape(CpuTarget t, int64_t m, int64_t n, int64_t k, bool ta, bool tb) {
+  return ta && !tb && n < m && k >= 16 && 4 * n * row_lanes(t, m) <= 3 * m * row_lanes(t, n);
+}
 }  // namespace
 
 bool small_gemm_swaps(const SmallGemmKey& key) {
-  return key.column_sums < 0 && swap_shape(key.m, key.n, key.k, key.tb) && is_plain(key);
+  return key.column_sums < 0 &&
+         (swap_shape(key.m, key.n, key.k, key.tb) || narrow_swap_shape(key.target, key.m, key.n, key.k, key.ta, key.tb)) &&
+         is_plain(key);
 }
 
 namespace {
 // The GEMM whose code a swapped key runs: C^T (n x m, leading dimension m)
-// = B (as stored: n x k) times op(A)^T (k x m, row-major: A as stored when
-// A is transposed, else run_swapped's copy, leading dimension m).
+// = op(B)^T (n x k: B as stored when B is transposed, else B stored k x n
+// read transposed) times op(A)^T (k x m, row-major: A as stored when A is
+// transposed, else run_swapped's copy, leading dimension m).
 SmallGemmKey swapped_key(const SmallGemmKey& key) {
-  return plain_gemm_key(key.target, key.n, key.m, key.k, false, false, key.ldb, key.ta ? key.lda : key.m, key.m);
+  return plain_gemm_key(key.target, key.n, key.m, key.k, !key.tb, false, key.ldb, key.ta ? key.lda : key.m, key.m);
 }
 }  // namespace
 
