@@ -198,10 +198,9 @@ void merge_gemm_epilogues(const Graph& g, std::vector<PlanStep>& steps, const Ke
     // one that reads its transposed B in place (few rows: x W^T at batch 1)
     // would copy all of B first with an epilogue, a pass over the weight
     // that costs more than the epilogue's own pass over the m x n product
-    // saves; A^T B with a narrow n (the weight gradient h^T dz2 of the
-    // digits step, n = 10 on AVX-512) would fill 10 of 16 lanes per row
-    // (measured there: 2.07 us with the momentum update as its epilogue,
-    // 1.25 us swapped plus 0.27 us for the update as its own step).
+    // saves; A^T B with a narrow n past one vector would fill part of each
+    // vector per row. (Up to one vector, A^T B with a narrow n runs in
+    // transposed tiles, with its epilogue: small_gemm_transposed_tiles.)
     if (small_gemm_swaps(s.gemm.small->key())) continue;
     for (size_t k2 = k + 1; k2 < steps.size(); ++k2) {
       const std::vector<int32_t> r = step_reads(steps[k2]);

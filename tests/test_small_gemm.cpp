@@ -416,58 +416,84 @@ TEST_SUITE("small_gemm") {
     CHECK_FALSE(small_gemm_swaps(plain_gemm_key(t, 16, 384, 384, false, false, 384, 384, 384)));
   }
 
-  // A^T B with a narrow n (n < m, k >= 16): C^T = B^T A in whole vectors
-  // along m where that takes at most 3/4 of C's FMA lanes (AVX-512: n = 10
-  // of 16 lanes; AVX2 packs n = 10 and keeps the direct route). Against
-  // float64, and bitwise the direct route's (the product times 1, an exact
-  // epilogue, is never swapped): the digits step's weight gradient
-  // (128 x 10 x 64), n = 1..17, m off the vector width, k off the unroll.
-  TEST_CASE("transposed A with a narrow n: the swapped route against float64, bitwise the direct route's") {
-    const Epi plain = epilogues()[0];
-    const Epi times1{"times 1", 1, {EpiLayout::matrix, EpiLayout::product},
-                     {load(1), imm(1), op(OpId::Mul, 0, 1), store(0, 2)}, 0, 1,
-                     [](double p, const std::vector<double>&) { return std::vector<double>{p}; }};
+  // A^T B with a narrow n (n < m, k >= 16) where C^T's rows of m take at
+  // most 3/4 of the FMA lanes of C's rows of n (AVX-512: n = 10 fills 10 of
+  // 16 lanes; AVX2 packs n = 10 and keeps the direct route): up to one
+  // vector of n (below kSmallGemmParallelMacs) in transposed tiles (C^T's
+  // tiles transposed in registers, any epilogue), wider n by the swapped
+  // route (plain only). Against float64, and bitwise the direct route's
+  // (column sums of the output force it: never transposed nor swapped):
+  // the digits step's weight gradient (128 x 10 x 64), n = 1..17, m off the
+  // vector width, k off the unroll, every epilogue kind.
+  TEST_CASE("transposed A with a narrow n: transposed tiles / the swapped route against float64, bitwise the direct route's") {
+    const std::vector<Epi> epis = epilogues();
+    const Epi& plain = epis[0];
     std::vector<std::array<int64_t, 3>> sizes = {{128, 10, 64}, {64, 10, 128}, {100, 10, 17}, {37, 10, 33},
-                                                 {129, 3, 16},  {200, 16, 20}, {48, 12, 40}};
+                                                 {129, 3, 16},  {200, 16, 20}, {48, 12, 40}, {300, 8, 16}};
     for (int64_t n = 1; n <= 17; ++n) sizes.push_back({64, n, 19});
     for (int64_t n = 1; n <= 17; ++n) sizes.push_back({45, n, 16});
     uint64_t seed = 900;
-    int swapped_512 = 0;
+    int tiles_512 = 0, tiles_avx2 = 0, swapped = 0;
     for (CpuTarget t : targets()) {
       CAPTURE(cpu_target_name(t));
+      const int64_t V = t == CpuTarget::avx512 ? 16 : 8;
       for (const auto& s : sizes) {
         const int64_t m = s[0], n = s[1], k = s[2];
         CAPTURE(m);
         CAPTURE(n);
         CAPTURE(k);
         const int64_t lda = m + 3, ldb = n + 5, ldc = n + 2;  // as check() stores them (ta, not tb)
-        SmallGemmKey key = plain_gemm_key(t, m, n, k, true, false, lda, ldb, ldc);
-        const bool swaps = small_gemm_swaps(key);
+        const SmallGemmKey key = plain_gemm_key(t, m, n, k, true, false, lda, ldb, ldc);
         // the rule: C^T's FMA lanes (n rows of m) at most 3/4 of C's (m rows of n)
-        const int64_t V = t == CpuTarget::avx512 ? 16 : 8;
         auto lanes = [&](int64_t cols) {
           if (V == 8 && (cols % 8 == 2 || cols % 8 == 4)) return cols;  // AVX2's packed last vector
           return (cols + V - 1) / V * V;
         };
-        CHECK(swaps == (n < m && 4 * n * lanes(m) <= 3 * m * lanes(n)));
-        if (t == CpuTarget::avx512 && swaps) ++swapped_512;
-        key.epilogue.code = times1.code;
-        CHECK_FALSE(small_gemm_swaps(key));
-        const std::vector<float> got = check(t, m, n, k, true, false, plain, seed);
-        const std::vector<float> direct = check(t, m, n, k, true, false, times1, seed);
-        CHECK(std::memcmp(got.data(), direct.data(), got.size() * sizeof(float)) == 0);
+        const bool narrow = n < m && 4 * n * lanes(m) <= 3 * m * lanes(n);
+        const bool tiles = small_gemm_transposed_tiles(key);
+        CHECK(tiles == (narrow && n <= V));
+        CHECK(small_gemm_swaps(key) == (narrow && n > V));
+        tiles_512 += tiles && t == CpuTarget::avx512;
+        tiles_avx2 += tiles && t == CpuTarget::avx2;
+        swapped += small_gemm_swaps(key);
+        const std::vector<float> direct = check(t, m, n, k, true, false, plain, seed, 0);  // ld n
+        for (const Epi& e : epis) {
+          if (e.name != "plain" && !tiles) continue;  // (the others run the direct route there)
+          const std::vector<float> got = check(t, m, n, k, true, false, e, seed);
+          if (e.name != "plain") continue;
+          int diff = 0;
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < n; ++j)
+              diff += std::memcmp(&got[size_t(i * ldc + j)], &direct[size_t(i * n + j)], sizeof(float)) != 0;
+          CHECK(diff == 0);
+        }
         ++seed;
       }
     }
-    if (detect_cpu_target() >= CpuTarget::avx512) CHECK(swapped_512 >= 20);
-    // never swapped: k below 16, B transposed as well, n >= m, AVX2's packed n = 10
-    for (CpuTarget t : {CpuTarget::avx2, CpuTarget::avx512}) {
-      CHECK_FALSE(small_gemm_swaps(plain_gemm_key(t, 128, 10, 15, true, false, 128, 10, 10)));
-      CHECK_FALSE(small_gemm_swaps(plain_gemm_key(t, 128, 10, 64, true, true, 128, 64, 10)));
-      CHECK_FALSE(small_gemm_swaps(plain_gemm_key(t, 10, 12, 64, true, false, 10, 12, 12)));
+    if (detect_cpu_target() >= CpuTarget::avx512) {
+      CHECK(tiles_512 >= 20);
+      CHECK(swapped >= 2);  // n = 17
     }
-    CHECK(small_gemm_swaps(plain_gemm_key(CpuTarget::avx512, 128, 10, 64, true, false, 128, 10, 10)));
-    CHECK_FALSE(small_gemm_swaps(plain_gemm_key(CpuTarget::avx2, 128, 10, 64, true, false, 128, 10, 10)));
+    if (detect_cpu_target() >= CpuTarget::avx2) CHECK(tiles_avx2 >= 5);
+    // never: k below 16, B transposed as well, n >= m, AVX2's packed n = 10, column sums
+    for (CpuTarget t : {CpuTarget::avx2, CpuTarget::avx512}) {
+      for (const SmallGemmKey& k : {plain_gemm_key(t, 128, 10, 15, true, false, 128, 10, 10),
+                                    plain_gemm_key(t, 128, 10, 64, true, true, 128, 64, 10),
+                                    plain_gemm_key(t, 10, 12, 64, true, false, 10, 12, 12)}) {
+        CHECK_FALSE(small_gemm_swaps(k));
+        CHECK_FALSE(small_gemm_transposed_tiles(k));
+      }
+    }
+    SmallGemmKey digits = plain_gemm_key(CpuTarget::avx512, 128, 10, 64, true, false, 128, 10, 10);
+    CHECK(small_gemm_transposed_tiles(digits));
+    CHECK_FALSE(small_gemm_swaps(digits));
+    digits.column_sums = 0;
+    CHECK_FALSE(small_gemm_transposed_tiles(digits));
+    CHECK_FALSE(small_gemm_transposed_tiles(plain_gemm_key(CpuTarget::avx2, 128, 10, 64, true, false, 128, 10, 10)));
+    // past kSmallGemmParallelMacs: the swapped route (its row blocks split among threads)
+    const SmallGemmKey big = plain_gemm_key(CpuTarget::avx512, 8192, 10, 64, true, false, 8192, 10, 10);
+    CHECK_FALSE(small_gemm_transposed_tiles(big));
+    CHECK(small_gemm_swaps(big));
   }
 
   TEST_CASE("eager runs the swapped route past kSmallGemmMaxMacs; its matmul matches float64") {

@@ -132,6 +132,17 @@ class SmallGemm {
 /// A plan leaves such a GEMM's elementwise successor unfused
 /// (plan_small_gemm.cpp) so that it takes this route.
 bool small_gemm_swaps(const SmallGemmKey& key);
+
+/// Whether `key` (any epilogue) runs in transposed tiles: A^T B with the
+/// narrow n of small_gemm_swaps' second rule, n at most one vector (16
+/// floats on AVX-512, 8 on AVX2), below kSmallGemmParallelMacs, no column
+/// sums. The code computes C^T's tiles (B^T A, both read in place: all n
+/// rows by whole vectors along m), transposes each vector in registers into
+/// rows of C and runs the epilogue on them: the swapped route without its
+/// C^T scratch and copy, and with an epilogue (such keys never swap, and a
+/// plan fuses their epilogues). Each element is the same fused
+/// multiply-add chain: bitwise the direct route's.
+bool small_gemm_transposed_tiles(const SmallGemmKey& key);
 inline constexpr int64_t kSmallGemmSwapMaxM = 64;
 
 /// Generates the GEMM of `key`. Throws kiln::Error naming the reason when
