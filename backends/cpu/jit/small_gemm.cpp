@@ -17,6 +17,14 @@
 // vbroadcastf128); the epilogue gathers and scatters those rows' p columns.
 // Each lane is still one FMA chain over kk in order.
 //
+// Transposed tiles (Blocking::tout, small_gemm_transposed_tiles: A^T B with
+// n <= V and few lanes of C's rows filled): the loops above run on C^T =
+// B^T A (rows: C's n columns, all in one row block; A's rows read as
+// vectors, B's elements broadcast), then each vector of the tile (V of C's
+// rows) is transposed in registers (transpose(): unpack and shufps in the
+// 128-bit lanes, then vperm2f128 / vshuff32x4 across them) and the epilogue
+// runs on C's rows (n lanes, masked) with C's operands.
+//
 // Every size, stride and displacement is a constant of the code.
 #include "small_gemm.h"
 
