@@ -194,10 +194,13 @@ void merge_gemm_epilogues(const Graph& g, std::vector<PlanStep>& steps, const Ke
     // only where eager runs the generated GEMM for this problem (strict: its bits)
     if (s.kind != PlanStep::Kind::gemm || !s.gemm.small || s.gemm.bias || reads[static_cast<size_t>(s.output)] != 1)
       continue;
-    // A plain GEMM that reads its transposed B in place (few rows: x W^T at
-    // batch 1) stays plain: with an epilogue it would copy all of B first
-    // (small_gemm.h), a pass over the weight that costs more than the
-    // epilogue's own pass over the m x n product saves.
+    // A plain GEMM that takes the swapped route stays plain (small_gemm.h):
+    // one that reads its transposed B in place (few rows: x W^T at batch 1)
+    // would copy all of B first with an epilogue, a pass over the weight
+    // that costs more than the epilogue's own pass over the m x n product
+    // saves; A^T B with a narrow n past one vector would fill part of each
+    // vector per row. (Up to one vector, A^T B with a narrow n runs in
+    // transposed tiles, with its epilogue: small_gemm_transposed_tiles.)
     if (small_gemm_swaps(s.gemm.small->key())) continue;
     for (size_t k2 = k + 1; k2 < steps.size(); ++k2) {
       const std::vector<int32_t> r = step_reads(steps[k2]);

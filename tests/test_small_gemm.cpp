@@ -6,6 +6,7 @@
 // runs them, with 1 and 2 threads (bitwise the same).
 #include <omp.h>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -413,6 +414,86 @@ TEST_SUITE("small_gemm") {
     CHECK_FALSE(small_gemm_swaps(plain_gemm_key(t, 65, 1000, 1000, false, true, 1000, 1000, 1000)));
     CHECK_FALSE(small_gemm_swaps(plain_gemm_key(t, 64, 128, 10, false, true, 10, 10, 128)));
     CHECK_FALSE(small_gemm_swaps(plain_gemm_key(t, 16, 384, 384, false, false, 384, 384, 384)));
+  }
+
+  // A^T B with a narrow n (n < m, k >= 16) where C^T's rows of m take at
+  // most 3/4 of the FMA lanes of C's rows of n (AVX-512: n = 10 fills 10 of
+  // 16 lanes; AVX2 packs n = 10 and keeps the direct route): up to one
+  // vector of n (below kSmallGemmParallelMacs) in transposed tiles (C^T's
+  // tiles transposed in registers, any epilogue), wider n by the swapped
+  // route (plain only). Against float64, and bitwise the direct route's
+  // (column sums of the output force it: never transposed nor swapped):
+  // the digits step's weight gradient (128 x 10 x 64), n = 1..17, m off the
+  // vector width, k off the unroll, every epilogue kind.
+  TEST_CASE("transposed A with a narrow n: transposed tiles / the swapped route against float64, bitwise the direct route's") {
+    const std::vector<Epi> epis = epilogues();
+    const Epi& plain = epis[0];
+    std::vector<std::array<int64_t, 3>> sizes = {{128, 10, 64}, {64, 10, 128}, {100, 10, 17}, {37, 10, 33},
+                                                 {129, 3, 16},  {200, 16, 20}, {48, 12, 40}, {300, 8, 16}};
+    for (int64_t n = 1; n <= 17; ++n) sizes.push_back({64, n, 19});
+    for (int64_t n = 1; n <= 17; ++n) sizes.push_back({45, n, 16});
+    uint64_t seed = 900;
+    int tiles_512 = 0, tiles_avx2 = 0, swapped = 0;
+    for (CpuTarget t : targets()) {
+      CAPTURE(cpu_target_name(t));
+      const int64_t V = t == CpuTarget::avx512 ? 16 : 8;
+      for (const auto& s : sizes) {
+        const int64_t m = s[0], n = s[1], k = s[2];
+        CAPTURE(m);
+        CAPTURE(n);
+        CAPTURE(k);
+        const int64_t lda = m + 3, ldb = n + 5, ldc = n + 2;  // as check() stores them (ta, not tb)
+        const SmallGemmKey key = plain_gemm_key(t, m, n, k, true, false, lda, ldb, ldc);
+        // the rule: C^T's FMA lanes (n rows of m) at most 3/4 of C's (m rows of n)
+        auto lanes = [&](int64_t cols) {
+          if (V == 8 && (cols % 8 == 2 || cols % 8 == 4)) return cols;  // AVX2's packed last vector
+          return (cols + V - 1) / V * V;
+        };
+        const bool narrow = n < m && 4 * n * lanes(m) <= 3 * m * lanes(n);
+        const bool tiles = small_gemm_transposed_tiles(key);
+        CHECK(tiles == (narrow && n <= V));
+        CHECK(small_gemm_swaps(key) == (narrow && n > V));
+        tiles_512 += tiles && t == CpuTarget::avx512;
+        tiles_avx2 += tiles && t == CpuTarget::avx2;
+        swapped += small_gemm_swaps(key);
+        const std::vector<float> direct = check(t, m, n, k, true, false, plain, seed, 0);  // ld n
+        for (const Epi& e : epis) {
+          if (e.name != "plain" && !tiles) continue;  // (the others run the direct route there)
+          const std::vector<float> got = check(t, m, n, k, true, false, e, seed);
+          if (e.name != "plain") continue;
+          int diff = 0;
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < n; ++j)
+              diff += std::memcmp(&got[size_t(i * ldc + j)], &direct[size_t(i * n + j)], sizeof(float)) != 0;
+          CHECK(diff == 0);
+        }
+        ++seed;
+      }
+    }
+    if (detect_cpu_target() >= CpuTarget::avx512) {
+      CHECK(tiles_512 >= 20);
+      CHECK(swapped >= 2);  // n = 17
+    }
+    if (detect_cpu_target() >= CpuTarget::avx2) CHECK(tiles_avx2 >= 5);
+    // never: k below 16, B transposed as well, n >= m, AVX2's packed n = 10, column sums
+    for (CpuTarget t : {CpuTarget::avx2, CpuTarget::avx512}) {
+      for (const SmallGemmKey& k : {plain_gemm_key(t, 128, 10, 15, true, false, 128, 10, 10),
+                                    plain_gemm_key(t, 128, 10, 64, true, true, 128, 64, 10),
+                                    plain_gemm_key(t, 10, 12, 64, true, false, 10, 12, 12)}) {
+        CHECK_FALSE(small_gemm_swaps(k));
+        CHECK_FALSE(small_gemm_transposed_tiles(k));
+      }
+    }
+    SmallGemmKey digits = plain_gemm_key(CpuTarget::avx512, 128, 10, 64, true, false, 128, 10, 10);
+    CHECK(small_gemm_transposed_tiles(digits));
+    CHECK_FALSE(small_gemm_swaps(digits));
+    digits.column_sums = 0;
+    CHECK_FALSE(small_gemm_transposed_tiles(digits));
+    CHECK_FALSE(small_gemm_transposed_tiles(plain_gemm_key(CpuTarget::avx2, 128, 10, 64, true, false, 128, 10, 10)));
+    // past kSmallGemmParallelMacs: the swapped route (its row blocks split among threads)
+    const SmallGemmKey big = plain_gemm_key(CpuTarget::avx512, 8192, 10, 64, true, false, 8192, 10, 10);
+    CHECK_FALSE(small_gemm_transposed_tiles(big));
+    CHECK(small_gemm_swaps(big));
   }
 
   TEST_CASE("eager runs the swapped route past kSmallGemmMaxMacs; its matmul matches float64") {

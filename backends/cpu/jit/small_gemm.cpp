@@ -17,12 +17,21 @@
 // vbroadcastf128); the epilogue gathers and scatters those rows' p columns.
 // Each lane is still one FMA chain over kk in order.
 //
+// Transposed tiles (Blocking::tout, small_gemm_transposed_tiles: A^T B with
+// n <= V and few lanes of C's rows filled): the loops above run on C^T =
+// B^T A (rows: C's n columns, all in one row block; A's rows read as
+// vectors, B's elements broadcast), then each vector of the tile (V of C's
+// rows) is transposed in registers (transpose(): unpack and shufps in the
+// 128-bit lanes, then vperm2f128 / vshuff32x4 across them) and the epilogue
+// runs on C's rows (n lanes, masked) with C's operands.
+//
 // Every size, stride and displacement is a constant of the code.
 #include "small_gemm.h"
 
 #include <asmjit/x86.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <map>
 #include <mutex>
@@ -60,6 +69,11 @@ struct Blocking {
   // per register (lanes [l pack, (l + 1) pack) hold row l of the group), so
   // n = 10 runs 10 of 8 + 2 lanes rather than 16 (0: not packed, masked).
   int pack = 0;
+  // Transposed tiles (transposed_tiles()): the code's problem is C^T (rows:
+  // C's n columns, all in one row block; columns: C's m rows), and each
+  // vector of a tile is transposed in registers into V rows of C (n lanes
+  // each) before the epilogue, whose operands are C's.
+  bool tout = false;
   int64_t row_blocks() const { return row_full + (mt > 0); }
 };
 
@@ -98,6 +112,30 @@ Blocking choose_blocking(const SmallGemmKey& k) {
   return b;
 }
 
+// Blocking::tout for the code key (C^T: m = C's n <= V rows, n = C's m
+// columns): every row in one block, as many vectors as the accumulator
+// budget holds (AVX-512 n = 10: 10 x 2), balanced.
+Blocking choose_tout_blocking(const SmallGemmKey& k) {
+  Blocking b;
+  const bool z = k.target == CpuTarget::avx512;
+  b.V = z ? 16 : 8;
+  b.tout = true;
+  const int64_t nvec = (k.n + b.V - 1) / b.V, budget = z ? 24 : 12, max_nr = z ? 4 : 2;
+  int64_t nr = std::min(nvec, std::clamp<int64_t>(budget / k.m, 1, max_nr));
+  const int64_t jn = (nvec + nr - 1) / nr;
+  nr = (nvec + jn - 1) / jn;
+  b.mr = int(k.m);
+  b.nr = int(nr);
+  b.row_full = 1;
+  b.mt = 0;
+  const int64_t cols = nr * b.V;
+  b.col_full = k.n / cols;
+  const int64_t rest = k.n % cols;
+  b.nvt = int((rest + b.V - 1) / b.V);
+  b.tail_lanes = rest % b.V ? int(rest % b.V) : b.V;
+  return b;
+}
+
 class GemmGen {
  public:
   GemmGen(const SmallGemmKey& k, const Blocking& bl, x86::Compiler& cc)
@@ -118,6 +156,9 @@ class GemmGen {
   x86::Gp colsum_;              // column sums' destination (key.column_sums >= 0)
   x86::KReg kmask_;             // AVX-512: lanes of a narrow last vector
   x86::Mem vmask_;              // AVX2: the same as a lane mask in memory
+  x86::KReg emask_;             // Blocking::tout, n < V: C's n lanes of a transposed row (AVX-512)
+  x86::Mem evmask_;             // ... AVX2
+  bool use_emask_ = false;      // load()/store() mask with emask_ / evmask_
   int vb() const { return A_.vbytes(); }
 
   int pack_rows_ = 0;           // in epilogue(): rows of the packed register (Blocking::pack), 0: an ordinary one
@@ -127,6 +168,8 @@ class GemmGen {
   void store_packed(int op, int r, int v, const x86::Vec& x);
   void tile(const x86::Gp& i0, const x86::Gp& j0, int rows, int nv, bool masked, bool packed);
   void rows_loop(const x86::Gp& rb0, const x86::Gp& rb1, const x86::Gp& j0, int nv, bool masked, bool packed);
+  std::vector<x86::Vec> transpose(const std::vector<x86::Vec>& rows);
+  void transposed_epilogue(const std::vector<x86::Vec>& acc, int rows, int nv, bool masked);
   // Returns the value stored to output key.column_sums (when set).
   x86::Vec epilogue(const x86::Vec& acc, int r, int v, bool masked);
   void zero_column_sums();
@@ -135,10 +178,10 @@ class GemmGen {
 x86::Vec GemmGen::load(const x86::Mem& m, bool masked) {
   x86::Vec v = A_.newv(vb());
   if (!masked) cc_.vmovups(v, m);
-  else if (A_.evex()) cc_.k(kmask_).z().vmovups(v, m);
+  else if (A_.evex()) cc_.k(use_emask_ ? emask_ : kmask_).z().vmovups(v, m);
   else {
     x86::Vec mk = A_.newv(vb());
-    cc_.vmovups(mk, vmask_);
+    cc_.vmovups(mk, use_emask_ ? evmask_ : vmask_);
     cc_.vmaskmovps(v, mk, m);
   }
   return v;
@@ -146,11 +189,91 @@ x86::Vec GemmGen::load(const x86::Mem& m, bool masked) {
 
 void GemmGen::store(const x86::Mem& m, const x86::Vec& v, bool masked) {
   if (!masked) cc_.vmovups(m, v);
-  else if (A_.evex()) cc_.k(kmask_).vmovups(m, v);
+  else if (A_.evex()) cc_.k(use_emask_ ? emask_ : kmask_).vmovups(m, v);
   else {
     x86::Vec mk = A_.newv(vb());
-    cc_.vmovups(mk, vmask_);
+    cc_.vmovups(mk, use_emask_ ? evmask_ : vmask_);
     cc_.vmaskmovps(m, mk, v);
+  }
+}
+
+// The V x V transpose of `rows` (at most V registers; missing rows read as
+// zeros): out[q] lane r = rows[r] lane q. AVX2: unpack, shufps, vperm2f128
+// (24 instructions); AVX-512: the same two in-lane steps, then two steps of
+// vshuff32x4 over the 128-bit lanes (64). Steps whose inputs are all
+// missing rows are skipped (their results are zeros).
+std::vector<x86::Vec> GemmGen::transpose(const std::vector<x86::Vec>& rows) {
+  const int V = bl_.V;
+  std::vector<x86::Vec> in(static_cast<size_t>(V));  // an invalid register: a row of zeros
+  for (size_t r = 0; r < rows.size(); ++r) in[r] = rows[r];
+  x86::Vec zero;
+  auto z = [&](const x86::Vec& x) {
+    if (x.isValid()) return x;
+    if (!zero.isValid()) zero = A_.zero(vb());
+    return zero;
+  };
+  auto op2 = [&](auto emit, const x86::Vec& a, const x86::Vec& b) {
+    if (!a.isValid() && !b.isValid()) return x86::Vec();
+    x86::Vec d = A_.newv(vb());
+    emit(d, z(a), z(b));
+    return d;
+  };
+  auto unpl = [&](const x86::Vec& a, const x86::Vec& b) {
+    return op2([&](const x86::Vec& d, const x86::Vec& x, const x86::Vec& y) { cc_.vunpcklps(d, x, y); }, a, b);
+  };
+  auto unph = [&](const x86::Vec& a, const x86::Vec& b) {
+    return op2([&](const x86::Vec& d, const x86::Vec& x, const x86::Vec& y) { cc_.vunpckhps(d, x, y); }, a, b);
+  };
+  auto shuf = [&](const x86::Vec& a, const x86::Vec& b, int imm) {
+    return op2([&](const x86::Vec& d, const x86::Vec& x, const x86::Vec& y) { cc_.vshufps(d, x, y, imm); }, a, b);
+  };
+  // s[g][c]: rows 4g .. 4g + 3 at column 4 L + c in 128-bit lane L
+  const int G = V / 4;
+  std::vector<std::array<x86::Vec, 4>> sg(static_cast<size_t>(G));
+  for (int g = 0; g < G; ++g) {
+    const x86::Vec& r0 = in[size_t(4 * g)];
+    const x86::Vec& r1 = in[size_t(4 * g + 1)];
+    const x86::Vec& r2 = in[size_t(4 * g + 2)];
+    const x86::Vec& r3 = in[size_t(4 * g + 3)];
+    const x86::Vec t0 = unpl(r0, r1), t1 = unph(r0, r1), t2 = unpl(r2, r3), t3 = unph(r2, r3);
+    sg[size_t(g)] = {shuf(t0, t2, 0x44), shuf(t0, t2, 0xEE), shuf(t1, t3, 0x44), shuf(t1, t3, 0xEE)};
+  }
+  std::vector<x86::Vec> out(static_cast<size_t>(V));
+  auto lanes = [&](const x86::Vec& a, const x86::Vec& b, int imm) {
+    if (A_.evex())
+      return op2([&](const x86::Vec& d, const x86::Vec& x, const x86::Vec& y) { cc_.vshuff32x4(d, x, y, imm); }, a, b);
+    return op2([&](const x86::Vec& d, const x86::Vec& x, const x86::Vec& y) { cc_.vperm2f128(d, x, y, imm); }, a, b);
+  };
+  for (int c = 0; c < 4; ++c) {
+    if (!A_.evex()) {  // out[c] = the low lanes of groups 0, 1; out[4 + c] the high ones
+      out[size_t(c)] = lanes(sg[0][size_t(c)], sg[1][size_t(c)], 0x20);
+      out[size_t(4 + c)] = lanes(sg[0][size_t(c)], sg[1][size_t(c)], 0x31);
+      continue;
+    }
+    const x86::Vec u0 = lanes(sg[0][size_t(c)], sg[1][size_t(c)], 0x44), u1 = lanes(sg[0][size_t(c)], sg[1][size_t(c)], 0xEE);
+    const x86::Vec u2 = lanes(sg[2][size_t(c)], sg[3][size_t(c)], 0x44), u3 = lanes(sg[2][size_t(c)], sg[3][size_t(c)], 0xEE);
+    out[size_t(c)] = lanes(u0, u2, 0x88);
+    out[size_t(4 + c)] = lanes(u0, u2, 0xDD);
+    out[size_t(8 + c)] = lanes(u1, u3, 0x88);
+    out[size_t(12 + c)] = lanes(u1, u3, 0xDD);
+  }
+  for (auto& x : out) x = z(x);
+  return out;
+}
+
+// Blocking::tout: the tile's accumulators (rows: C's n columns; vectors:
+// V of C's rows each, the last `masked` to tail_lanes rows) transposed
+// vector by vector into C's rows, the epilogue run on each (n lanes,
+// masked with emask_ when n < V) at C's row j0 + v V + q (Q_ set there).
+void GemmGen::transposed_epilogue(const std::vector<x86::Vec>& acc, int rows, int nv, bool masked) {
+  for (int v = 0; v < nv; ++v) {
+    std::vector<x86::Vec> col(static_cast<size_t>(rows));
+    for (int r = 0; r < rows; ++r) col[size_t(r)] = acc[size_t(r) * nv + v];
+    const std::vector<x86::Vec> t = transpose(col);
+    const int valid = masked && v == nv - 1 ? bl_.tail_lanes : bl_.V;
+    use_emask_ = true;
+    for (int q = 0; q < valid; ++q) epilogue(t[size_t(q)], v * bl_.V + q, 0, k_.m < bl_.V);  // (k_.m: C's n)
+    use_emask_ = false;
   }
 }
 
@@ -346,6 +469,20 @@ void GemmGen::tile(const x86::Gp& i0, const x86::Gp& j0, int rows, int nv, bool 
   }
   for (int u = 0; u < int(K % U); ++u) step(u);
 
+  if (bl_.tout) {  // C's operands at C's row j0 (the code's column), column 0
+    for (size_t op = 0; op < k_.layouts.size(); ++op) {
+      const EpiLayout l = k_.layouts[op];
+      if (l == EpiLayout::product) continue;
+      cc_.mov(Q_[op], P_[op]);
+      if (l != EpiLayout::matrix) continue;
+      x86::Gp t = cc_.newIntPtr();
+      cc_.mov(t, j0);
+      cc_.imul(t, t, int32_t(k_.lds[op] * 4));
+      cc_.add(Q_[op], t);
+    }
+    transposed_epilogue(acc, rows, nv, masked);
+    return;
+  }
   // the epilogue operands at (i0, j0)
   for (size_t op = 0; op < k_.layouts.size(); ++op) {
     const EpiLayout l = k_.layouts[op];
@@ -451,6 +588,18 @@ void GemmGen::run() {
       vmask_ = cc_.newConst(asmjit::ConstPoolScope::kLocal, lanes, sizeof lanes);
     }
   }
+  if (bl_.tout && k_.m < bl_.V) {  // C's n lanes of a transposed row (k_.m: C's n)
+    if (A_.evex()) {
+      emask_ = cc_.newKw();
+      x86::Gp t = cc_.newGpd();
+      cc_.mov(t, (1u << k_.m) - 1);
+      cc_.kmovw(emask_, t);
+    } else {
+      int32_t lanes[8];
+      for (int i = 0; i < 8; ++i) lanes[i] = i < k_.m ? -1 : 0;
+      evmask_ = cc_.newConst(asmjit::ConstPoolScope::kLocal, lanes, sizeof lanes);
+    }
+  }
   if (k_.column_sums >= 0) {  // (one thread runs every row block: small_gemm_why_not)
     colsum_ = cc_.newIntPtr("colsum");
     cc_.mov(colsum_, x86::ptr(ptrs, int32_t(8 * k_.column_sum_slot())));
@@ -497,6 +646,10 @@ class Generated final : public SmallGemm {
   ~Generated() override { jit_runtime().release(fn_); }
 
   void run(const float* a, const float* b, char* const* ptrs) const override {
+    if (bl_.tout) {  // the code's A is B (read transposed), its B is A as stored (transposed_tiles)
+      fn_(b, a, ptrs, 0, bl_.row_blocks());
+      return;
+    }
     if (swap_) {
       run_swapped(a, b, ptrs);
       return;
@@ -582,18 +735,61 @@ bool swap_shape(int64_t m_, int64_t n_, int64_t k_, bool tb) {
   const double m = double(m_), n = double(n_), k = double(k_);
   return tb && m_ <= kSmallGemmSwapMaxM && n * k >= 2 * (m * k + m * n);
 }
+
+// FMA lanes one row of n columns costs in the generated code: whole vectors
+// (a masked last vector costs a whole one), except AVX2's packed last
+// vector of 2 or 4 lanes (Blocking::pack), which costs its lanes.
+int64_t row_lanes(CpuTarget t, int64_t n) {
+  const int64_t V = t == CpuTarget::avx512 ? 16 : 8, tail = n % V;
+  if (t != CpuTarget::avx512 && (tail == 2 || tail == 4)) return n;
+  return (n + V - 1) / V * V;
+}
+
+// The narrow-n condition of small_gemm_swaps: op(A) = A^T (A stored k x m),
+// B row-major, and C^T (n rows of m) takes at most 3/4 of the FMA lanes of C
+// (m rows of n): a narrow n (AVX-512, n = 10: 10 of 16 lanes per row) turned
+// into whole vectors along m. Both operands are then read in place (no
+// copy); only C^T -> C (m n elements) is added, so k >= 16.
+bool narrow_swap_shape(CpuTarget t, int64_t m, int64_t n, int64_t k, bool ta, bool tb) {
+  return ta && !tb && n < m && k >= 16 && 4 * n * row_lanes(t, m) <= 3 * m * row_lanes(t, n);
+}
 }  // namespace
 
+bool small_gemm_transposed_tiles(const SmallGemmKey& key) {
+  const int64_t V = key.target == CpuTarget::avx512 ? 16 : 8;
+  return key.column_sums < 0 && key.n <= V && narrow_swap_shape(key.target, key.m, key.n, key.k, key.ta, key.tb) &&
+         double(key.m) * double(key.n) * double(key.k) < kSmallGemmParallelMacs;
+}
+
 bool small_gemm_swaps(const SmallGemmKey& key) {
-  return key.column_sums < 0 && swap_shape(key.m, key.n, key.k, key.tb) && is_plain(key);
+  if (key.column_sums >= 0 || !is_plain(key)) return false;
+  return swap_shape(key.m, key.n, key.k, key.tb) ||
+         (narrow_swap_shape(key.target, key.m, key.n, key.k, key.ta, key.tb) && !small_gemm_transposed_tiles(key));
 }
 
 namespace {
 // The GEMM whose code a swapped key runs: C^T (n x m, leading dimension m)
-// = B (as stored: n x k) times op(A)^T (k x m, row-major: A as stored when
-// A is transposed, else run_swapped's copy, leading dimension m).
+// = op(B)^T (n x k: B as stored when B is transposed, else B stored k x n
+// read transposed) times op(A)^T (k x m, row-major: A as stored when A is
+// transposed, else run_swapped's copy, leading dimension m).
 SmallGemmKey swapped_key(const SmallGemmKey& key) {
-  return plain_gemm_key(key.target, key.n, key.m, key.k, false, false, key.ldb, key.ta ? key.lda : key.m, key.m);
+  return plain_gemm_key(key.target, key.n, key.m, key.k, !key.tb, false, key.ldb, key.ta ? key.lda : key.m, key.m);
+}
+
+// The key the code is generated for: the swapped GEMM's (small_gemm_swaps);
+// for transposed tiles its sizes and strides with key's epilogue, whose
+// operands stay C's; else key.
+SmallGemmKey code_key_of(const SmallGemmKey& key) {
+  if (small_gemm_swaps(key)) return swapped_key(key);
+  if (!small_gemm_transposed_tiles(key)) return key;
+  SmallGemmKey c = swapped_key(key);
+  c.epilogue = key.epilogue;
+  c.layouts = key.layouts;
+  c.lds = key.lds;
+  return c;
+}
+Blocking blocking_of(const SmallGemmKey& key, const SmallGemmKey& code) {
+  return small_gemm_transposed_tiles(key) ? choose_tout_blocking(code) : choose_blocking(code);
 }
 }  // namespace
 
@@ -698,8 +894,8 @@ std::unique_ptr<SmallGemm> generate_small_gemm(const SmallGemmKey& key, bool wan
   const std::string why = small_gemm_why_not(key);
   if (!why.empty()) throw Error("small_gemm: cannot generate this GEMM: " + why);
   ++g_generated;
-  const SmallGemmKey code_key = small_gemm_swaps(key) ? swapped_key(key) : key;
-  const Blocking bl = choose_blocking(code_key);
+  const SmallGemmKey code_key = code_key_of(key);
+  const Blocking bl = blocking_of(key, code_key);
   Assembled a = assemble(want_disassembly, [&](x86::Compiler& cc) { GemmGen(code_key, bl, cc).run(); });
   return std::make_unique<Generated>(key, bl, std::move(a));
 }
@@ -712,7 +908,7 @@ std::unique_ptr<SmallGemm> load_small_gemm(const SmallGemmKey& key, const CodeIm
   ++g_loaded;
   a.code_size = image.bytes.size();
   a.image = image;
-  return std::make_unique<Generated>(key, choose_blocking(small_gemm_swaps(key) ? swapped_key(key) : key), std::move(a));
+  return std::make_unique<Generated>(key, blocking_of(key, code_key_of(key)), std::move(a));
 }
 
 namespace {

@@ -17,7 +17,10 @@
 // instead computes C^T = B op(A)^T by the swapped GEMM, reading B in place
 // (copying A, m k elements, when A is not transposed), and transposes the
 // n x m result into C: no pass over B besides the product's (a weight at
-// batch 1 is streamed once). Rows of N that are not a multiple of the vector
+// batch 1 is streamed once). The same swapped GEMM serves a transposed A
+// with a narrow n (C = A^T B, n < m, e.g. n = 10 on AVX-512, where each row
+// of C fills 10 of 16 lanes): C^T = B^T A reads both in place and runs
+// whole vectors along m. Rows of N that are not a multiple of the vector
 // width use masked loads and stores.
 //
 // Register blocking (measured on this project's machines): AVX-512 keeps up
@@ -119,11 +122,27 @@ class SmallGemm {
 /// Whether run() takes the swapped route for `key` (see above): the plain
 /// GEMM (out0 = product) with a transposed B, m <= kSmallGemmSwapMaxM and
 /// n k >= 2 (m k + m n) (copying A and C costs less than half of copying
-/// B). Its code (image, disassembly, tile) is then the swapped GEMM's (n x m
-/// x k, C^T = B op(A)^T); the results are bitwise the packing route's.
+/// B); or with a transposed A, B not transposed, n < m, k >= 16 and C^T's
+/// rows of m taking at most 3/4 of the FMA lanes C's rows of n take (a
+/// narrow n: on AVX-512 n = 10 fills 10 of 16 lanes; C^T = B^T A runs whole
+/// vectors along m, both read in place, e.g. the weight gradient h^T dz of
+/// a 10-class layer). Its code (image, disassembly, tile) is then the
+/// swapped GEMM's (n x m x k, C^T = op(B)^T op(A)^T); the results are
+/// bitwise the unswapped route's.
 /// A plan leaves such a GEMM's elementwise successor unfused
 /// (plan_small_gemm.cpp) so that it takes this route.
 bool small_gemm_swaps(const SmallGemmKey& key);
+
+/// Whether `key` (any epilogue) runs in transposed tiles: A^T B with the
+/// narrow n of small_gemm_swaps' second rule, n at most one vector (16
+/// floats on AVX-512, 8 on AVX2), below kSmallGemmParallelMacs, no column
+/// sums. The code computes C^T's tiles (B^T A, both read in place: all n
+/// rows by whole vectors along m), transposes each vector in registers into
+/// rows of C and runs the epilogue on them: the swapped route without its
+/// C^T scratch and copy, and with an epilogue (such keys never swap, and a
+/// plan fuses their epilogues). Each element is the same fused
+/// multiply-add chain: bitwise the direct route's.
+bool small_gemm_transposed_tiles(const SmallGemmKey& key);
 inline constexpr int64_t kSmallGemmSwapMaxM = 64;
 
 /// Generates the GEMM of `key`. Throws kiln::Error naming the reason when

@@ -80,6 +80,17 @@ struct AsmBackend {
     }
     return vor(r, vand(x, cf(-0.0f)));
   }
+  /// x's sign on min(r, |x|), for r >= 0, NaN only where x is NaN (ax =
+  /// |x|): on AVX-512 one vrangeps (imm 0x02: the operand of smaller
+  /// magnitude, sign from x; two NaNs give NaN), else minps and copysign_or.
+  V min_signed(V r, V ax, V x) {
+    if (A.evex()) {
+      x86::Vec d = A.like(w);
+      A.cc.emit(Inst::kIdVrangeps, d, R(x), R(r), Imm(0x02));
+      return d;
+    }
+    return copysign_or(minx(r, ax), x);
+  }
   /// 2^(k+1) for exp's t = x log2e + kMagic (k = t - bits(kMagic), kf = k
   /// as a float): vscalefps of 2 by kf on AVX-512, else (k + 128) << 23.
   V pow2_k1(I t, V kf) {

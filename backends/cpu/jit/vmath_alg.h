@@ -316,9 +316,11 @@ typename B::V tanh(B& b, typename B::V x) {
   // tanh|x| <= |x|: where r rounded above |x| (|x| below about 2^-11) |x|
   // is the nearer float, and below 2^-24 it is tanh|x| correctly rounded
   // (r is |x| or one ulp above there); +-0 gives +0. One min instead of a
-  // compare and select; NaN stays NaN (minps returns its second operand).
-  r = b.minx(r, ax);
-  return b.copysign_or(r, x);  // r | (x & -0): one vpternlogd on AVX-512 (r dies)
+  // compare and select.
+  // x's sign put back: sign(x) min(r, |x|) (min_signed: one vrangeps on
+  // AVX-512, the smaller magnitude of x and r with x's sign; elsewhere the
+  // min, then r | (x & -0)). NaN x: r is NaN (a = min(10, |x|) kept it).
+  return b.min_signed(r, ax, x);
 }
 
 /// num / (1 + e^{-|x|}) scaled: returns the quotient and the exponent to
