@@ -187,6 +187,28 @@ void gemm_float(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
       sg->run(p.a, p.b, c);
       return;
     }
+    // A batch of small products (attention's per-head Q K^T and P V): the
+    // matrices split among the threads, each run whole on one thread by the
+    // generated GEMM, read in place (strided or transposed). One OpenBLAS
+    // call per matrix would run them one after the other, each too small to
+    // keep two threads busy. Each matrix is one call, so its bits do not
+    // depend on the thread count.
+    const codegen::SmallGemm* bsg =
+        B.n > 1 && double(M) * double(N) * double(K) < codegen::kSmallGemmParallelMacs
+            ? codegen::eager_small_gemm(M, N, K, ga.trans, gb.trans, ga.ld, gb.ld, N)
+            : nullptr;
+    if (bsg) {
+      parallel_ranges(B.n, gemm_work(B.n, M, N, K), [&](int64_t i0, int64_t i1) {
+        Odometer<3> od(B.dims.data(), static_cast<int>(B.dims.size()));
+        od.seek(i0);
+        for (int64_t i = i0; i < i1; ++i, od.next()) {
+          const Gemm<T> p = problem(od);
+          char* c[1] = {reinterpret_cast<char*>(p.c)};
+          bsg->run(p.a, p.b, c);
+        }
+      });
+      return;
+    }
   }
 #ifdef KILN_HAVE_OPENBLAS
   const bool fits_int = M <= INT_MAX && N <= INT_MAX && K <= INT_MAX;
