@@ -198,7 +198,8 @@ void gemm_float(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
             ? codegen::eager_small_gemm(M, N, K, ga.trans, gb.trans, ga.ld, gb.ld, N)
             : nullptr;
     if (bsg) {
-      parallel_ranges(B.n, gemm_work(B.n, M, N, K), [&](int64_t i0, int64_t i1) {
+      // (the threshold as the Eigen items' below: 8 multiply-adds per element touched)
+      parallel_ranges(B.n, gemm_work(B.n, M, N, K) / 8, [&](int64_t i0, int64_t i1) {
         Odometer<3> od(B.dims.data(), static_cast<int>(B.dims.size()));
         od.seek(i0);
         for (int64_t i = i0; i < i1; ++i, od.next()) {
