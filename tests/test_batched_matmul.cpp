@@ -4,7 +4,8 @@
 // generated GEMM, read in place. Checked against float64 loops over the
 // operands' own strides (contiguous, head-strided as a permuted
 // [n, L, heads, d], transposed, batch-broadcast), edge sizes included; each
-// matrix bitwise the 2-d product of that matrix, at 1 and 2 threads.
+// matrix bitwise the 2-d product of that matrix, at 1 and 2 threads. And
+// large products through the BLAS, split among the threads (blas_split).
 #include <omp.h>
 
 #include <cmath>
@@ -106,6 +107,58 @@ TEST_SUITE("batched_matmul") {
         REQUIRE(got.size() == per_matrix.size());
         CHECK(std::memcmp(got.data(), per_matrix.data(), got.size() * sizeof(float)) == 0);
       }
+    }
+  }
+}
+
+// Products past the generated GEMM's sizes run through the BLAS, split among
+// the OpenMP threads by blocks of rows (m >= n) or columns, each block one
+// one-threaded BLAS call (backends/cpu/matmul.cpp, blas_gemm).
+TEST_SUITE("blas_split") {
+  TEST_CASE("large products split among threads: float64 loops on sampled rows, bitwise the same at 1 and 2 threads") {
+    struct Case {
+      int64_t m, n, k;
+      bool ta, tb;
+    };
+    // rows split (m >= n, m not a multiple of 64), columns split (n > m), every transpose; all past 2^24
+    // multiply-adds, and m > 64 (x W^T with few rows takes the generated swapped route)
+    const Case cases[] = {{517, 300, 130, false, false}, {517, 300, 130, true, false}, {517, 300, 130, false, true},
+                          {100, 1301, 160, false, false}, {100, 1301, 160, true, true}};
+    const int saved = omp_get_max_threads();
+    for (const Case& c : cases) {
+      CAPTURE(c.m);
+      CAPTURE(c.n);
+      CAPTURE(c.ta);
+      CAPTURE(c.tb);
+      const Tensor a0 = kt::random_tensor(c.ta ? Shape{c.k, c.m} : Shape{c.m, c.k}, DType::float32, 3, false, 1.0);
+      const Tensor b0 = kt::random_tensor(c.tb ? Shape{c.n, c.k} : Shape{c.k, c.n}, DType::float32, 4, false, 1.0);
+      const Tensor a = c.ta ? a0.permute({1, 0}) : a0, b = c.tb ? b0.permute({1, 0}) : b0;
+      std::vector<std::vector<float>> got;
+      for (int threads : {1, 2}) {
+        omp_set_num_threads(threads);
+        got.push_back(floats(matmul(a, b)));
+        omp_set_num_threads(saved);
+      }
+      REQUIRE(got[0].size() == size_t(c.m * c.n));
+      CHECK(std::memcmp(got[0].data(), got[1].data(), got[0].size() * sizeof(float)) == 0);
+      const std::vector<double> av = kt::values(a.contiguous()), bv = kt::values(b.contiguous());
+      int bad = 0;
+      for (int64_t i = 0; i < c.m; ++i)
+        for (int64_t j = 0; j < c.n; ++j) {
+          // every 7th row and column, and both sides of each 64-element strip's edge
+          const bool edge = i % 64 == 0 || i % 64 == 63 || j % 64 == 0 || j % 64 == 63;
+          if (!edge && (i % 7 != 0 || j % 7 != 0)) continue;
+          double want = 0, mag = 0;
+          for (int64_t kk = 0; kk < c.k; ++kk) {
+            const double p = av[size_t(i * c.k + kk)] * bv[size_t(kk * c.n + j)];
+            want += p;
+            mag += std::fabs(p);
+          }
+          const double g = got[1][size_t(i * c.n + j)];
+          if (!(std::fabs(g - want) <= double(c.k + 1) * 0x1p-24 * mag + 1e-30) && bad++ < 3)
+            FAIL_CHECK("element (" << i << ", " << j << "): got " << g << " want " << want);
+        }
+      CHECK(bad == 0);
     }
   }
 }
