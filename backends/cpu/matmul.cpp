@@ -152,8 +152,12 @@ void eigen_row_chunk(Gemm<T> g, int64_t r0) {
 }
 
 #ifdef KILN_HAVE_OPENBLAS
+// From this many multiply-adds a BLAS product is split among the OpenMP
+// threads (below, one thread runs it whole).
+constexpr double kBlasSplitMacs = double(1 << 22);
+
 template <class T>
-void blas_gemm(const Gemm<T>& g) {
+void blas_call(const Gemm<T>& g) {
   const auto ta = g.ga.trans ? CblasTrans : CblasNoTrans;
   const auto tb = g.gb.trans ? CblasTrans : CblasNoTrans;
   const int m = static_cast<int>(g.m), n = static_cast<int>(g.n), k = static_cast<int>(g.k);
@@ -162,6 +166,54 @@ void blas_gemm(const Gemm<T>& g) {
     cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, g.a, lda, g.b, ldb, 0.0f, g.c, ldc);
   else
     cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, 1.0, g.a, lda, g.b, ldb, 0.0, g.c, ldc);
+}
+
+// OpenBLAS runs one thread per call: kiln splits the product among its own
+// OpenMP threads instead (blas_gemm). Two pools on the same cores fought:
+// OpenBLAS's idle workers spin (sched_yield) for ~0.1 s after each call and
+// OpenMP's after each parallel region, so in a plan that alternates GEMMs
+// with OpenMP steps each pool's spinning thread took cycles from the other's
+// working one. set_num_threads sets OpenBLAS's pool for the benchmarks' BLAS
+// peers; kiln's next product sets it back to one.
+void blas_one_thread() {
+  if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
+}
+
+// C = A B through the BLAS: from kBlasSplitMacs on, the longer of C's two
+// sides is cut into one block per OpenMP thread, each block one BLAS call on
+// one thread. A block's elements are summed over k as the whole product
+// sums them (the BLAS blocks k the same way for any rows or columns taken),
+// so the bits do not depend on the thread count.
+template <class T>
+void blas_gemm(const Gemm<T>& g) {
+  blas_one_thread();
+  const int threads = omp_get_max_threads();
+  const bool by_rows = g.m >= g.n;
+  const int64_t len = by_rows ? g.m : g.n;
+  // blocks of whole 64-element strips (the kernels' unrolls divide 64)
+  const int64_t parts = std::min<int64_t>(threads, (len + 63) / 64);
+  if (parts <= 1 || omp_in_parallel() || double(g.m) * double(g.n) * double(g.k) < kBlasSplitMacs) {
+    blas_call(g);
+    return;
+  }
+  const int64_t strips = (len + 63) / 64;
+  parallel_ranges(parts, int64_t{1} << 40, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t s0 = strips * p / parts * 64, s1 = std::min(len, strips * (p + 1) / parts * 64);
+      if (s0 >= s1) continue;
+      Gemm<T> b = g;
+      if (by_rows) {
+        b.m = s1 - s0;
+        b.a += s0 * (g.ga.trans ? 1 : g.ga.ld);
+        b.c += s0 * g.ldc;
+      } else {
+        b.n = s1 - s0;
+        b.b += s0 * (g.gb.trans ? g.gb.ld : 1);
+        b.c += s0;
+      }
+      blas_call(b);
+    }
+  });
 }
 #endif
 
@@ -188,11 +240,44 @@ void gemm_float(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
       sg->run(p.a, p.b, c);
       return;
     }
+    // A batch of small products (attention's per-head Q K^T and P V): the
+    // matrices split among the threads, each run whole on one thread by the
+    // generated GEMM, read in place (strided or transposed). One OpenBLAS
+    // call per matrix would run them one after the other, each too small to
+    // keep two threads busy. Each matrix is one call, so its bits do not
+    // depend on the thread count.
+    const codegen::SmallGemm* bsg =
+        B.n > 1 && double(M) * double(N) * double(K) < codegen::kSmallGemmParallelMacs
+            ? codegen::eager_small_gemm(M, N, K, ga.trans, gb.trans, ga.ld, gb.ld, N)
+            : nullptr;
+    if (bsg) {
+      // (the threshold as the Eigen items' below: 8 multiply-adds per element touched)
+      parallel_ranges(B.n, gemm_work(B.n, M, N, K) / 8, [&](int64_t i0, int64_t i1) {
+        Odometer<3> od(B.dims.data(), static_cast<int>(B.dims.size()));
+        od.seek(i0);
+        for (int64_t i = i0; i < i1; ++i, od.next()) {
+          const Gemm<T> p = problem(od);
+          char* c[1] = {reinterpret_cast<char*>(p.c)};
+          bsg->run(p.a, p.b, c);
+        }
+      });
+      return;
+    }
   }
 #ifdef KILN_HAVE_OPENBLAS
   const bool fits_int = M <= INT_MAX && N <= INT_MAX && K <= INT_MAX;
   if (fits_int && (B.n == 1 || double(M) * double(N) * double(K) > kSmallGemm)) {
-    // One call per matrix; OpenBLAS threads inside each call.
+    if (B.n > 1 && double(M) * double(N) * double(K) < kBlasSplitMacs) {
+      // matrices too small to split: they are split among the threads, one call each
+      blas_one_thread();
+      parallel_ranges(B.n, gemm_work(B.n, M, N, K) / 8, [&](int64_t i0, int64_t i1) {
+        Odometer<3> od(B.dims.data(), static_cast<int>(B.dims.size()));
+        od.seek(i0);
+        for (int64_t i = i0; i < i1; ++i, od.next()) blas_call(problem(od));
+      });
+      return;
+    }
+    // One call per matrix, each split among the threads (blas_gemm).
     Odometer<3> od(B.dims.data(), static_cast<int>(B.dims.size()));
     for (int64_t i = 0; i < B.n; ++i, od.next()) blas_gemm(problem(od));
     return;

@@ -495,25 +495,31 @@ typename B::V erf(B& b, typename B::V x) {
 /// -1/sqrt2 = kRsqrt2Hi + kRsqrt2Lo (float parts).
 inline constexpr float kRsqrt2Hi = float(-0.70710678118654752440);
 inline constexpr float kRsqrt2Lo = float(-0.70710678118654752440 - double(kRsqrt2Hi));
-/// x Phi(x) = x erfc(-x/sqrt2) / 2: for x < -kErfSmall sqrt2 from erfc (no
-/// cancellation), otherwise x (1 + erf(x/sqrt2)) / 2.
+/// x Phi(x) = x erfc(-x/sqrt2) / 2: for |x| < kErfSmall sqrt2 as
+/// x (1 + erf(x/sqrt2)) / 2 with erf's polynomial; below, from erfc (no
+/// cancellation); above, as x + gelu(-x) (gelu(x) - gelu(-x) = x), so that
+/// one erfc serves both tails (the sum rounds once: |gelu(-x)| <= 0.11 x
+/// there, its error is scaled down by as much).
 template <class B>
 typename B::V gelu(B& b, typename B::V x) {
   auto xc = b.maxx(b.cf(-20.0f), x);  // gelu(x < -15) = -0
   auto t = b.mul(xc, b.cf(0.70710678118654752f));
   auto lower = b.le(t, b.cf(-kErfSmall));
-  auto erf_t = erf(b, t);
+  auto at = vabs(b, t);
+  auto mid = b.lt(at, b.cf(kErfSmall));
+  // |t| < kErfSmall: erf(t) = t + t P(t^2) (erf's small branch, sign put back)
+  auto erf_t = b.vor(b.madd(at, horner(b, b.mul(at, at), kErfP), at), signbit(b, t));
   auto up = b.mul(b.mul(xc, b.cf(0.5f)), b.add(erf_t, b.cf(1.0f)));
   typename B::V hi, lo;  // t^2 = x^2 / 2 exactly (t itself is rounded)
-  square_parts(b, clamp(b, xc, -15.0f, -1.0f), hi, lo);
-  // x erfc(t) / 2 with erfc(t) = e^{-t^2} H(1/t) / t and t = -x/sqrt2:
-  // x / (2 t) = -1/sqrt2 exactly, so the result is -e^{-t^2} H(1/t) / sqrt2,
+  square_parts(b, clamp(b, b.vor(xc, b.cf(-0.0f)), -15.0f, -1.0f), hi, lo);  // of -|x|
+  // gelu(-|x|) = -|x| erfc(|t|) / 2 with erfc(|t|) = e^{-t^2} H(1/|t|) / |t|:
+  // |x| / (2 |t|) = 1/sqrt2 exactly, so it is -e^{-t^2} H(1/|t|) / sqrt2,
   // the constant in two parts (hi + lo): neither the rounded t nor the
   // product by x adds its error (they took the tail to 5.5 ulp).
-  auto ec = erfc_parts(b, b.maxx(b.cf(kErfSmall), b.vxor(t, b.cf(-0.0f))), b.mul(hi, b.cf(0.5f)),
-                       b.mul(lo, b.cf(0.5f)), /*times_u=*/false);
+  auto ec = erfc_parts(b, b.maxx(b.cf(kErfSmall), at), b.mul(hi, b.cf(0.5f)), b.mul(lo, b.cf(0.5f)),
+                       /*times_u=*/false);
   auto down = b.scale(b.madd(ec.m, b.cf(kRsqrt2Lo), b.mul(ec.m, b.cf(kRsqrt2Hi))), ec.k);
-  return b.sel(lower, down, up);
+  return b.sel(lower, down, b.sel(mid, up, b.add(xc, down)));
 }
 
 }  // namespace kiln::codegen::vm
