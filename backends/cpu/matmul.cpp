@@ -246,7 +246,8 @@ void gemm_float(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
     // call per matrix would run them one after the other, each too small to
     // keep two threads busy. Each matrix is one call, so its bits do not
     // depend on the thread count.
-    const codegen::SmallGemm* bsg =
+    // (held while the batch runs, as sg above)
+    const std::shared_ptr<const codegen::SmallGemm> bsg =
         B.n > 1 && double(M) * double(N) * double(K) < codegen::kSmallGemmParallelMacs
             ? codegen::eager_small_gemm(M, N, K, ga.trans, gb.trans, ga.ld, gb.ld, N)
             : nullptr;
