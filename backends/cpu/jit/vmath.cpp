@@ -206,7 +206,7 @@ struct AsmBackend {
 /// ALU instructions per vector (was 21: the two clamps and scale_t's seven
 /// become a vpslld and a vpaddd; the test adds a vpaddd, a vpcmpgtd and a
 /// vmovmskps), 15 of them for ports 0/1 (was 19), plus test+jnz and a jmp;
-/// 0.49 -> 0.35 ns per element on one core, data in L2 (bench_codegen
+/// 0.49 -> 0.37 ns per element on one core, data in L2 (bench_codegen
 /// BM_op_generated/3/1). AVX-512 keeps the straight sequence: its clamps and
 /// one vscalefps cost less than the test.
 Src exp_fast_path(AsmBackend& b, const x86::Vec& x, bool neg) {
