@@ -752,6 +752,57 @@ TEST_SUITE("jit_codegen") {
     }
   }
 
+  TEST_CASE("exp and exp(-x): whole vectors at the fast path's bounds give the model's bits, every target") {
+    // AVX2 and SSE2 branch per vector: all lanes with k = round(x log2e) in
+    // [-125, 127] take the fast path (no clamp, one integer add for 2^k),
+    // any other lane sends the vector through the clamped two-factor form.
+    // Runs of 16 equal-class values (a whole vector on every target) just
+    // inside and just outside both bounds, and mixed vectors, against the
+    // scalar model bitwise and against float64 within exp's 2 ulp.
+    const DType F = DType::float32;
+    const float ln2 = 0.693147180559945309f;
+    std::vector<float> xs;
+    auto run16 = [&](float lo, float hi) {
+      for (int i = 0; i < 16; ++i) xs.push_back(lo + (hi - lo) * float(i) / 15.0f);
+    };
+    run16(-124.49f * ln2, -124.51f * ln2);   // k = -124/-125: fast
+    run16(-125.45f * ln2, -125.49f * ln2);   // k = -125: fast, the lowest
+    run16(-125.51f * ln2, -125.99f * ln2);   // k = -126, e^r > 1: slow (normal results)
+    run16(-126.01f * ln2, -126.49f * ln2);   // k = -126, e^r < 1: slow (subnormal results)
+    run16(-149.0f * ln2, -140.0f * ln2);     // subnormal results: slow
+    run16(126.51f * ln2, 126.99f * ln2);     // k = 127: fast, the highest
+    run16(127.51f * ln2, 127.99f * ln2);     // k = 128, e^r < 1: slow (finite results)
+    run16(128.01f * ln2, 128.49f * ln2);     // k = 128, e^r > 1: slow (overflow to inf)
+    run16(-0.3f, 0.3f);                      // k = 0: fast
+    for (int i = 0; i < 16; ++i) xs.push_back(i == 7 ? std::numeric_limits<float>::quiet_NaN() : 0.25f * float(i));
+    for (int i = 0; i < 16; ++i) xs.push_back(i == 3 ? std::numeric_limits<float>::infinity() : -0.5f * float(i));
+    for (int i = 0; i < 16; ++i) xs.push_back(i == 15 ? -std::numeric_limits<float>::infinity() : 1.0f);
+    for (int i = 0; i < 16; ++i) xs.push_back(i == 0 ? 1e30f : -1e-30f);
+    const int64_t n = int64_t(xs.size());
+    Tensor x = Tensor::from_vector(xs, {n}), y = Tensor::empty(Shape{n}, F);
+    for (CpuTarget t : targets()) {
+      for (bool neg : {false, true}) {
+        CAPTURE(tname(t));
+        CAPTURE(neg);
+        Prog pr({F, F}, 1);
+        const int in = pr.load(1, F);
+        pr.store(0, pr.op(OpId::Exp, F, neg ? pr.op(OpId::Neg, F, in) : in));
+        auto k = generate_elementwise(pr.p, t);
+        run(*k, pr.p, {y.data_ptr(), x.data_ptr()}, n);
+        int bad = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          const float xi = neg ? -xs[size_t(i)] : xs[size_t(i)];
+          const float got = y.data<float>()[i];
+          const float w = vm::model(vm::MathFn::exp, xi, t != CpuTarget::sse2);
+          const bool ok = (bits(got) == bits(w) || (std::isnan(w) && std::isnan(got))) &&
+                          ulp_error(got, std::exp(double(xi))) <= 2.0;
+          if (!ok && bad++ < 5) FAIL_CHECK("exp(" << xi << ") = " << got << ", model " << w);
+        }
+        CHECK(bad == 0);
+      }
+    }
+  }
+
   TEST_CASE("programs without a generated form are refused with kiln::Error") {
     const DType F = DType::float32;
     auto unary = [&](OpId op, DType d, bool strict = false) {

@@ -6,6 +6,7 @@
 #include "elementwise_functors.h"
 #include "elementwise_kernels.h"
 #include "elementwise_loop.h"
+#include "stream_store.h"
 
 namespace kiln::cpu {
 
@@ -19,6 +20,41 @@ void binary_block(const C* __restrict a, const C* __restrict b, O* __restrict y,
   for (int64_t i = 0; i < m; ++i) y[i] = f(a[i], b[SB * i]);
 }
 
+/// The run function of binary_run: Stream selects the streaming-store form
+/// of unit-stride runs (stream_store.h) for outputs of kStreamMinBytes and
+/// more; the values computed are the same.
+template <class F, class S, bool Stream>
+void binary_inner(char** p, const int64_t* st, int64_t n) {
+  using C = detail::compute_t<S>;
+  using O = decltype(F{}(C{}, C{}));
+  using SO = std::conditional_t<std::is_same_v<O, bool>, bool, S>;
+  ew::StagedOutput<O, SO> o(p[0], st[0]);
+  ew::StagedInput<S, C> ia(p[1], st[1]), ib(p[2], st[2]);
+  // A broadcast right operand is passed as one value, so `x * 2` and
+  // friends run the vector-scalar loop; a broadcast left operand is staged
+  // (two loop variants instead of four keep the code small).
+  const bool sb = ib.broadcast();
+  const C vb = sb ? ib.value() : C{};
+  const bool whole = o.direct() && ia.direct() && (sb || ib.direct());
+  if constexpr (Stream) {
+    if (whole) {
+      const C* a = ia.block(0, n);
+      const C* b = sb ? &vb : ib.block(0, n);
+      ew::stream_out(o.block(0), n, [&](int64_t i0, int64_t m, O* y) {
+        if (sb) binary_block<F, C, O, 0>(a + i0, b, y, m);
+        else binary_block<F, C, O, 1>(a + i0, b + i0, y, m);
+      });
+      return;
+    }
+  }
+  ew::for_blocks(n, whole, [&](int64_t i0, int64_t m) {
+    O* y = o.block(i0);
+    if (sb) binary_block<F, C, O, 0>(ia.block(i0, m), &vb, y, m);
+    else binary_block<F, C, O, 1>(ia.block(i0, m), ib.block(i0, m), y, m);
+    o.commit(i0, m);
+  });
+}
+
 template <class F, class S>
 void binary_run(const Tensor& a, const Tensor& b, const Tensor& out) {
   using C = detail::compute_t<S>;
@@ -27,22 +63,15 @@ void binary_run(const Tensor& a, const Tensor& b, const Tensor& out) {
   if (out.dtype() != dtype_v<SO>)
     throw Error("binary_kernel: output dtype " + std::string(name(out.dtype())) + " does not match the row's " +
                 std::string(name(dtype_v<SO>)));
-  ew::launch<3>({&out, &a, &b}, [](char** p, const int64_t* st, int64_t n) {
-    ew::StagedOutput<O, SO> o(p[0], st[0]);
-    ew::StagedInput<S, C> ia(p[1], st[1]), ib(p[2], st[2]);
-    // A broadcast right operand is passed as one value, so `x * 2` and
-    // friends run the vector-scalar loop; a broadcast left operand is staged
-    // (two loop variants instead of four keep the code small).
-    const bool sb = ib.broadcast();
-    const C vb = sb ? ib.value() : C{};
-    const bool whole = o.direct() && ia.direct() && (sb || ib.direct());
-    ew::for_blocks(n, whole, [&](int64_t i0, int64_t m) {
-      O* y = o.block(i0);
-      if (sb) binary_block<F, C, O, 0>(ia.block(i0, m), &vb, y, m);
-      else binary_block<F, C, O, 1>(ia.block(i0, m), ib.block(i0, m), y, m);
-      o.commit(i0, m);
-    });
-  });
+  // Streaming stores for large float/double outputs only (other dtypes keep
+  // one instantiation per op: compile time).
+  if constexpr ((std::is_same_v<S, float> || std::is_same_v<S, double>) && std::is_same_v<O, SO>) {
+    if (out.numel() * static_cast<int64_t>(out.itemsize()) >= ew::kStreamMinBytes) {
+      ew::launch<3>({&out, &a, &b}, &binary_inner<F, S, true>);
+      return;
+    }
+  }
+  ew::launch<3>({&out, &a, &b}, &binary_inner<F, S, false>);
 }
 
 }  // namespace

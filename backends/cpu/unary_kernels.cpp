@@ -19,6 +19,7 @@
 #include "elementwise_functors.h"
 #include "elementwise_kernels.h"
 #include "elementwise_loop.h"
+#include "stream_store.h"
 #include "jit/unary_vmath.h"
 
 namespace kiln::cpu {
@@ -157,6 +158,30 @@ void unary_block(const C* __restrict x, O* __restrict y, int64_t m) {
   }
 }
 
+/// The run function of unary_run: Stream selects the streaming-store form
+/// of unit-stride runs (stream_store.h) for outputs of kStreamMinBytes and
+/// more; the values computed are the same (unary_block's results do not
+/// depend on a value's position).
+template <class F, class S, bool Stream>
+void unary_inner(char** p, const int64_t* st, int64_t n) {
+  using C = detail::compute_t<S>;
+  using O = decltype(F{}(C{}));
+  using SO = std::conditional_t<std::is_same_v<O, bool>, bool, S>;
+  ew::StagedInput<S, C> in(p[1], st[1]);
+  ew::StagedOutput<O, SO> o(p[0], st[0]);
+  if constexpr (Stream) {
+    if (in.direct() && o.direct()) {
+      const C* x = in.block(0, n);
+      ew::stream_out(o.block(0), n, [&](int64_t i0, int64_t m, O* y) { unary_block<F>(x + i0, y, m); });
+      return;
+    }
+  }
+  ew::for_blocks(n, in.direct() && o.direct(), [&](int64_t i0, int64_t m) {
+    unary_block<F>(in.block(i0, m), o.block(i0), m);
+    o.commit(i0, m);
+  });
+}
+
 template <class F, class S>
 void unary_run(const Tensor& x, const Tensor& out) {
   using C = detail::compute_t<S>;
@@ -165,14 +190,15 @@ void unary_run(const Tensor& x, const Tensor& out) {
   if (out.dtype() != dtype_v<SO>)
     throw Error("unary_kernel: output dtype " + std::string(name(out.dtype())) + " does not match the row's " +
                 std::string(name(dtype_v<SO>)));
-  ew::launch<2>({&out, &x}, [](char** p, const int64_t* st, int64_t n) {
-    ew::StagedInput<S, C> in(p[1], st[1]);
-    ew::StagedOutput<O, SO> o(p[0], st[0]);
-    ew::for_blocks(n, in.direct() && o.direct(), [&](int64_t i0, int64_t m) {
-      unary_block<F>(in.block(i0, m), o.block(i0), m);
-      o.commit(i0, m);
-    });
-  });
+  // Streaming stores for large float/double outputs only (other dtypes keep
+  // one instantiation per op: compile time).
+  if constexpr ((std::is_same_v<S, float> || std::is_same_v<S, double>) && std::is_same_v<O, SO>) {
+    if (out.numel() * static_cast<int64_t>(out.itemsize()) >= ew::kStreamMinBytes) {
+      ew::launch<2>({&out, &x}, &unary_inner<F, S, true>);
+      return;
+    }
+  }
+  ew::launch<2>({&out, &x}, &unary_inner<F, S, false>);
 }
 
 }  // namespace

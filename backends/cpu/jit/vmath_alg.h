@@ -151,22 +151,40 @@ ExpParts<B> exp_parts(B& b, typename B::V x, float lo, float hi, bool want_p = t
   return e;
 }
 
-/// e^x (neg = false) or e^{-x} (neg = true: the negation folded into the
-/// reduction, FMA targets only). x is clamped to [-104, 104]: below -104
-/// the result is 0, above 88.73 it overflows to inf (2^k with k up to 150
-/// is two finite factors, or one vscalefps).
+/// t = x log2e + kMagic (neg: -x log2e + kMagic), rounded once: its bits
+/// are bits(kMagic) + k with k = round(x log2e) for |x log2e| < 2^22.
 template <class B>
-typename B::V exp_signed(B& b, typename B::V x, bool neg) {
-  auto xc = b.clamp_sym(x, 104.0f);
+typename B::V exp_t(B& b, typename B::V xc, bool neg) {
   // neg: -xc log2e + magic and -(kf ln2hi) - xc are exactly the values of
   // the unnegated form on -xc, rounded once each: the same bits
-  auto t = neg ? b.nmadd(xc, b.cf(kLog2e), b.cf(kMagic)) : b.madd(xc, b.cf(kLog2e), b.cf(kMagic));
-  auto kf = b.sub(t, b.cf(kMagic));
-  auto r = neg ? b.nmsub_in(kf, b.cf(kLn2Hi), xc) : b.nmadd(kf, b.cf(kLn2Hi), xc);
+  return neg ? b.nmadd(xc, b.cf(kLog2e), b.cf(kMagic)) : b.madd(xc, b.cf(kLog2e), b.cf(kMagic));
+}
+
+/// e^r for exp's reduced argument r = +-xc - kf ln2 (kf = t - kMagic, t from
+/// exp_t): 1 + (r + r^2 P(r)), in [0.707, 1.415]. xc_dies: xc's register may
+/// take a result (a computed value of the caller that dies here).
+template <class B>
+typename B::V exp_poly(B& b, typename B::V xc, typename B::V kf, bool neg, bool xc_dies) {
+  auto r = neg ? (xc_dies ? b.nmsub_in(kf, b.cf(kLn2Hi), xc) : b.nmsub(kf, b.cf(kLn2Hi), xc))
+               : b.nmadd(kf, b.cf(kLn2Hi), xc);
   r = b.nmadd(kf, b.cf(kLn2Lo), r);
   auto r2 = b.mul(r, r);
   auto q = b.madd(r2, horner(b, r, kExpP), r);
-  return b.scale_t(b.add(q, b.cf(1.0f)), b.as_i(t), kf);
+  return b.add(q, b.cf(1.0f));
+}
+
+/// e^x (neg = false) or e^{-x} (neg = true: the negation folded into the
+/// reduction, FMA targets only). x is clamped to [-104, 104]: below -104
+/// the result is 0, above 88.73 it overflows to inf (2^k with k up to 150
+/// is two finite factors, or one vscalefps). The code generator's AVX2 and
+/// SSE2 forms branch around the clamp and the two-factor scaling when every
+/// lane has k in [-125, 127] (vmath.cpp: exp_fast_path), with the same bits.
+template <class B>
+typename B::V exp_signed(B& b, typename B::V x, bool neg) {
+  auto xc = b.clamp_sym(x, 104.0f);
+  auto t = exp_t(b, xc, neg);
+  auto kf = b.sub(t, b.cf(kMagic));
+  return b.scale_t(exp_poly(b, xc, kf, neg, /*xc_dies=*/true), b.as_i(t), kf);
 }
 
 template <class B>
