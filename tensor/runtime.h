@@ -3,21 +3,23 @@
 
 namespace kiln {
 
-/// Threads used by CPU kernels (OpenMP and the BLAS). Default: the number of
-/// cores (or OMP_NUM_THREADS). Sets the calling thread's OpenMP team size and
-/// OpenBLAS's pool; n < 1 or n > 1024 throws ValueError.
+/// Threads used by CPU kernels. Default: the number of cores (or
+/// OMP_NUM_THREADS). Sets the calling thread's OpenMP team size (and
+/// OpenBLAS's pool, for code that calls the BLAS directly: kiln's own BLAS
+/// and LAPACK calls run it on one thread); n < 1 or n > 1024 throws ValueError.
 ///
-/// What the thread count changes in results: kiln's own kernels
-/// (elementwise, reductions, row kernels, the generated GEMMs of
-/// codegen::small_gemm_eager_size's sizes, float32 conv2d, Eigen's GEMM per
-/// batch item, integer matmul) give the same bits at any thread count, eager
-/// and compiled. A call into OpenBLAS does not promise that: a float32 GEMM
-/// past the generated sizes (or on a CPU below AVX2), a float64 matmul, the
-/// GEMMs of float64 conv2d, large batched matmuls, and LAPACK's solve may
-/// differ at rounding level (the last bits) between thread counts (measured:
-/// OpenBLAS's Haswell/SkylakeX sgemm and dgemm, 1 vs 2 threads). Which kernel
-/// runs depends on the shapes and dtypes only, never on the thread count or
-/// on what the process ran before.
+/// Results do not depend on the thread count: kiln's kernels (elementwise,
+/// reductions, row kernels, the generated GEMMs, conv2d, Eigen's GEMM per
+/// batch item, integer matmul) split work so that each output element is
+/// computed the same way by whichever thread gets it, eager and compiled. A
+/// product past the generated GEMM's sizes goes to OpenBLAS, one thread per
+/// call; kiln cuts a large one into blocks of whole 64-element strips of C,
+/// one call per thread, and the BLAS sums each element over k as in the
+/// whole product (measured bitwise equal at 1 and 2 threads for OpenBLAS's
+/// Haswell and SkylakeX sgemm/dgemm; tests/test_batched_matmul.cpp). linalg
+/// solve runs LAPACK's gesv on one thread. Which kernel runs depends on the
+/// shapes and dtypes only, never on the thread count or on what the process
+/// ran before.
 void set_num_threads(int n);
 int get_num_threads();
 /// "OpenBLAS" or "Eigen": the GEMM backend matmul calls.

@@ -384,29 +384,39 @@ TEST_SUITE("linalg") {
     CHECK(message_of([] { matmul(zeros({2, 3, 4}), zeros({3, 4, 2})); }).rfind("matmul: ", 0) == 0);
   }
 
-  TEST_CASE("matmul does not depend on the thread count (kiln's own GEMMs); a BLAS-sized one is eager's compiled") {
+  TEST_CASE("matmul and solve do not depend on the thread count; a BLAS-sized product is eager's compiled") {
     ThreadGuard guard;
     // Up to 256^3 multiply-adds kiln runs its generated GEMM (or Eigen's,
-    // per batch item): the same bits at any thread count. A larger problem
-    // is one BLAS call, whose bits are the BLAS's (OpenBLAS 0.3.21's
-    // Haswell/Zen sgemm differs at rounding level between 1 and 2 threads;
-    // its SkylakeX and Prescott kernels do not), so there only eager ==
-    // compiled is kiln's to promise.
+    // per batch item). A larger product goes to OpenBLAS on one thread per
+    // call, cut by kiln into blocks of whole 64-element strips (runtime.h):
+    // OpenBLAS's own threading (0.3.21, Haswell and SkylakeX kernels) gives
+    // other bits at 2 threads for 257..1000-sized sgemm, dgemm and dgesv.
     const Tensor a = random::normal({256, 256}), b = random::normal({256, 256});
     const Tensor ba = random::normal({16, 40, 50}), bb = random::normal({16, 50, 30});
+    const Tensor a3 = random::normal({300, 301}), b3 = random::normal({301, 299});
+    const Tensor d3 = random::normal({300, 300}).to(DType::float64), e3 = random::normal({300, 300}).to(DType::float64);
+    const Tensor sa = random::normal({512, 512}).to(DType::float64), sb = random::normal({512, 3}).to(DType::float64);
     set_num_threads(1);
     const Tensor one = matmul(a, b), one_t = matmul(a.transpose(), b), one_b = matmul(ba, bb);
+    const Tensor one_3 = matmul(a3, b3), one_d = matmul(d3, e3), one_s = linalg::solve(sa, sb);
     set_num_threads(2);
+    // solve first: set_num_threads(2) also set OpenBLAS's pool to 2
+    CHECK(same_bits(one_s, linalg::solve(sa, sb)));
     CHECK(same_bits(one, matmul(a, b)));
     CHECK(same_bits(one_t, matmul(a.transpose(), b)));
     CHECK(same_bits(one_b, matmul(ba, bb)));
+    CHECK(same_bits(one_3, matmul(a3, b3)));
+    CHECK(same_bits(one_d, matmul(d3, e3)));
     const Tensor big_a = random::normal({512, 512}), big_b = random::normal({512, 512});
     const auto spec = TensorLayout(DType::float32, {512, 512});
     CompiledCallable mm = compile([](Tensor x, Tensor y) { return matmul(x, y); })(spec, spec);
+    set_num_threads(1);
+    const Tensor big_one = matmul(big_a, big_b);
     for (int t : {1, 2}) {
       CAPTURE(t);
       set_num_threads(t);
-      CHECK(same_bits(matmul(big_a, big_b), mm(big_a, big_b).leaves[0]));
+      CHECK(same_bits(big_one, matmul(big_a, big_b)));
+      CHECK(same_bits(big_one, mm(big_a, big_b).leaves[0]));
     }
   }
 

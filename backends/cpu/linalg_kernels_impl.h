@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "../../tensor/error.h"
+#include "blas_threads.h"
 
 namespace kiln::cpu::linalg_impl {
 
@@ -110,6 +111,7 @@ void dgesv_(const int* n, const int* nrhs, double* a, const int* lda, int* ipiv,
 }
 template <class T>
 int gesv(int n, int nrhs, T* a, int* ipiv, T* b) {
+  blas_one_thread();  // the bits must not depend on the thread count (blas_threads.h)
   int info = 0;
   if constexpr (std::is_same_v<T, double>) dgesv_(&n, &nrhs, a, &n, ipiv, b, &n, &info);
   else sgesv_(&n, &nrhs, a, &n, ipiv, b, &n, &info);

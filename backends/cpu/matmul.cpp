@@ -19,6 +19,7 @@
 
 #include "../../tensor/dispatch.h"
 #include "copy.h"
+#include "blas_threads.h"
 #include "jit/small_gemm.h"
 #include "parallel_ranges.h"
 
@@ -166,17 +167,6 @@ void blas_call(const Gemm<T>& g) {
     cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, g.a, lda, g.b, ldb, 0.0f, g.c, ldc);
   else
     cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, 1.0, g.a, lda, g.b, ldb, 0.0, g.c, ldc);
-}
-
-// OpenBLAS runs one thread per call: kiln splits the product among its own
-// OpenMP threads instead (blas_gemm). Two pools on the same cores fought:
-// OpenBLAS's idle workers spin (sched_yield) for ~0.1 s after each call and
-// OpenMP's after each parallel region, so in a plan that alternates GEMMs
-// with OpenMP steps each pool's spinning thread took cycles from the other's
-// working one. set_num_threads sets OpenBLAS's pool for the benchmarks' BLAS
-// peers; kiln's next product sets it back to one.
-void blas_one_thread() {
-  if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
 }
 
 // C = A B through the BLAS: from kBlasSplitMacs on, the longer of C's two
