@@ -141,6 +141,15 @@ template <class F>
 Tensor compute_out(const Out& out, std::initializer_list<const Tensor*> operands, const std::string& who, F&& compute) {
   const Tensor& dst = out.tensor;
   WriteScope ws(dst, who);
+  // An unrealized operand (a lazy result, in or after its kiln::lazy() scope)
+  // is realized before out's memory is offered to the kernels: realized
+  // inside ScopedOutput, its own graph's result would be computed into out's
+  // memory (the operand then aliasing out, and reading back out's new
+  // value), and the overlap test below needs its memory.
+  if (ws.mode == detail::WriteMode::eager)
+    for (const Tensor* t : operands)
+      if (t->defined() && t->impl().state) [[unlikely]]
+        t->realize();
   bool direct = ws.mode == detail::WriteMode::eager && dst.is_contiguous();
   for (const Tensor* t : operands) direct = direct && !may_share_memory(*t, dst);
   Tensor v;

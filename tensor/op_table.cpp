@@ -133,8 +133,19 @@ Tensor detail::eager_execute(OpId op, std::span<const Tensor> in, const Attrs& a
   // placeholders, and a lazy view realizes with its own (a transpose, a
   // strided slice), which the kernels must see.
   for (const Tensor& t : in)
-    if (t.defined() && t.impl().state) [[unlikely]]
-      t.realize();
+    if (t.defined() && t.impl().state) [[unlikely]] {
+      // Its realization runs ops of its own: they must not take the
+      // destination a ScopedOutput set for this op's result.
+      const Tensor* dst = t_output_dst;
+      t_output_dst = nullptr;
+      try {
+        t.realize();
+      } catch (...) {
+        t_output_dst = dst;
+        throw;
+      }
+      t_output_dst = dst;
+    }
   try {
     return eager_dispatch(op, in, attrs);
   } catch (const ValueError& e) {
