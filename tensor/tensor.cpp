@@ -116,9 +116,17 @@ StrideClass Tensor::stride_class() const {
 StrideClass detail::covering_stride_class(const Tensor& t) {
   if (!t.is_realized()) {
     // A traced value reports the layout the trace knows (eager's; general
-    // when not even the class is known); a lazy one is contiguous once realized.
+    // when not even the class is known).
     if (auto l = traced_layout(t)) return l->cls;
-    return StrideClass::contiguous;
+    // A lazy one (of a kiln::lazy() scope, ended or not) is realized first,
+    // as strides() does: a lazy view (a transpose, a strided slice of a lazy
+    // result) realizes with its own strides, not the contiguous placeholders
+    // it holds until then. Compiled calls and the jit cache key read their
+    // arguments' layouts here. Inside its own open scope it is realized as a
+    // compiled call there realizes its arguments: the scope's recorded ops
+    // up to it run (the eager context made current for that).
+    EagerGuard eager;
+    t.realize();
   }
   const auto& im = t.impl();
   return stride_class_of(im.shape, im.strides);
