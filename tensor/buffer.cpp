@@ -83,6 +83,11 @@ Buffer Buffer::allocate(size_t nbytes, Device device) {
 }
 
 Buffer Buffer::wrap(void* data, size_t nbytes, Device device, std::shared_ptr<void> keep_alive) {
+  // A null pointer holds no bytes (as from_data refuses one to copy from):
+  // a tensor over it would read or write address 0.
+  if (!data && nbytes)
+    throw ValueError("Buffer::wrap: data is a null pointer but nbytes is " + std::to_string(nbytes) +
+                     " (wrap memory that exists, or pass nbytes 0)");
   auto s = std::make_shared<detail::Storage>();
   s->data = data;
   s->nbytes = nbytes;

@@ -363,3 +363,12 @@ TEST_SUITE("core") {
     CHECK_THROWS_AS(kiln::set_num_threads(0), kiln::ValueError);
   }
 }
+
+TEST_SUITE("core") {
+TEST_CASE("Buffer::wrap refuses a null pointer with bytes (a tensor over it would read address 0)") {
+  CHECK_THROWS_WITH_AS(Buffer::wrap(nullptr, 16, Device::cpu(), nullptr), doctest::Contains("Buffer::wrap"),
+                       ValueError);
+  Buffer e = Buffer::wrap(nullptr, 0, Device::cpu(), nullptr);  // nothing to hold: fine
+  CHECK(e.nbytes() == 0);
+}
+}
