@@ -95,6 +95,9 @@ namespace {
 /// within its kind (see promote_with_scalar); the tensor is cast first when
 /// the scalar changes its kind (int32 * 0.5 -> float32, bool + 1 -> int64).
 Tensor with_scalar(OpId op, const Tensor& t, Scalar s, bool scalar_first) {
+  // (named here: scalar_tensor reads t's dtype before apply could name the op)
+  if (!t.defined())
+    throw ValueError(detail::op_prefix(op) + "input " + (scalar_first ? "1" : "0") + " is an undefined tensor");
   Tensor st = scalar_tensor(s, t.dtype());
   Tensor tt = st.dtype() == t.dtype() ? t : cast(t, st.dtype());
   return scalar_first ? apply(op, st, tt) : apply(op, tt, st);

@@ -31,6 +31,10 @@ TEST_SUITE("errors") {
     names([&] { (void)ones_like(u); }, "ones_like: x is an undefined tensor");
     names([&] { (void)full_like(u, 2); }, "full_like: x is an undefined tensor");
     names([&] { (void)empty_like(u); }, "empty_like: x is an undefined tensor");
+    // the scalar operand overloads name the op as the tensor-tensor ones do
+    names([&] { (void)(u * 2.0f); }, "mul: input 0 is an undefined tensor");
+    names([&] { (void)(2.0f - u); }, "sub: input 1 is an undefined tensor");
+    names([&] { (void)(u == 1); }, "equal: input 0 is an undefined tensor");
   }
 
   TEST_CASE("one_hot with num_classes too large to address names one_hot and num_classes") {
