@@ -195,7 +195,13 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
     throw DTypeError("embedding: ids must be int32 or int64, got " + std::string(name(ids.dtype())));
   Shape r = ids.shape();
   r.push_back(weight.shape()[1]);
-  return reshape(index_select(weight, 0, flatten(ids)), r);
+  try {
+    return reshape(index_select(weight, 0, flatten(ids)), r);
+  } catch (const IndexError& e) {
+    // (the check is index_select's; the user called embedding)
+    throw IndexError("embedding: an id is out of range for a weight of " + std::to_string(weight.shape()[0]) +
+                     " embeddings (" + e.what() + ")");
+  }
 }
 
 Tensor one_hot(const Tensor& indices, int64_t num_classes, DType dtype) {

@@ -37,6 +37,13 @@ TEST_SUITE("errors") {
     names([&] { (void)(u == 1); }, "equal: input 0 is an undefined tensor");
   }
 
+  TEST_CASE("embedding names itself for an id out of range") {
+    CHECK_THROWS_WITH_AS(embedding(ones({2, 3}), tensor({int64_t(5)})),
+                         doctest::Contains("embedding: an id is out of range for a weight of 2 embeddings (index_select: "
+                                           "index 5 is out of range"),
+                         IndexError);
+  }
+
   TEST_CASE("one_hot with num_classes too large to address names one_hot and num_classes") {
     CHECK_THROWS_WITH_AS(one_hot(tensor({int64_t(0)}), int64_t(1) << 62),
                          doctest::Contains("one_hot: num_classes 4611686018427387904 makes a result of shape [1, "
