@@ -173,6 +173,19 @@ class GemmGen {
   // Returns the value stored to output key.column_sums (when set).
   x86::Vec epilogue(const x86::Vec& acc, int r, int v, bool masked);
   void zero_column_sums();
+  // The first `lanes` lanes as a mask: k (AVX-512) or, in the constant pool, v (AVX2).
+  void lane_mask(int lanes, x86::KReg& k, x86::Mem& v) {
+    if (A_.evex()) {
+      k = cc_.newKw();
+      x86::Gp t = cc_.newGpd();
+      cc_.mov(t, (1u << lanes) - 1);
+      cc_.kmovw(k, t);
+    } else {
+      int32_t m[8];
+      for (int i = 0; i < 8; ++i) m[i] = i < lanes ? -1 : 0;
+      v = cc_.newConst(asmjit::ConstPoolScope::kLocal, m, sizeof m);
+    }
+  }
 };
 
 x86::Vec GemmGen::load(const x86::Mem& m, bool masked) {
@@ -577,28 +590,10 @@ void GemmGen::run() {
   }
   const bool narrow = bl_.nvt > 0 && bl_.tail_lanes < bl_.V && bl_.pack == 0;  // masked (not packed)
   if (narrow) {
-    if (A_.evex()) {
-      kmask_ = cc_.newKw();
-      x86::Gp t = cc_.newGpd();
-      cc_.mov(t, (1u << bl_.tail_lanes) - 1);
-      cc_.kmovw(kmask_, t);
-    } else {
-      int32_t lanes[8];
-      for (int i = 0; i < 8; ++i) lanes[i] = i < bl_.tail_lanes ? -1 : 0;
-      vmask_ = cc_.newConst(asmjit::ConstPoolScope::kLocal, lanes, sizeof lanes);
-    }
+    lane_mask(bl_.tail_lanes, kmask_, vmask_);
   }
   if (bl_.tout && k_.m < bl_.V) {  // C's n lanes of a transposed row (k_.m: C's n)
-    if (A_.evex()) {
-      emask_ = cc_.newKw();
-      x86::Gp t = cc_.newGpd();
-      cc_.mov(t, (1u << k_.m) - 1);
-      cc_.kmovw(emask_, t);
-    } else {
-      int32_t lanes[8];
-      for (int i = 0; i < 8; ++i) lanes[i] = i < k_.m ? -1 : 0;
-      evmask_ = cc_.newConst(asmjit::ConstPoolScope::kLocal, lanes, sizeof lanes);
-    }
+    lane_mask(int(k_.m), emask_, evmask_);
   }
   if (k_.column_sums >= 0) {  // (one thread runs every row block: small_gemm_why_not)
     colsum_ = cc_.newIntPtr("colsum");
