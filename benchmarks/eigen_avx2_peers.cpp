@@ -53,6 +53,11 @@ KB_API void tanh(const float* x, float* y, int64_t n) { Map(y, n) = CMap(x, n).t
 KB_API void sqrt(const float* x, float* y, int64_t n) { Map(y, n) = CMap(x, n).sqrt(); }
 KB_API void copy(const float* x, float* y, int64_t n) { Map(y, n) = CMap(x, n); }
 
+KB_API void gemm(const float* a, const float* b, float* c, int64_t n) {
+  using M = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  Eigen::Map<M>(c, n, n).noalias() = Eigen::Map<const M>(a, n, n) * Eigen::Map<const M>(b, n, n);
+}
+
 KB_API void set_threads(int n) { Eigen::setNbThreads(n); }
 
 struct DigitsStep {

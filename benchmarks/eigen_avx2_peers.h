@@ -30,6 +30,10 @@ void sqrt(const float* x, float* y, int64_t n);
 /// y = x on [0, n) (the copy loop built for AVX2).
 void copy(const float* x, float* y, int64_t n);
 
+/// c = a * b, all n x n row-major float32 (Eigen's GEMM built for AVX2+FMA,
+/// on the threads set_threads gave it).
+void gemm(const float* a, const float* b, float* c, int64_t n);
+
 /// Sets the threads this library's Eigen uses (its GEMMs split among the
 /// OpenMP threads; Eigen::setNbThreads in the benchmark programs sets their
 /// own Eigen's count, not this one's).
