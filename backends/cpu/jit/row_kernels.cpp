@@ -247,6 +247,8 @@ void RowGen::column_softmax_rows(const x86::Gp& px, const x86::Gp& py, const x86
     cc_.vpbroadcastd(nvec, t);
   }
   const x86::Vec idx = A_.imul(f, iota, nvec);
+  // lane i's column in the exponentials' buffer, in floats: i * L
+  const x86::Vec ecol = A_.ishl(f, iota, L_ == 16 ? 4 : 3);
   const x86::Vec ninf = splat(-kInf);
   // per block b: columns at cols + (b 16 + j) W, exponentials likewise; the
   // statistics of slot s (max, log sum, 1 / sum) of the super-block's row r
@@ -404,6 +406,18 @@ void RowGen::column_softmax_rows(const x86::Gp& px, const x86::Gp& py, const x86
     const x86::Vec mvb = bcast(0);
     const x86::Vec lsb = log ? bcast(1) : x86::Vec(), rb = soft ? bcast(2) : x86::Vec();
     const x86::Gp& ylog = soft ? py2 : py;
+    // the row's exponentials from phase 2: block j / L, lane j % L, column i at i W
+    x86::Gp erow = cc_.newIntPtr("erow");
+    if (soft) {
+      x86::Gp t = cc_.newIntPtr();
+      cc_.mov(erow, j);
+      cc_.shr(erow, lg);
+      cc_.imul(erow, erow, int32_t(block_bytes));
+      cc_.add(erow, eb);
+      cc_.mov(t, j);
+      cc_.and_(t, L_ - 1);
+      cc_.lea(erow, x86::ptr(erow, t, 2));
+    }
     for (int h = 0; h < (z ? 1 : 2); ++h) {
       x86::Vec x = A_.newv(W_);
       const x86::Mem at_x = x86::ptr(px, h * W_), at_y = x86::ptr(py, h * W_), at_y2 = x86::ptr(ylog, h * W_);
@@ -411,7 +425,16 @@ void RowGen::column_softmax_rows(const x86::Gp& px, const x86::Gp& py, const x86
       else cc_.vmaskmovps(x, mrow[h], at_x);
       const x86::Vec d = A_.sub(f, x, mvb);
       if (soft) {
-        const x86::Vec y = A_.mul(f, emit_math(C_, OpId::Exp, d), rb);
+        x86::Vec e = A_.zero(W_);
+        if (z) {
+          x86::KReg k = cc_.newKq();
+          cc_.kmovq(k, krow);
+          cc_.k(k).vgatherdps(e, x86::ptr(erow, ecol, 2));
+        } else {
+          x86::Vec m = A_.copy(mrow[h]);
+          cc_.vgatherdps(e, x86::ptr(erow, ecol, 2, h * L_ * W_), m);
+        }
+        const x86::Vec y = A_.mul(f, e, rb);
         if (z) cc_.k(krow).vmovups(at_y, y);
         else cc_.vmaskmovps(at_y, mrow[h], y);
       }
