@@ -221,8 +221,10 @@ void RowGen::pass(const std::vector<Stream>& s, int unroll, Body&& body) {
 //     hadd32's tree): ((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7)),
 //     s_i = e_i + e_{i+8}; every +0 added there is exact
 //   log(sum), 1 / sum per lane into a stack buffer
-//   then row by row: d = x - max, y = exp(d) * (1 / sum) (the same exp,
-//     recomputed), y2 = d - log(sum)
+//   then row by row: y = e * (1 / sum), the row's e gathered from the
+//     buffer (one gather of n lanes: recomputing exp per row cost 16 vector
+//     instructions, 1600 -> 1290 TSC cycles for 64 rows of 10 on AVX-512,
+//     2100 -> 1600 on AVX2), y2 = (x - max) - log(sum)
 //
 // Each result is the bits of the multi-pass code for the same row (the same
 // operations on the same values, max exact), so results do not depend on
