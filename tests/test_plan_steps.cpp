@@ -402,7 +402,11 @@ TEST_SUITE("compile") {
                      Case{7, 1, false}, Case{3, 1000, true},
                      // whole blocks of columns summed in registers (128 floats,
                      // 64 doubles), and blocks with a tail
-                     Case{64, 128, true}, Case{16, 200, true}}) {
+                     Case{64, 128, true}, Case{16, 200, true},
+                     // the last <= 64 bytes of columns with their width fixed at
+                     // compile time (16 floats, 8 doubles), alone and after blocks
+                     Case{5, 16, true}, Case{9, 3, true}, Case{64, 8, true}, Case{33, 138, true},
+                     Case{17, 136, true}, Case{64, 17, true}}) {
         CAPTURE(dt);
         CAPTURE(c.rows);
         CAPTURE(c.cols);

@@ -30,7 +30,9 @@
 //   <= 4.3 (|x - max| + 1) 2^-23 on normal rows, n = 1024); the float32
 //   sum's error is about log2(n) ulp on such rows (n/64 ulp at worst).
 // - log_softmax: absolute error <= (|x - max| + |log sum| + 1) 2^-23 plus
-//   2 ulp of the result (measured <= 4 (|x - max| + 1) 2^-23).
+//   the float32 sum's relative error (log sum takes it as an absolute error:
+//   up to about (8 + 2 log2 n) 2^-24, as for softmax: rows of 10 whose sum
+//   is near 1 exceed the first term alone) plus 2 ulp of the result (measured <= 4 (|x - max| + 1) 2^-23).
 // - layer_norm / rms_norm: absolute error <= 2e-6 (|y0| + 1) |w| plus 2 ulp
 //   of the result, y0 = (x - mean) rstd, also for rows whose mean is far
 //   from 0 (the corrected two-pass form removes the float mean's error),
