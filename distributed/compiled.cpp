@@ -69,9 +69,11 @@ namespace {
 Tensor on_device(const Tensor& t, Device d) {
   if (t.device() == d) return t;
   const Tensor c = t.contiguous();
+  // The whole buffer, relabelled, and the view's offset into it: the
+  // wrapped address stays the allocation's (aligned), not an element inside it.
   auto keep = std::make_shared<Buffer>(c.buffer());
-  Buffer b = Buffer::wrap(c.data_ptr(), static_cast<size_t>(c.numel()) * c.itemsize(), d, keep);
-  return Tensor(b, c.dtype(), c.shape(), contiguous_strides(c.shape()), 0);
+  Buffer b = Buffer::wrap(c.buffer().data(), c.buffer().nbytes(), d, keep);
+  return Tensor(b, c.dtype(), c.shape(), contiguous_strides(c.shape()), c.offset());
 }
 
 TreeDef flat_tree(size_t n) {
