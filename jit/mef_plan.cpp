@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <cstring>
 #include <optional>
 #include <unordered_map>
@@ -231,7 +232,10 @@ std::string program_problem(const ElementwiseProgram& p, codegen::CpuTarget targ
         if (in.dtype != p.operand_dtypes[static_cast<size_t>(in.arg)]) return at + "a load of another dtype than its operand";
         break;
       case Instr::Kind::imm:
-        if (in.arg < -1 || in.arg >= p.table_slots)
+        // A planned program reads every constant from its step's table (its
+        // bits checked against the graph's constants on read); a value in
+        // the instruction itself (slot -1) would be baked into the code unchecked.
+        if (in.arg < 0 || in.arg >= p.table_slots)
           return at + "reads constant slot " + std::to_string(in.arg) + " of " + std::to_string(p.table_slots);
         break;
       case Instr::Kind::op: {
@@ -503,6 +507,44 @@ void PlanReader::fused_part(PlanStep& s, size_t at, bool loop) {
   const uint32_t ng = c_.count("a step's fused node count", 4);
   s.group_nodes.resize(ng);
   for (int32_t& n : s.group_nodes) n = get_node(c_, nn_, "a fused node");
+  // The constant table holds the bits of the group's one-element constants,
+  // in the order the lowering meets them (jit/cpu_lowering.cpp,
+  // build_fused_step: each fused node's first three inputs, in node order,
+  // each value once): derived again from the graph and compared, so a table
+  // edited in the file (with its checksum recomputed) is refused instead of
+  // computing with constants the graph does not have.
+  {
+    std::vector<int32_t> seen;
+    size_t slot = 0;
+    for (int32_t ni : s.group_nodes) {
+      const Node& n = g_.node(static_cast<size_t>(ni));
+      for (size_t k = 0; k < n.inputs.size() && k < 3; ++k) {
+        const int32_t v = n.inputs[k];
+        if (std::find(seen.begin(), seen.end(), v) != seen.end()) continue;
+        seen.push_back(v);
+        const Node& prod = g_.node(static_cast<size_t>(g_.producer(v)));
+        const TensorType& t = g_.type(v);
+        if (prod.kind != NodeKind::constant || !t.shape.empty()) continue;
+        uint64_t bits = 0;
+        std::memcpy(&bits, prod.data.data_ptr(), size_of(t.dtype));
+        if (slot >= s.imm_table.size() || s.imm_table[slot] != bits) {
+          char want[24], got[24];
+          std::snprintf(want, sizeof want, "0x%llx", static_cast<unsigned long long>(bits));
+          if (slot < s.imm_table.size())
+            std::snprintf(got, sizeof got, "0x%llx", static_cast<unsigned long long>(s.imm_table[slot]));
+          bad_step(at, step_, "table constant " + std::to_string(slot) + " is " +
+                                  (slot < s.imm_table.size() ? std::string(got) : std::string("missing")) +
+                                  ", but the graph's constant %" + std::to_string(v) + " (" + t.str() +
+                                  ", read by node " + std::to_string(ni) + ") has the bits " + want);
+        }
+        ++slot;
+      }
+      for (int32_t o : n.outputs) seen.push_back(o);
+    }
+    if (slot != s.imm_table.size())
+      bad_step(at, step_, std::to_string(s.imm_table.size()) + " table constants, but the graph's fused nodes read " +
+                              std::to_string(slot) + " one-element constants");
+  }
   for (size_t k = 0; k < nops; ++k)
     if (g_.type(s.operands[k]).dtype != p.operand_dtypes[k])
       bad_step(at, step_, "operand " + std::to_string(k) + " (value %" + std::to_string(s.operands[k]) + ") is " +

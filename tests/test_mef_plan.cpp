@@ -307,6 +307,45 @@ TEST_SUITE("mef plan") {
     CHECK(engine::read(f.path.string())->plan().read_note() == "");
   }
 
+  TEST_CASE("a PLAN whose constant table was edited (checksums recomputed) is refused, naming PLAN and the constant") {
+    // y = x * 2.5 + 1: the fused step reads 2.5 and 1 from its constant
+    // table. Editing 2.5 into 7 in the PLAN payload and writing the file
+    // again (mef::encode: every checksum right) used to load and compute
+    // x * 7 + 1; the table is now checked against the graph's constants.
+    CompiledCallable run = compile([](Tensor x) { return x * 2.5f + 1.0f; })(f32({4, 33}));
+    Tensor x = random::normal({4, 33});
+    mef::Contents c = contents_of(run);
+    REQUIRE_FALSE(c.plan.empty());
+    // the untouched file: restored plan, y = 2.5 x + 1 (float32 reference loop, one rounding each)
+    {
+      Read r = read(mef::encode(c));
+      CHECK(r.art->plan().read_note() == "");
+      const Tensor y = run_model(r.art, {x})[0];
+      const std::vector<float> xs = x.to_vector<float>(), ys = y.to_vector<float>();
+      for (size_t i = 0; i < xs.size(); ++i) {
+        volatile float product = xs[i] * 2.5f;  // rounded (no contraction into an fma here)
+        const float fused = std::fmaf(xs[i], 2.5f, 1.0f), rounded_twice = product + 1.0f;
+        CHECK((ys[i] == fused || ys[i] == rounded_twice));
+      }
+    }
+    uint64_t from = 0, to = 0;
+    const float f25 = 2.5f, f7 = 7.0f;
+    std::memcpy(&from, &f25, 4);
+    std::memcpy(&to, &f7, 4);
+    std::string from_b(8, '\0'), to_b(8, '\0');
+    std::memcpy(from_b.data(), &from, 8);
+    std::memcpy(to_b.data(), &to, 8);
+    const size_t at = c.plan.find(from_b);
+    REQUIRE(at != std::string::npos);
+    REQUIRE(c.plan.find(from_b, at + 1) == std::string::npos);  // the one table entry
+    c.plan.replace(at, 8, to_b);
+    const std::string e = read_error(mef::encode(c));
+    CHECK(e.find("section 'PLAN' (the execution plan) is malformed at byte ") != std::string::npos);
+    CHECK(e.find(" is 0x40e00000, but the graph's constant %") != std::string::npos);
+    CHECK(e.find("step ") != std::string::npos);
+    CHECK(e.find("has the bits 0x40200000") != std::string::npos);
+  }
+
   TEST_CASE("each kind of damage to the PLAN section is a ValueError naming PLAN, the byte and the field") {
     // No fusion: every step an op step, so the layout's offsets are simple:
     // version, key, node and value counts, 0 programs, the step count, steps
