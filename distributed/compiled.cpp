@@ -575,7 +575,14 @@ DistributedCallable::DistributedCallable(FromPlan, const std::string& prefix,
       seg.outputs = ps.outputs;
       if (!ps.file.empty()) {
         const std::string seg_what = "segment " + std::to_string(s) + " ('" + ps.file + "')";
-        seg.fn = std::make_shared<CompiledCallable>(CompiledCallable::from_mef(in_dir(ps.file), weights, session));
+        // Each segment reads some of the program's weights: it gets those
+        // its file lists (CompiledCallable::from_mef refuses names a file
+        // does not list).
+        std::map<std::string, Tensor> mine;
+        const auto art = engine::read(in_dir(ps.file), session);
+        for (const auto& [name, type] : art->weight_slots())
+          if (auto w = weights.find(name); w != weights.end()) mine.emplace(name, w->second);
+        seg.fn = std::make_shared<CompiledCallable>(CompiledCallable::from_mef(in_dir(ps.file), mine, session));
         const auto& il = seg.fn->in_layouts();
         const auto& ol = seg.fn->out_layouts();
         if (il.size() != ps.inputs.size() || ol.size() != ps.outputs.size())

@@ -273,6 +273,28 @@ CompiledCallable CompiledCallable::from_mef(const std::string& path, std::map<st
                                             std::shared_ptr<InferenceSession> session) {
   auto art = engine::read(path, session);
   const engine::Signature& s = *art->signature();
+  // Strict, as PyTorch's load_state_dict(strict=True): the map must name
+  // exactly the file's weights. A name the file does not list (a typo, or a
+  // file of another variant of the model: one without a bias, say) would
+  // otherwise be dropped silently; every mismatch is listed at once.
+  {
+    std::string missing, unexpected;
+    for (const auto& [name, type] : art->weight_slots())
+      if (!weights.count(name)) missing += (missing.empty() ? "'" : ", '") + name + "' (" + type.str() + ")";
+    for (const auto& [name, t] : weights) {
+      bool listed = false;
+      for (const auto& slot : art->weight_slots()) listed = listed || slot.first == name;
+      if (!listed) unexpected += (unexpected.empty() ? "'" : ", '") + name + "'";
+    }
+    if (!missing.empty() || !unexpected.empty())
+      throw ValueError("from_mef '" + path + "': the weights given do not match the file's" +
+                       (missing.empty() ? std::string() : "; missing: " + missing) +
+                       (unexpected.empty() ? std::string()
+                                           : "; unexpected (the file's graph reads no weight of that name): " +
+                                                 unexpected) +
+                       " (the file lists " + std::to_string(art->weight_slots().size()) +
+                       " weight(s): engine::read(path)->weight_slots())");
+  }
   auto model = std::make_shared<engine::Model>(art, weights, "from_mef '" + path + "'",
                                                "the weights given to from_mef (its `weights` map)");
   CompiledCallable c =
