@@ -449,6 +449,7 @@ class PlanReader {
     c_.bad_at(at, "step " + std::to_string(k) + ": " + msg);
   }
   size_t step_ = 0;
+  std::vector<int32_t> seen_;  // fused_part's constant check: the constants met so far
 };
 
 void PlanReader::gemm_part(PlanStep& s, size_t at) {
@@ -514,17 +515,20 @@ void PlanReader::fused_part(PlanStep& s, size_t at, bool loop) {
   // edited in the file (with its checksum recomputed) is refused instead of
   // computing with constants the graph does not have.
   {
-    std::vector<int32_t> seen;
+    std::vector<int32_t>& seen = seen_;  // the constants met; reused: a read allocates once
+    seen.clear();
     size_t slot = 0;
     for (int32_t ni : s.group_nodes) {
       const Node& n = g_.node(static_cast<size_t>(ni));
       for (size_t k = 0; k < n.inputs.size() && k < 3; ++k) {
+        // (only one-element constants take slots, each once: other values
+        // need no tracking, and a constant is never a fused node's output)
         const int32_t v = n.inputs[k];
-        if (std::find(seen.begin(), seen.end(), v) != seen.end()) continue;
-        seen.push_back(v);
-        const Node& prod = g_.node(static_cast<size_t>(g_.producer(v)));
         const TensorType& t = g_.type(v);
-        if (prod.kind != NodeKind::constant || !t.shape.empty()) continue;
+        if (!t.shape.empty()) continue;
+        const Node& prod = g_.node(static_cast<size_t>(g_.producer(v)));
+        if (prod.kind != NodeKind::constant || std::find(seen.begin(), seen.end(), v) != seen.end()) continue;
+        seen.push_back(v);
         uint64_t bits = 0;
         std::memcpy(&bits, prod.data.data_ptr(), size_of(t.dtype));
         if (slot >= s.imm_table.size() || s.imm_table[slot] != bits) {
@@ -539,7 +543,6 @@ void PlanReader::fused_part(PlanStep& s, size_t at, bool loop) {
         }
         ++slot;
       }
-      for (int32_t o : n.outputs) seen.push_back(o);
     }
     if (slot != s.imm_table.size())
       bad_step(at, step_, std::to_string(s.imm_table.size()) + " table constants, but the graph's fused nodes read " +
