@@ -251,6 +251,9 @@ class CompiledCallable {
                                             std::map<std::string, Tensor> weights = {});
   /// engine::read(path) then from_compiled with the file's signature and
   /// `weights`: a callable ready to run, with no tracing or optimisation.
+  /// Strict, as PyTorch's load_state_dict(strict=True): `weights` must name
+  /// exactly the weights the file lists (engine::read(path)->weight_slots());
+  /// otherwise one ValueError lists every missing and every unexpected name.
   static CompiledCallable from_mef(const std::string& path, std::map<std::string, Tensor> weights = {},
                                    std::shared_ptr<InferenceSession> session = nullptr);
 

@@ -35,8 +35,12 @@
 // of a kind its node allows, programs well formed and matching their
 // operands' dtypes and broadcasting, operand counts within the kernel
 // interface, values read only after they are written, arena slots inside
-// the arena and sized for their value. A violation is a ValueError naming
-// 'PLAN', the byte offset and the field; no input makes the read crash.
+// the arena and sized for their value, each fused step's constant table
+// equal to the bits of the one-element constants its fused nodes read (a
+// program's constants come from that table only). A violation is a
+// ValueError naming 'PLAN', the byte offset and the field; no input makes
+// the read crash. (The programs' instructions are checked for form, not
+// rebuilt from the graph: these checks find damage, not intent.)
 #pragma once
 #include <memory>
 #include <string>
