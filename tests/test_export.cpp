@@ -189,6 +189,18 @@ TEST_SUITE("export") {
                            doctest::Contains("; missing: 'bias' (float32[3] cpu); unexpected (the file's graph reads no "
                                              "weight of that name): 'bais' ("),
                            ValueError);
+      // from_compiled binding the weights itself is as strict (its sibling)
+      auto art = engine::read(d.file("lin.mef"));
+      const auto& sg = *art->signature();
+      CHECK_THROWS_WITH_AS(CompiledCallable::from_compiled(art, nullptr, sg.in_layouts, sg.in_tree, sg.out_layouts,
+                                                           sg.out_tree, extra),
+                           ("from_compiled: the weights given do not match the file's; unexpected (the file's graph "
+                            "reads no weight of that name): 'fc2.weight' (the file lists 2 weight(s): "
+                            "engine::read(path)->weight_slots())"),
+                           ValueError);
+      CompiledCallable same = CompiledCallable::from_compiled(art, nullptr, sg.in_layouts, sg.in_tree, sg.out_layouts,
+                                                              sg.out_tree, lin.state_dict());
+      check_same(run(x).leaves, same(x).leaves);
     }
     SUBCASE("static arguments, nested trees and stride classes are in the signature") {
       auto f = [](std::pair<Tensor, Tensor> p, int k) {
