@@ -307,7 +307,7 @@ TEST_SUITE("mef plan") {
     CHECK(engine::read(f.path.string())->plan().read_note() == "");
   }
 
-  TEST_CASE("a PLAN whose constant table was edited (checksums recomputed) is refused, naming PLAN and the constant") {
+  TEST_CASE("a PLAN whose constant table or instructions were edited (checksums recomputed) is refused, naming PLAN and the field") {
     // y = x * 2.5 + 1: the fused step reads 2.5 and 1 from its constant
     // table. Editing 2.5 into 7 in the PLAN payload and writing the file
     // again (mef::encode: every checksum right) used to load and compute
@@ -341,9 +341,20 @@ TEST_SUITE("mef plan") {
     c.plan.replace(at, 8, to_b);
     const std::string e = read_error(mef::encode(c));
     CHECK(e.find("section 'PLAN' (the execution plan) is malformed at byte ") != std::string::npos);
-    CHECK(e.find(" is 0x40e00000, but the graph's constant %") != std::string::npos);
-    CHECK(e.find("step ") != std::string::npos);
-    CHECK(e.find("has the bits 0x40200000") != std::string::npos);
+    CHECK(e.find("table constant 0 is 0x40e00000, but fused node ") != std::string::npos);
+    CHECK(e.find(" (mul) reads the graph's constant %") != std::string::npos);
+    CHECK(e.find("(float32[] cpu) with the bits 0x40200000") != std::string::npos);
+    // the same for an instruction: the program's add edited into a sub
+    mef::Contents c2 = contents_of(run);
+    const std::string add_name = std::string("\x03\0\0\0", 4) + "add", sub_name = std::string("\x03\0\0\0", 4) + "sub";
+    const size_t op_at = c2.plan.find(add_name);
+    REQUIRE(op_at != std::string::npos);
+    REQUIRE(c2.plan.find(add_name, op_at + 1) == std::string::npos);
+    c2.plan.replace(op_at, add_name.size(), sub_name);
+    const std::string e2 = read_error(mef::encode(c2));
+    CHECK(e2.find("section 'PLAN' (the execution plan) is malformed at byte ") != std::string::npos);
+    CHECK(e2.find("(sub) is not fused node ") != std::string::npos);
+    CHECK(e2.find(" (add) with its attributes and dtype") != std::string::npos);
   }
 
   TEST_CASE("each kind of damage to the PLAN section is a ValueError naming PLAN, the byte and the field") {
