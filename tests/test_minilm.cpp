@@ -206,7 +206,8 @@ TEST_CASE("the exported MEF, read back (and through `kiln run`) with the file's 
     CHECK(m.find("'pooler.dense.weight'") != std::string::npos);
   }
   std::map<std::string, Tensor> weights;
-  for (const auto& [name, type] : engine::read(mef)->weight_slots()) weights[name] = published.at(name);
+  const auto art = engine::read(mef);  // (kept: a range-for over a temporary's member would dangle)
+  for (const auto& [name, type] : art->weight_slots()) weights[name] = published.at(name);
   const CompiledCallable run = CompiledCallable::from_mef(mef, weights);
   const Tensor from_file = run(b.input_ids, b.attention_mask).tensor();
   CHECK(max_abs_diff(from_file, enc->compiled(b)) == 0);
