@@ -26,6 +26,23 @@ void BM_kiln_add_1elem(benchmark::State& st) {
 }
 BENCHMARK(BM_kiln_add_1elem);
 
+// A lazy scope on tiny tensors: record two ops, end the scope, read the
+// result (the realization runs both ops with the eager kernels). Beside
+// BM_kiln_add_1elem it gives what recording and realizing add per op.
+void BM_kiln_lazy_2ops_1elem(benchmark::State& st) {
+  kb::set_threads(1);
+  kiln::Tensor a = kiln::ones({1}), b = kiln::ones({1});
+  for (auto _ : st) {
+    kiln::Tensor c;
+    {
+      auto scope = kiln::lazy();
+      c = (a + b) * a;
+    }
+    benchmark::DoNotOptimize(c.item<float>());
+  }
+}
+BENCHMARK(BM_kiln_lazy_2ops_1elem);
+
 // ---- bandwidth: a plain parallel copy loop is the reference ----------------------------------
 void BM_copy_loop(benchmark::State& st) {
   kb::set_threads(static_cast<int>(st.range(0)));

@@ -69,9 +69,11 @@ namespace {
 Tensor on_device(const Tensor& t, Device d) {
   if (t.device() == d) return t;
   const Tensor c = t.contiguous();
+  // The whole buffer, relabelled, and the view's offset into it: the
+  // wrapped address stays the allocation's (aligned), not an element inside it.
   auto keep = std::make_shared<Buffer>(c.buffer());
-  Buffer b = Buffer::wrap(c.data_ptr(), static_cast<size_t>(c.numel()) * c.itemsize(), d, keep);
-  return Tensor(b, c.dtype(), c.shape(), contiguous_strides(c.shape()), 0);
+  Buffer b = Buffer::wrap(c.buffer().data(), c.buffer().nbytes(), d, keep);
+  return Tensor(b, c.dtype(), c.shape(), contiguous_strides(c.shape()), c.offset());
 }
 
 TreeDef flat_tree(size_t n) {
@@ -573,7 +575,14 @@ DistributedCallable::DistributedCallable(FromPlan, const std::string& prefix,
       seg.outputs = ps.outputs;
       if (!ps.file.empty()) {
         const std::string seg_what = "segment " + std::to_string(s) + " ('" + ps.file + "')";
-        seg.fn = std::make_shared<CompiledCallable>(CompiledCallable::from_mef(in_dir(ps.file), weights, session));
+        // Each segment reads some of the program's weights: it gets those
+        // its file lists (CompiledCallable::from_mef refuses names a file
+        // does not list).
+        std::map<std::string, Tensor> mine;
+        const auto art = engine::read(in_dir(ps.file), session);
+        for (const auto& [name, type] : art->weight_slots())
+          if (auto w = weights.find(name); w != weights.end()) mine.emplace(name, w->second);
+        seg.fn = std::make_shared<CompiledCallable>(CompiledCallable::from_mef(in_dir(ps.file), mine, session));
         const auto& il = seg.fn->in_layouts();
         const auto& ol = seg.fn->out_layouts();
         if (il.size() != ps.inputs.size() || ol.size() != ps.outputs.size())

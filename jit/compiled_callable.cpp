@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <ostream>
 #include <set>
+#include <string_view>
 #include <typeinfo>
 
 #include "../tensor/creation.h"
@@ -235,6 +236,33 @@ CompiledCallable::CompiledCallable(FromParts, StagedGraph staged, std::map<std::
   plan_in_place();
 }
 
+namespace {
+// Strict, as PyTorch's load_state_dict(strict=True): `weights` must name
+// exactly the artifact's weights (from_mef, and from_compiled when it binds
+// them). A name the file does not list (a typo, or a file of another variant
+// of the model: one without a bias, say) was dropped silently; every
+// mismatch is listed at once. `who` starts the message.
+void check_weight_names(const engine::CompiledModel& art, const std::map<std::string, Tensor>& weights,
+                        const std::string& who, bool file) {
+  const std::string holder = file ? "the file" : "the artifact";
+  std::string missing, unexpected;
+  for (const auto& [name, type] : art.weight_slots())
+    if (!weights.count(name)) missing += (missing.empty() ? "'" : ", '") + name + "' (" + type.str() + ")";
+  std::set<std::string_view> listed;
+  for (const auto& slot : art.weight_slots()) listed.insert(slot.first);
+  for (const auto& [name, t] : weights)
+    if (!listed.count(name)) unexpected += (unexpected.empty() ? "'" : ", '") + name + "'";
+  if (!missing.empty() || !unexpected.empty())
+    throw ValueError(who + ": the weights given do not match " + holder + "'s" +
+                     (missing.empty() ? std::string() : "; missing: " + missing) +
+                     (unexpected.empty() ? std::string()
+                                         : "; unexpected (" + holder + "'s graph reads no weight of that name): " +
+                                               unexpected) +
+                     " (" + holder + " lists " + std::to_string(art.weight_slots().size()) + " weight(s): " +
+                     (file ? "engine::read(path)->weight_slots())" : "its weight_slots())"));
+}
+}  // namespace
+
 CompiledCallable CompiledCallable::from_compiled(std::shared_ptr<const engine::CompiledModel> artifact,
                                                  std::shared_ptr<engine::Model> engine_model,
                                                  std::vector<TensorLayout> in_layouts, TreeDef in_tree,
@@ -246,7 +274,10 @@ CompiledCallable CompiledCallable::from_compiled(std::shared_ptr<const engine::C
   check_signature_against(artifact->graph(), in_layouts, in_tree, out_layouts, out_tree, "from_compiled", writes.size());
   if (engine_model && engine_model->artifact_ptr() != artifact)
     throw ValueError("from_compiled: engine_model was initialised from another artifact");
-  if (!engine_model) engine_model = std::make_shared<engine::Model>(artifact, weights, "from_compiled");
+  if (!engine_model) {
+    check_weight_names(*artifact, weights, "from_compiled", artifact->loaded_from_mef());
+    engine_model = std::make_shared<engine::Model>(artifact, weights, "from_compiled");
+  }
   StagedGraph s;
   s.in_layouts = std::move(in_layouts);
   s.in_tree = std::move(in_tree);
@@ -273,6 +304,7 @@ CompiledCallable CompiledCallable::from_mef(const std::string& path, std::map<st
                                             std::shared_ptr<InferenceSession> session) {
   auto art = engine::read(path, session);
   const engine::Signature& s = *art->signature();
+  check_weight_names(*art, weights, "from_mef '" + path + "'", true);
   auto model = std::make_shared<engine::Model>(art, weights, "from_mef '" + path + "'",
                                                "the weights given to from_mef (its `weights` map)");
   CompiledCallable c =

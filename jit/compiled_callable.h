@@ -236,7 +236,8 @@ class CompiledCallable {
   /// null to bind `weights` to `artifact` here. Throws ValueError when the
   /// layouts do not match the artifact's graph inputs and outputs, a tree's
   /// leaf count differs from its layouts, `engine_model` runs another
-  /// artifact, or (engine_model null) a weight is missing or mis-typed.
+  /// artifact, or (engine_model null) a weight is missing or mis-typed or
+  /// `weights` names one the artifact does not list (strict, as from_mef).
   static CompiledCallable from_compiled(std::shared_ptr<const engine::CompiledModel> artifact,
                                         std::shared_ptr<engine::Model> engine_model,
                                         std::vector<TensorLayout> in_layouts, TreeDef in_tree,
@@ -251,6 +252,9 @@ class CompiledCallable {
                                             std::map<std::string, Tensor> weights = {});
   /// engine::read(path) then from_compiled with the file's signature and
   /// `weights`: a callable ready to run, with no tracing or optimisation.
+  /// Strict, as PyTorch's load_state_dict(strict=True): `weights` must name
+  /// exactly the weights the file lists (engine::read(path)->weight_slots());
+  /// otherwise one ValueError lists every missing and every unexpected name.
   static CompiledCallable from_mef(const std::string& path, std::map<std::string, Tensor> weights = {},
                                    std::shared_ptr<InferenceSession> session = nullptr);
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <cstring>
 #include <optional>
 #include <unordered_map>
@@ -231,7 +232,10 @@ std::string program_problem(const ElementwiseProgram& p, codegen::CpuTarget targ
         if (in.dtype != p.operand_dtypes[static_cast<size_t>(in.arg)]) return at + "a load of another dtype than its operand";
         break;
       case Instr::Kind::imm:
-        if (in.arg < -1 || in.arg >= p.table_slots)
+        // A planned program reads every constant from its step's table (its
+        // bits checked against the graph's constants on read); a value in
+        // the instruction itself (slot -1) would be baked into the code unchecked.
+        if (in.arg < 0 || in.arg >= p.table_slots)
           return at + "reads constant slot " + std::to_string(in.arg) + " of " + std::to_string(p.table_slots);
         break;
       case Instr::Kind::op: {
@@ -445,6 +449,7 @@ class PlanReader {
     c_.bad_at(at, "step " + std::to_string(k) + ": " + msg);
   }
   size_t step_ = 0;
+  std::vector<std::pair<int32_t, int32_t>> made_;  // fused_part's instruction check: (value, register)
 };
 
 void PlanReader::gemm_part(PlanStep& s, size_t at) {
@@ -503,6 +508,86 @@ void PlanReader::fused_part(PlanStep& s, size_t at, bool loop) {
   const uint32_t ng = c_.count("a step's fused node count", 4);
   s.group_nodes.resize(ng);
   for (int32_t& n : s.group_nodes) n = get_node(c_, nn_, "a fused node");
+  // The program is checked against the graph: its op instructions are the
+  // fused elementwise nodes' ops, in order (one per node, as the lowering
+  // writes them: jit/cpu_lowering.cpp, build_fused_step), each with the
+  // node's attributes and result dtype, reading what the node reads: a
+  // loaded operand that is the node's input value, a table constant with the
+  // bits of the graph's one-element constant it reads, or the register of
+  // the fused node that made it. So a program or a constant edited in the
+  // file (its checksums recomputed) is refused instead of computing what the
+  // graph does not say. One pass, no allocation per step (the reader's time
+  // is budgeted: bench_export's BM_read_1000_code_plan).
+  {
+    std::vector<std::pair<int32_t, int32_t>>& made = made_;  // (value, register) of the nodes met
+    made.clear();
+    size_t next = 0;
+    auto next_op = [&]() -> int32_t {
+      while (next < p.code.size() && p.code[next].kind != Instr::Kind::op) ++next;
+      return next < p.code.size() ? static_cast<int32_t>(next++) : -1;
+    };
+    for (int32_t ni : s.group_nodes) {
+      const Node& n = g_.node(static_cast<size_t>(ni));
+      if (n.kind != NodeKind::op) continue;
+      const OpCategory cat = op_info(n.op).category;
+      if (cat != OpCategory::Unary && cat != OpCategory::Binary && cat != OpCategory::Ternary) continue;  // a GEMM, a column sum
+      const int32_t r = next_op();
+      auto who = [&] { return "fused node " + std::to_string(ni) + " (" + std::string(op_name(n.op)) + ")"; };
+      if (r < 0) bad_step(at, step_, "the program has no instruction for " + who());
+      const Instr& in = p.code[static_cast<size_t>(r)];
+      if (in.op != n.op || !(in.attrs == n.attrs) || in.dtype != g_.type(n.outputs[0]).dtype)
+        bad_step(at, step_, "instruction " + std::to_string(r) + " (" + std::string(op_name(in.op)) +
+                                ") is not " + who() + " with its attributes and dtype");
+      const int32_t regs[3] = {in.a, in.b, in.c};
+      for (size_t k = 0; k < n.inputs.size() && k < 3; ++k) {
+        const int32_t v = n.inputs[k], reg = regs[k];
+        bool ok = reg >= 0 && reg < r;
+        if (ok) {
+          const Instr& src = p.code[static_cast<size_t>(reg)];
+          switch (src.kind) {
+            case Instr::Kind::load: ok = s.operands[static_cast<size_t>(src.arg)] == v; break;
+            case Instr::Kind::imm: {
+              const Node& prod = g_.node(static_cast<size_t>(g_.producer(v)));
+              if (prod.kind != NodeKind::constant || !g_.type(v).shape.empty()) {
+                ok = false;
+                break;
+              }
+              uint64_t bits = 0;
+              std::memcpy(&bits, prod.data.data_ptr(), size_of(g_.type(v).dtype));
+              const uint64_t got = s.imm_table[static_cast<size_t>(src.arg)];
+              if (got != bits) {
+                char want_s[24], got_s[24];
+                std::snprintf(want_s, sizeof want_s, "0x%llx", static_cast<unsigned long long>(bits));
+                std::snprintf(got_s, sizeof got_s, "0x%llx", static_cast<unsigned long long>(got));
+                bad_step(at, step_, "table constant " + std::to_string(src.arg) + " is " + got_s + ", but " + who() +
+                                        " reads the graph's constant %" + std::to_string(v) + " (" +
+                                        g_.type(v).str() + ") with the bits " + want_s);
+              }
+              break;
+            }
+            case Instr::Kind::op:
+              ok = std::find(made.begin(), made.end(), std::make_pair(v, reg)) != made.end();
+              break;
+            case Instr::Kind::store: ok = false; break;
+          }
+        }
+        if (!ok)
+          bad_step(at, step_, "instruction " + std::to_string(r) + " input " + std::to_string(k) +
+                                  " does not read what " + who() + " reads (value %" + std::to_string(v) + ")");
+      }
+      made.emplace_back(n.outputs[0], r);
+    }
+    if (next_op() >= 0) bad_step(at, step_, "the program has more op instructions than the step's fused nodes");
+    // each output is stored from the register of the fused node that makes it
+    for (size_t i = 0; i < p.code.size(); ++i) {
+      const Instr& st = p.code[i];
+      if (st.kind != Instr::Kind::store) continue;
+      const int32_t v = s.operands[static_cast<size_t>(st.arg)];
+      if (std::find(made.begin(), made.end(), std::make_pair(v, st.a)) == made.end())
+        bad_step(at, step_, "instruction " + std::to_string(i) + " stores output " + std::to_string(st.arg) +
+                                " (value %" + std::to_string(v) + ") from a register no fused node making it wrote");
+    }
+  }
   for (size_t k = 0; k < nops; ++k)
     if (g_.type(s.operands[k]).dtype != p.operand_dtypes[k])
       bad_step(at, step_, "operand " + std::to_string(k) + " (value %" + std::to_string(s.operands[k]) + ") is " +

@@ -35,8 +35,16 @@
 // of a kind its node allows, programs well formed and matching their
 // operands' dtypes and broadcasting, operand counts within the kernel
 // interface, values read only after they are written, arena slots inside
-// the arena and sized for their value. A violation is a ValueError naming
-// 'PLAN', the byte offset and the field; no input makes the read crash.
+// the arena and sized for their value, and each fused step's program
+// against its fused nodes: one op instruction per elementwise node, in
+// order, with the node's op, attributes and dtype, each input read as a
+// load of the node's input value, a table constant with the bits of the
+// graph's one-element constant, or the register of the node that made it,
+// each output stored from the register of the node that makes it (a
+// program's constants come from its table only). Not checked: whether two
+// values live at once overlap in the arena (an edited offset can alias
+// them). A violation is a ValueError naming 'PLAN', the byte offset and the
+// field; no input makes the read crash.
 #pragma once
 #include <memory>
 #include <string>

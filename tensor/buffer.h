@@ -1,4 +1,4 @@
-// kiln: reference-counted, 64-byte aligned device memory.
+// kiln: reference-counted device memory (64-byte aligned when kiln allocates it).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -12,7 +12,14 @@ namespace detail { struct Storage; }
 
 /// A block of device memory shared by every tensor view over it. Copying a
 /// Buffer shares the memory (reference count); the memory is freed when the
-/// last Buffer goes. Data is 64-byte aligned. A default Buffer is empty.
+/// last Buffer goes (wrapped memory never is). Memory from allocate is
+/// 64-byte aligned; wrapped memory is where its owner put it. No kernel
+/// relies on 64-byte alignment (a view starts at any element anyway: the
+/// eager kernels and the JIT load and store unaligned, and use streaming
+/// stores only after checking the address), but element access does: a
+/// Tensor over a Buffer needs its data address to be a multiple of its
+/// dtype's size (the Tensor constructor throws ValueError otherwise). A
+/// default Buffer is empty.
 class Buffer {
  public:
   Buffer() = default;
@@ -22,7 +29,12 @@ class Buffer {
   /// backend is not built, DeviceError for an absent device or when device
   /// memory runs out, ValueError when CPU memory runs out.
   static Buffer allocate(size_t nbytes, Device device = Device::cpu());
-  /// Wraps memory owned elsewhere; `keep_alive` is held as long as the Buffer.
+  /// Wraps `nbytes` at `data` on `device`, memory owned elsewhere: kiln
+  /// never frees it (nor hands it to a pool). `keep_alive` is held as long as
+  /// the Buffer; it may be null (the caller then keeps the memory alive as
+  /// long as any tensor over it). Any address is accepted (a tensor over it
+  /// needs its dtype's alignment, see above). Throws ValueError for a null
+  /// `data` with `nbytes` > 0 (null with 0 bytes is an empty wrap).
   static Buffer wrap(void* data, size_t nbytes, Device device, std::shared_ptr<void> keep_alive);
 
   void* data() const;

@@ -132,9 +132,12 @@ Tensor where(const Tensor& cond, Scalar a, const Tensor& b);
 /// min(max(x, lo), hi); NaN in x propagates. A missing bound is no bound.
 Tensor clamp(const Tensor& x, const Tensor& lo, const Tensor& hi);
 Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi);
-/// x where !mask, value where mask (mask broadcasts to x's shape). The value
-/// takes x's dtype by Scalar's rules (ValueError for an integer out of range
-/// or a NaN/inf/out-of-range float into an integer x).
+/// x where !mask, value where mask. `mask` must have dtype bool (as in
+/// PyTorch; DTypeError naming its dtype otherwise: compare first, `m != 0`)
+/// and broadcast to x's shape (ShapeError otherwise); x may have any dtype,
+/// and the result has x's dtype and shape. The value takes x's dtype by
+/// Scalar's rules (ValueError for an integer out of range or a
+/// NaN/inf/out-of-range float into an integer x).
 Tensor masked_fill(const Tensor& x, const Tensor& mask, Scalar value);
 
 // ---- C++ operators ------------------------------------------------------------

@@ -112,6 +112,11 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi
 Tensor masked_fill(const Tensor& x, const Tensor& mask, Scalar value) {
   if (!x.defined()) throw ValueError("masked_fill: x is an undefined tensor");
   if (!mask.defined()) throw ValueError("masked_fill: mask is an undefined tensor");
+  // A bool mask only, as PyTorch's: where's "nonzero is true" read of a
+  // float mask (0.5 fills, NaN fills) would be a silent surprise here.
+  if (mask.dtype() != DType::bool_)
+    throw DTypeError("masked_fill: mask must have dtype bool, got " + std::string(name(mask.dtype())) +
+                     " (make one with a comparison, e.g. mask != 0)");
   if (broadcast_shapes(x.shape(), mask.shape(), "masked_fill") != x.shape())
     throw ShapeError("masked_fill: mask of shape " + shape_str(mask.shape()) + " does not broadcast to the input's shape " +
                      shape_str(x.shape()));

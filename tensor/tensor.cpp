@@ -1,6 +1,8 @@
 #include "tensor.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <ostream>
 
@@ -25,6 +27,16 @@ Tensor::Tensor(Buffer storage, DType dtype, Shape shape, Strides strides, int64_
   if (strides.size() != shape.size())
     throw ShapeError("Tensor: strides " + shape_str(strides) + " do not match shape " + shape_str(shape));
   int64_t n = checked_numel(shape, "Tensor");
+  // Element access needs the dtype's alignment (kernels read T* from it);
+  // kiln's own buffers are 64-byte aligned, wrapped memory may not be.
+  const size_t item = size_of(dtype);
+  if (const auto addr = reinterpret_cast<uintptr_t>(storage.data()); addr % item != 0)
+    throw ValueError("Tensor: the storage's data address 0x" + [&] {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%llx", static_cast<unsigned long long>(addr));
+      return std::string(buf);
+    }() + " is not a multiple of " + std::to_string(item) + " bytes, the alignment of dtype " +
+                     std::string(name(dtype)) + " (wrap memory aligned to the element size)");
   if (n > 0) {
     // The lowest and highest element reached must lie inside the storage.
     int64_t lo = offset, hi = offset;

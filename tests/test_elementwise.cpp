@@ -634,6 +634,15 @@ TEST_SUITE("elementwise") {
     check_values(masked_fill(x, make({0, 1}, Shape{2, 1}, DType::bool_), -1), {1, 2, 3, -1, -1, -1},
                  "masked_fill rows");
     CHECK_THROWS_AS(masked_fill(x, make({1, 0}, DType::bool_), 0), ShapeError);
+    // The mask must be bool (as PyTorch's): a float or integer mask used to be
+    // read as where's condition (0.5 and NaN filled) without a word.
+    CHECK_THROWS_WITH_AS(masked_fill(x, make({0.5, 0, 1}, DType::float32), 9),
+                         "masked_fill: mask must have dtype bool, got float32 (make one with a comparison, e.g. mask != 0)",
+                         DTypeError);
+    CHECK_THROWS_WITH_AS(masked_fill(x, make({1, 0, 1}, DType::uint8), 9), doctest::Contains("got uint8"), DTypeError);
+    CHECK_THROWS_WITH_AS(x.clone().masked_fill_(make({1, 0, 1}, DType::int64), 9), doctest::Contains("masked_fill"),
+                         DTypeError);
+    check_values(masked_fill(x, make({0.5, 0, 1}, DType::float32) != 0, 9), {9, 2, 9, 9, 5, 9}, "masked_fill mask != 0");
     CHECK_THROWS_AS(masked_fill(make({1, 2}, DType::int32), make({1, 0, 1, 0}, Shape{2, 2}, DType::bool_), 0),
                     ShapeError);
     CHECK_THROWS_WITH(where(c, make({1, 2}, DType::int32), make({1, 2, 3}, DType::int32)),

@@ -165,8 +165,42 @@ TEST_SUITE("export") {
       CompiledCallable other = CompiledCallable::from_mef(d.file("lin.mef"), w2);
       CompiledCallable ref(run.staged(), w2);
       check_same(ref(x).leaves, other(x).leaves);
+      // Strict, as load_state_dict(strict=True): every missing and every
+      // unexpected name, in one ValueError. An unexpected name used to be
+      // dropped without a word (a module whose bias the file does not read
+      // ran without it).
+      const std::string head = "from_mef '" + d.file("lin.mef") + "': the weights given do not match the file's";
       CHECK_THROWS_WITH_AS(CompiledCallable::from_mef(d.file("lin.mef")),
-                           doctest::Contains("weight 'weight' (float32[3, 4] cpu) is missing"), ValueError);
+                           (head + "; missing: 'weight' (float32[3, 4] cpu), 'bias' (float32[3] cpu) (the file lists 2 "
+                                   "weight(s): engine::read(path)->weight_slots())")
+                               .c_str(),
+                           ValueError);
+      auto extra = lin.state_dict();
+      extra["fc2.weight"] = ones({3, 3});
+      CHECK_THROWS_WITH_AS(CompiledCallable::from_mef(d.file("lin.mef"), extra),
+                           (head + "; unexpected (the file's graph reads no weight of that name): 'fc2.weight' (the "
+                                   "file lists 2 weight(s): engine::read(path)->weight_slots())")
+                               .c_str(),
+                           ValueError);
+      auto typo = lin.state_dict();
+      typo["bais"] = typo.at("bias");
+      typo.erase("bias");
+      CHECK_THROWS_WITH_AS(CompiledCallable::from_mef(d.file("lin.mef"), typo),
+                           doctest::Contains("; missing: 'bias' (float32[3] cpu); unexpected (the file's graph reads no "
+                                             "weight of that name): 'bais' ("),
+                           ValueError);
+      // from_compiled binding the weights itself is as strict (its sibling)
+      auto art = engine::read(d.file("lin.mef"));
+      const auto& sg = *art->signature();
+      CHECK_THROWS_WITH_AS(CompiledCallable::from_compiled(art, nullptr, sg.in_layouts, sg.in_tree, sg.out_layouts,
+                                                           sg.out_tree, extra),
+                           ("from_compiled: the weights given do not match the file's; unexpected (the file's graph "
+                            "reads no weight of that name): 'fc2.weight' (the file lists 2 weight(s): "
+                            "engine::read(path)->weight_slots())"),
+                           ValueError);
+      CompiledCallable same = CompiledCallable::from_compiled(art, nullptr, sg.in_layouts, sg.in_tree, sg.out_layouts,
+                                                              sg.out_tree, lin.state_dict());
+      check_same(run(x).leaves, same(x).leaves);
     }
     SUBCASE("static arguments, nested trees and stride classes are in the signature") {
       auto f = [](std::pair<Tensor, Tensor> p, int k) {

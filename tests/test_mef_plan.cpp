@@ -307,6 +307,56 @@ TEST_SUITE("mef plan") {
     CHECK(engine::read(f.path.string())->plan().read_note() == "");
   }
 
+  TEST_CASE("a PLAN whose constant table or instructions were edited (checksums recomputed) is refused, naming PLAN and the field") {
+    // y = x * 2.5 + 1: the fused step reads 2.5 and 1 from its constant
+    // table. Editing 2.5 into 7 in the PLAN payload and writing the file
+    // again (mef::encode: every checksum right) used to load and compute
+    // x * 7 + 1; the table is now checked against the graph's constants.
+    CompiledCallable run = compile([](Tensor x) { return x * 2.5f + 1.0f; })(f32({4, 33}));
+    Tensor x = random::normal({4, 33});
+    mef::Contents c = contents_of(run);
+    REQUIRE_FALSE(c.plan.empty());
+    // the untouched file: restored plan, y = 2.5 x + 1 (float32 reference loop, one rounding each)
+    {
+      Read r = read(mef::encode(c));
+      CHECK(r.art->plan().read_note() == "");
+      const Tensor y = run_model(r.art, {x})[0];
+      const std::vector<float> xs = x.to_vector<float>(), ys = y.to_vector<float>();
+      for (size_t i = 0; i < xs.size(); ++i) {
+        volatile float product = xs[i] * 2.5f;  // rounded (no contraction into an fma here)
+        const float fused = std::fmaf(xs[i], 2.5f, 1.0f), rounded_twice = product + 1.0f;
+        CHECK((ys[i] == fused || ys[i] == rounded_twice));
+      }
+    }
+    uint64_t from = 0, to = 0;
+    const float f25 = 2.5f, f7 = 7.0f;
+    std::memcpy(&from, &f25, 4);
+    std::memcpy(&to, &f7, 4);
+    std::string from_b(8, '\0'), to_b(8, '\0');
+    std::memcpy(from_b.data(), &from, 8);
+    std::memcpy(to_b.data(), &to, 8);
+    const size_t at = c.plan.find(from_b);
+    REQUIRE(at != std::string::npos);
+    REQUIRE(c.plan.find(from_b, at + 1) == std::string::npos);  // the one table entry
+    c.plan.replace(at, 8, to_b);
+    const std::string e = read_error(mef::encode(c));
+    CHECK(e.find("section 'PLAN' (the execution plan) is malformed at byte ") != std::string::npos);
+    CHECK(e.find("table constant 0 is 0x40e00000, but fused node ") != std::string::npos);
+    CHECK(e.find(" (mul) reads the graph's constant %") != std::string::npos);
+    CHECK(e.find("(float32[] cpu) with the bits 0x40200000") != std::string::npos);
+    // the same for an instruction: the program's add edited into a sub
+    mef::Contents c2 = contents_of(run);
+    const std::string add_name = std::string("\x03\0\0\0", 4) + "add", sub_name = std::string("\x03\0\0\0", 4) + "sub";
+    const size_t op_at = c2.plan.find(add_name);
+    REQUIRE(op_at != std::string::npos);
+    REQUIRE(c2.plan.find(add_name, op_at + 1) == std::string::npos);
+    c2.plan.replace(op_at, add_name.size(), sub_name);
+    const std::string e2 = read_error(mef::encode(c2));
+    CHECK(e2.find("section 'PLAN' (the execution plan) is malformed at byte ") != std::string::npos);
+    CHECK(e2.find("(sub) is not fused node ") != std::string::npos);
+    CHECK(e2.find(" (add) with its attributes and dtype") != std::string::npos);
+  }
+
   TEST_CASE("each kind of damage to the PLAN section is a ValueError naming PLAN, the byte and the field") {
     // No fusion: every step an op step, so the layout's offsets are simple:
     // version, key, node and value counts, 0 programs, the step count, steps

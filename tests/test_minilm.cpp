@@ -192,7 +192,22 @@ TEST_CASE("the exported MEF, read back (and through `kiln run`) with the file's 
   if (!enc) return;
   const std::string mef = (std::filesystem::temp_directory_path() / "kiln_test_minilm.mef").string();
   const minilm::Batch b = enc->export_mef(batch_of({0, 3, 5}), mef);
-  std::map<std::string, Tensor> weights = read_safetensors(enc->files().weights);
+  const std::map<std::string, Tensor> published = read_safetensors(enc->files().weights);
+  // from_mef is strict: the published checkpoint also holds tensors the
+  // encoder does not read (nn/bert.cpp's loader skips the same ones), which
+  // it names; the weights the file lists load.
+  try {
+    (void)CompiledCallable::from_mef(mef, published);
+    FAIL("from_mef took a checkpoint with tensors the file does not list");
+  } catch (const ValueError& e) {
+    const std::string m = e.what();
+    CHECK(m.find("unexpected (the file's graph reads no weight of that name): ") != std::string::npos);
+    CHECK(m.find("'embeddings.position_ids'") != std::string::npos);
+    CHECK(m.find("'pooler.dense.weight'") != std::string::npos);
+  }
+  std::map<std::string, Tensor> weights;
+  const auto art = engine::read(mef);  // (kept: a range-for over a temporary's member would dangle)
+  for (const auto& [name, type] : art->weight_slots()) weights[name] = published.at(name);
   const CompiledCallable run = CompiledCallable::from_mef(mef, weights);
   const Tensor from_file = run(b.input_ids, b.attention_mask).tensor();
   CHECK(max_abs_diff(from_file, enc->compiled(b)) == 0);

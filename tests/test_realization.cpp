@@ -1,5 +1,7 @@
 // Realization contexts: eager, lazy and graph; sources, nesting, defaults.
 #include <atomic>
+#include <cmath>
+#include <sstream>
 #include <thread>
 
 #include "same_bits.h"
@@ -105,6 +107,7 @@ TEST_SUITE("realization") {
     std::shared_ptr<LazyRealizationContext> keep;
     {
       auto scope = lazy();
+      keep = scope.context().shared_from_this();
       Tensor a = x + 1.0f;  // shared dependency
       b = a * 2.0f;
       c = a * 3.0f;
@@ -119,9 +122,13 @@ TEST_SUITE("realization") {
     }
     CHECK_FALSE(b.is_realized());
     CHECK(b.to_vector<float>() == std::vector<float>{4.f, 6.f, 8.f});
-    // c was realized in the same run; a was computed once; the dead exp never ran.
-    CHECK(c.is_realized());
+    // c was computed in the same run (a once, b, c; the dead exp never ran)
+    // and is handed its value when read: reading it runs nothing.
+    CHECK(keep->ops_executed() == 3);
+    CHECK_FALSE(c.is_realized());
     CHECK(c.to_vector<float>() == std::vector<float>{6.f, 9.f, 12.f});
+    CHECK(c.is_realized());
+    CHECK(keep->ops_executed() == 3);
   }
 
   TEST_CASE("lazy: reading a tensor of a scope open in another thread throws; the recording thread is unaffected") {
@@ -171,6 +178,94 @@ TEST_SUITE("realization") {
     CHECK(m_result.to_vector<float>() == std::vector<float>(64, 7.f));
   }
 
+  TEST_CASE("many threads read different results of one ended lazy scope at once") {
+    // 8 threads each read their own unrealized result of the same scope
+    // (item, to_vector, data_ptr, printing, an eager op on it), while a 9th
+    // writes eagerly into an unrelated tensor (every eager write asks the
+    // live lazy scopes whether they recorded its memory). Before the fix the
+    // readers realized the scope concurrently (pending list, graph and each
+    // other's handles unlocked): SIGSEGV or wrong values. Now the scope runs
+    // once and every thread gets its value. Reference: float64 loops.
+    constexpr int kThreads = 8, kRounds = 40, kN = 256;
+    Tensor x = arange(0.0, double(kN), 1.0) * 0.01f - 1.0f;
+    const std::vector<float> xs = x.to_vector<float>();
+    Tensor other = zeros({kN});
+    for (int round = 0; round < kRounds; ++round) {
+      std::vector<Tensor> r(kThreads);
+      std::shared_ptr<LazyRealizationContext> ctx;
+      {
+        auto scope = lazy();
+        ctx = scope.context().shared_from_this();
+        Tensor shared = exp(x) + 1.0f;  // read by every result: computed once
+        for (int k = 0; k < kThreads; ++k) r[k] = sum(shared * float(k + 1));
+      }
+      // reference: sum_i (exp(x_i) + 1) * (k + 1)
+      double base = 0;
+      for (float v : xs) base += std::exp(double(v)) + 1.0;
+      std::vector<double> got(kThreads, -1);
+      std::vector<std::string> errs(kThreads);
+      std::atomic<int> ready{0};
+      std::atomic<bool> stop{false};
+      std::thread writer([&] {
+        while (!stop) other.add_(1.0f);
+      });
+      std::vector<std::thread> ts;
+      for (int k = 0; k < kThreads; ++k)
+        ts.emplace_back([&, k] {
+          ++ready;
+          while (ready < kThreads) std::this_thread::yield();  // start together
+          try {
+            switch (k % 5) {
+              case 0: got[k] = r[k].item<double>(); break;
+              case 1: got[k] = r[k].to_vector<float>().at(0); break;
+              case 2: got[k] = *static_cast<const float*>(r[k].data_ptr()); break;
+              case 3: {
+                std::ostringstream os;
+                os << r[k];
+                got[k] = (r[k] * 1.0f).item<double>();
+                if (os.str().empty()) got[k] = -2;
+                break;
+              }
+              default: got[k] = (r[k] + 0.0f).item<double>(); break;
+            }
+          } catch (const std::exception& e) {
+            errs[k] = e.what();
+          }
+        });
+      for (auto& t : ts) t.join();
+      stop = true;
+      writer.join();
+      for (int k = 0; k < kThreads; ++k) {
+        INFO("round " << round << ", thread " << k << ": " << errs[k]);
+        CHECK(errs[k].empty());
+        CHECK(got[k] == doctest::Approx(base * (k + 1)).epsilon(1e-5));
+        CHECK(r[k].is_realized());
+      }
+      CHECK(ctx->ops_executed() == 2 + 2 * kThreads);  // exp, add once; mul, sum per result
+    }
+  }
+
+  TEST_CASE("lazy: an ended scope's results read after it is opened again are its values") {
+    // Reading one result parks the other's value; opening the context again
+    // (ops may record against the results) hands it over first.
+    auto ctx = std::make_shared<LazyRealizationContext>();
+    Tensor a, b, c;
+    {
+      RealizationScope s(*ctx);
+      a = tensor({1.f, 2.f}) * 2.0f;
+      b = tensor({1.f, 2.f}) * 3.0f;
+    }
+    CHECK(a.to_vector<float>() == std::vector<float>{2.f, 4.f});
+    CHECK_FALSE(b.is_realized());
+    {
+      RealizationScope s(*ctx);
+      CHECK(b.is_realized());
+      c = b + 1.0f;
+    }
+    CHECK(c.to_vector<float>() == std::vector<float>{4.f, 7.f});
+    CHECK(b.to_vector<float>() == std::vector<float>{3.f, 6.f});
+  }
+
   TEST_CASE("lazy: shared dependency computed once, dead tensors dropped (counted)") {
     Tensor x = tensor({1.f, 2.f});
     auto ctx = std::make_shared<LazyRealizationContext>();
@@ -211,9 +306,10 @@ TEST_SUITE("realization") {
     }
     CHECK_NOTHROW(ok.realize());
     CHECK(ok.is_realized());
-    CHECK(mix.is_realized());  // realized in the same run
+    CHECK_FALSE(mix.is_realized());  // computed in the same run; realized when read (below)
     CHECK(kt::same_bits(ok, ok_e));
     CHECK(kt::same_bits(mix, mix_e));
+    CHECK(mix.is_realized());
     CHECK_FALSE(bad.is_realized());
     CHECK_FALSE(dep.is_realized());
     // each read of a tensor that depends on the failing op throws its error, as eagerly
@@ -229,8 +325,21 @@ TEST_SUITE("realization") {
       bad2 = gather(ones({3}), 0, tensor({int64_t(10)}));
     }
     CHECK_THROWS_WITH_AS(bad2.realize(), eager_msg.c_str(), IndexError);
-    CHECK(ok2.is_realized());
     CHECK(ok2.to_vector<float>() == std::vector<float>{2.f, 4.f});
+    CHECK(ok2.is_realized());
+    // called directly, realize_all realizes everything it computed and throws the failure
+    Tensor ok3, bad3;
+    std::shared_ptr<LazyRealizationContext> ctx3;
+    {
+      auto scope = lazy();
+      ctx3 = scope.context().shared_from_this();
+      ok3 = tensor({1.f, 2.f}) * 3.0f;
+      bad3 = gather(ones({3}), 0, tensor({int64_t(10)}));
+    }
+    CHECK_THROWS_WITH_AS(ctx3->realize_all(), eager_msg.c_str(), IndexError);
+    CHECK(ok3.is_realized());
+    CHECK_FALSE(bad3.is_realized());
+    CHECK(ok3.to_vector<float>() == std::vector<float>{3.f, 6.f});
   }
 
   TEST_CASE("a lazy tensor used in a user graph becomes a constant there") {

@@ -393,7 +393,8 @@ TEST_SUITE("call path errors") {
     TempFile f("lin.mef");
     c.export_mef(f.path);
     const std::string missing = "from_mef '" + f.path +
-                                "': weight 'weight' (float32[3, 4] cpu) is missing from the weights given to from_mef";
+                                "': the weights given do not match the file's; missing: 'weight' (float32[3, 4] cpu), "
+                                "'bias' (float32[3] cpu)";
     CHECK_THROWS_WITH_AS(CompiledCallable::from_mef(f.path), doctest::Contains(missing.c_str()), ValueError);
     auto bad = lin.state_dict();
     bad["weight"] = zeros({4, 3});
@@ -408,7 +409,8 @@ TEST_SUITE("call path errors") {
     })(TensorLayout(DType::float32, {4}));
     TempFile fh("h.mef");
     ch.export_mef(fh.path);
-    const std::string unbound = "from_mef '" + fh.path + "': weight 'mutable.0' (float32[4] cpu) is missing";
+    const std::string unbound =
+        "from_mef '" + fh.path + "': the weights given do not match the file's; missing: 'mutable.0' (float32[4] cpu)";
     CHECK_THROWS_WITH_AS(CompiledCallable::from_mef(fh.path), doctest::Contains(unbound.c_str()), ValueError);
   }
 }

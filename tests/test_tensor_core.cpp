@@ -1,7 +1,10 @@
 // The tensor core: dtypes and promotion, 16-bit floats, Buffer, Tensor views
 // and conversions, stride classes, shape arithmetic, devices.
+#include <cstdio>
+#include <cstdlib>
 #include <sstream>
 
+#include "same_bits.h"
 #include "test_util.h"
 
 namespace {
@@ -370,5 +373,49 @@ TEST_CASE("Buffer::wrap refuses a null pointer with bytes (a tensor over it woul
                        ValueError);
   Buffer e = Buffer::wrap(nullptr, 0, Device::cpu(), nullptr);  // nothing to hold: fine
   CHECK(e.nbytes() == 0);
+}
+
+TEST_CASE("Buffer::wrap takes memory at any address; a tensor over it needs its dtype's alignment") {
+  // buffer.h said wrapped memory is 64-byte aligned, but wrap took any
+  // pointer. No kernel needs 64 bytes (views start at any element): memory
+  // 4 bytes past a 64-byte boundary computes what an aligned copy does, bit
+  // for bit, eagerly and compiled. What elements need is their own size: a
+  // float32 tensor over an odd address is refused, naming both.
+  constexpr int64_t n = 64 * 33;
+  char* block = static_cast<char*>(std::aligned_alloc(64, n * 4 + 128));
+  REQUIRE(block);
+  float* at4 = reinterpret_cast<float*>(block + 4);
+  REQUIRE(reinterpret_cast<uintptr_t>(at4) % 64 == 4);
+  for (int64_t i = 0; i < n; ++i) at4[i] = 0.001f * float(i % 997) - 0.4f;
+  {
+    Buffer w = Buffer::wrap(at4, n * 4, Device::cpu(), nullptr);
+    Tensor t(w, DType::float32, {64, 33}, {33, 1});
+    Tensor ref = t.clone();  // kiln's own, 64-byte aligned memory
+    REQUIRE(reinterpret_cast<uintptr_t>(ref.data_ptr()) % 64 == 0);
+    CHECK(kt::same_bits(exp(t) + t, exp(ref) + ref));
+    CHECK(kt::same_bits(sum(t, {0}), sum(ref, {0})));
+    CHECK(kt::same_bits(softmax(t, -1), softmax(ref, -1)));
+    CHECK(kt::same_bits(matmul(t, transpose(t, 0, 1)), matmul(ref, transpose(ref, 0, 1))));
+    CompiledCallable f = compile([](Tensor a) { return tanh(a * 2.0f) + sum(a, {1}, true); })(
+        TensorLayout(DType::float32, {64, 33}));
+    CHECK(kt::same_bits(f(t), f(ref)));
+    // an in-place write into the wrapped memory
+    t.mul_(2.0f);
+    ref.mul_(2.0f);
+    CHECK(kt::same_bits(t, ref));
+    // a float32 tensor at an address not a multiple of 4: refused, naming it
+    Buffer odd = Buffer::wrap(block + 1, 64, Device::cpu(), nullptr);
+    char hex[32];
+    std::snprintf(hex, sizeof hex, "0x%llx", static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(block + 1)));
+    CHECK_THROWS_WITH_AS(Tensor(odd, DType::float32, {4}, {1}),
+                         (std::string("Tensor: the storage's data address ") + hex +
+                          " is not a multiple of 4 bytes, the alignment of dtype float32 (wrap memory aligned to the "
+                          "element size)").c_str(),
+                         ValueError);
+    CHECK_THROWS_AS(Tensor(Buffer::wrap(block + 4, 64, Device::cpu(), nullptr), DType::int64, {2}, {1}), ValueError);
+    Tensor bytes(odd, DType::uint8, {64}, {1});  // one byte needs no alignment
+    CHECK(bytes.numel() == 64);
+  }
+  std::free(block);
 }
 }

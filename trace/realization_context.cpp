@@ -7,6 +7,7 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 
 #include "../tensor/creation.h"
 #include "../tensor/ops.h"
@@ -177,11 +178,63 @@ void detail::realize_for(const Tensor& t, const char* who) {
 }
 
 namespace {
+// What a lazy context needs for being read from several threads at once
+// (kept here, beside the list of live contexts, not in the class).
+struct LazyLock {
+  // Realization (realize_all, snapshot_sources_in, handing values over) holds it.
+  std::mutex mu;
+  // Values computed for results no thread has read yet: tensor -> (the tensor, its value).
+  struct Parked {
+    std::weak_ptr<detail::TensorImpl> tensor;
+    Tensor value;
+  };
+  std::unordered_map<const detail::TensorImpl*, Parked> parked;
+};
 // Live lazy contexts, for before_memory_write (an eager write into a buffer a
-// lazy scope recorded as a source).
+// lazy scope recorded as a source), each with its LazyLock.
 std::mutex g_lazy_mu;
-std::set<LazyRealizationContext*> g_lazy;
+std::map<LazyRealizationContext*, std::unique_ptr<LazyLock>> g_lazy;
 std::atomic<int> g_lazy_count{0};
+
+// The LazyLock of live context `c` (stable until c is destroyed).
+LazyLock& lazy_lock(const LazyRealizationContext* c) {
+  std::lock_guard<std::mutex> lock(g_lazy_mu);
+  return *g_lazy.at(const_cast<LazyRealizationContext*>(c));
+}
+
+// `p` takes the value `v` computed for it (it becomes realized).
+void hand_over(detail::TensorImpl& p, const Tensor& v) {
+  const detail::TensorImpl& r = v.impl();
+  p.storage = r.storage;
+  p.strides = r.strides;
+  p.offset = r.offset;
+  p.device = r.device;
+  p.state.reset();  // may release the last reference to the context: callers hold one
+}
+
+// Hands every parked value of `L`, context `c`'s, to its tensor (L.mu held).
+void hand_over_all(LazyLock& L, const RealizationContext* c) {
+  for (auto& [key, pk] : L.parked)
+    if (auto p = pk.tensor.lock(); p && p->state && p->state->context() == c) hand_over(*p, pk.value);
+  L.parked.clear();
+}
+
+// Hands the parked value of `t` to it (L.mu held); false when there is none.
+bool hand_over_one(LazyLock& L, const detail::TensorImpl* t) {
+  auto it = L.parked.find(t);
+  if (it == L.parked.end()) return false;
+  auto p = it->second.tensor.lock();
+  if (p.get() != t) {  // a dead tensor's entry, its address now another tensor's
+    L.parked.erase(it);
+    return false;
+  }
+  const Tensor v = std::move(it->second.value);
+  L.parked.erase(it);
+  // drop the entries of tensors that died meanwhile (and their values)
+  for (auto e = L.parked.begin(); e != L.parked.end();) e = e->second.tensor.expired() ? L.parked.erase(e) : std::next(e);
+  hand_over(*p, v);
+  return true;
+}
 }  // namespace
 
 // ---- in-place writes (tensor/mutation.cpp) -------------------------------------------------
@@ -371,7 +424,11 @@ void detail::functional_write(const Tensor& dst, const Tensor& value) {
 void detail::before_memory_write(const Buffer& b) {
   if (g_lazy_count.load(std::memory_order_acquire) == 0) return;
   std::lock_guard<std::mutex> lock(g_lazy_mu);
-  for (LazyRealizationContext* c : g_lazy) c->snapshot_sources_in(b);
+  for (auto& [c, L] : g_lazy) {
+    // Another thread may be realizing c (it holds L->mu, never g_lazy_mu).
+    std::lock_guard<std::mutex> cl(L->mu);
+    c->snapshot_sources_in(b);
+  }
 }
 
 detail::EagerGuard::EagerGuard() { push(&builtin_eager()); }
@@ -726,7 +783,7 @@ Tensor EagerRealizationContext::apply_op(OpId op, std::span<const Tensor> in, co
 // ---- Lazy -----------------------------------------------------------------------------
 LazyRealizationContext::LazyRealizationContext() : graph_(std::make_unique<Graph>("lazy")) {
   std::lock_guard<std::mutex> lock(g_lazy_mu);
-  g_lazy.insert(this);
+  g_lazy.emplace(this, std::make_unique<LazyLock>());
   g_lazy_count.store(static_cast<int>(g_lazy.size()), std::memory_order_release);
 }
 LazyRealizationContext::~LazyRealizationContext() {
@@ -761,6 +818,8 @@ std::shared_ptr<RealizationState> LazyRealizationContext::add_source(const Tenso
 }
 
 void LazyRealizationContext::snapshot_sources_in(const Buffer& b) {
+  // (Called by before_memory_write with this context's LazyLock held: an
+  // eager write on any thread lands here while another may be realizing.)
   for (auto it = sources_.begin(); it != sources_.end();) {
     const int32_t v = it->second;
     const Tensor& data = snapshots_.count(v) ? snapshots_.at(v) : graph_->node(graph_->producer(v)).data;
@@ -793,13 +852,31 @@ void LazyRealizationContext::realize_all() {
     throw RealizationError(
         "realize: the tensor belongs to a kiln::lazy() scope that is still open in another thread, which may be "
         "recording into it; read it after that scope ends, or from the thread that opened it");
-  // The states released below may hold the last reference to this context.
+  // The states released below may hold the last reference to this context
+  // (declared before the lock, so the context outlives it).
   auto self = weak_from_this().lock();
+  // Several threads may read this context's results at once (its scope has
+  // ended: open_in_other_thread above): one computes, the others wait here.
+  LazyLock& L = lazy_lock(this);
+  std::lock_guard<std::mutex> lock(L.mu);
+  const detail::TensorImpl* target = t_realize_target;
+  // A thread may write into a tensor's handle only when it reads that tensor
+  // (another thread may be reading its own result's handle meanwhile): the
+  // values of the others are parked, and handed over when they are read. All
+  // of them at once where this thread may record into the context again (it
+  // is open on this thread's stack, or the default context), and when
+  // realize_all is called directly.
+  const bool publish_all =
+      !target || std::find(t_stack.begin(), t_stack.end(), this) != t_stack.end() ||
+      g_default_raw.load(std::memory_order_acquire) == this;
+  if (publish_all) hand_over_all(L, this);
+  else if (hand_over_one(L, target)) return;  // computed by an earlier read
   Graph& g = *graph_;
   // Live tensors still waiting for a value; dead ones are simply dropped.
   std::vector<std::shared_ptr<detail::TensorImpl>> live;
   for (auto& w : pending_)
-    if (auto p = w.lock(); p && p->state && p->state->link() == link_) live.push_back(std::move(p));
+    if (auto p = w.lock(); p && p->state && p->state->link() == link_ && !L.parked.count(p.get()))
+      live.push_back(std::move(p));
   if (live.empty()) return;
   std::vector<char> need(g.num_values(), 0);
   for (auto& p : live) need[p->state->values[0].id] = 1;
@@ -860,12 +937,8 @@ void LazyRealizationContext::realize_all() {
       if (p.get() == t_realize_target) target_failure = failed[id];
       continue;
     }
-    const detail::TensorImpl& r = val[id].impl();
-    p->storage = r.storage;
-    p->strides = r.strides;
-    p->offset = r.offset;
-    p->device = r.device;
-    p->state.reset();
+    if (publish_all || p.get() == target) hand_over(*p, val[id]);
+    else L.parked[p.get()] = LazyLock::Parked{p, val[id]};
   }
   if (!still_pending.empty()) {
     // Keep the graph (and the sources, snapshots and write bookkeeping it
@@ -875,7 +948,10 @@ void LazyRealizationContext::realize_all() {
     if (!t_realize_target) std::rethrow_exception(first_failure);
     return;
   }
-  // Everything recorded so far is realized (or dead): start a fresh graph.
+  // Everything recorded so far is realized, parked (its value kept; the
+  // graph is not needed for it) or dead: start a fresh graph. (Nothing can
+  // record against a parked tensor: recording needs the context open, and
+  // opening it hands the parked values over first.)
   pending_.clear();
   sources_.clear();
   snapshots_.clear();
@@ -1282,7 +1358,16 @@ RealizationContext& current_realization_context() {
 
 bool in_graph_context() { return dynamic_cast<GraphRealizationContext*>(&current_realization_context()) != nullptr; }
 
-RealizationScope::RealizationScope(RealizationContext& ctx) : ctx_(&ctx) { push(ctx_); }
+RealizationScope::RealizationScope(RealizationContext& ctx) : ctx_(&ctx) {
+  // Re-opening an ended lazy context: ops may now record against its
+  // results, so the values kept for results not read yet go to them first.
+  if (auto* l = dynamic_cast<LazyRealizationContext*>(ctx_)) {
+    LazyLock& L = lazy_lock(l);
+    std::lock_guard<std::mutex> lock(L.mu);
+    hand_over_all(L, l);
+  }
+  push(ctx_);
+}
 RealizationScope::~RealizationScope() { pop(ctx_); }
 
 LazyScope::LazyScope() : ctx_(std::make_shared<LazyRealizationContext>()) { scope_.emplace(*ctx_); }

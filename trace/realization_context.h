@@ -141,11 +141,13 @@ class RealizationContext {
   /// True when some value of this context is marked ambiguous.
   bool has_ambiguous() const { return !ambiguous_.empty(); }
 
-  // Thread safety: a context's bookkeeping (the maps above and below) is not
-  // locked. A graph context is used only by the thread that traces into it
-  // (it is that thread's current context from construction to destruction);
-  // a lazy one by one thread at a time. Different contexts may be used by
-  // different threads at once.
+  // Thread safety: a context's recording bookkeeping (the maps above and
+  // below) is not locked. A graph context is used only by the thread that
+  // traces into it (it is that thread's current context from construction
+  // to destruction); a lazy one records on the one thread that has it open.
+  // Realizing a lazy context is locked (LazyRealizationContext::realize_all):
+  // once its scope has ended, several threads may read its results at once.
+  // Different contexts may be used by different threads at once.
 
  protected:
   /// True when a write may rebind the (non-view) value `root`: an op result
@@ -204,12 +206,33 @@ class EagerRealizationContext : public RealizationContext {
 /// Records ops; tensors realize on demand (item(), to_vector, printing,
 /// data access, realize()), all live tensors of the context together, so a
 /// shared dependency is computed once; tensors that died are dropped.
+///
+/// Threads: once the scope has ended, several threads may read its
+/// (different) unrealized results at once. The computation runs once, under
+/// the context's lock; the others wait for it and take their values. A
+/// result becomes realized (is_realized()) in the thread that reads it: the
+/// values of results no thread has read yet are kept by the context (reading
+/// one runs nothing) and handed over on first read. One unrealized tensor
+/// (a handle, or copies of it) must not be read by two threads at once: read
+/// it once first.
 class LazyRealizationContext : public RealizationContext,
                                public std::enable_shared_from_this<LazyRealizationContext> {
  public:
   LazyRealizationContext();
   ~LazyRealizationContext() override;
   Graph& graph() override { return *graph_; }
+  /// Computes every live unrealized tensor of this context (each needed op
+  /// runs once, with the eager kernels; ops no live tensor needs are
+  /// skipped). An op that fails (an index out of range, say) fails only the
+  /// tensors that depend on it: the others are computed, and those stay
+  /// unrealized (their part of the graph is kept; each read of one runs that
+  /// part again and throws the op's error). Called directly, it realizes
+  /// every tensor it computed and rethrows the first failure; called to read
+  /// one tensor (realize(), item(), ...), it throws only that tensor's
+  /// failure and hands the other values over when their tensors are read
+  /// (all at once where this context is the default one or open on this
+  /// thread; see the class comment). Throws RealizationError while this
+  /// context is current on this thread, or open (recording) on another.
   void realize_all() override;
   std::shared_ptr<RealizationState> add_source(const Tensor& t) override;
   Tensor create_unrealized(std::vector<GraphValue> values, std::optional<Device> mapping = std::nullopt) override;
