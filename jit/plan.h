@@ -21,6 +21,7 @@
 #include "elementwise_program.h"
 #include "inference_session.h"
 #include "kernel_source.h"
+#include "tensor_refs.h"
 
 namespace kiln::codegen {
 
@@ -146,8 +147,10 @@ class ExecutionPlan {
 
   /// Weight slots in the order run() expects them: (name, type).
   const std::vector<std::pair<std::string, TensorType>>& weight_slots() const { return weight_slots_; }
-  /// Runs the plan. `inputs` are contiguous tensors in graph-input order;
-  /// `weights` are contiguous tensors in weight_slots() order. Results are
+  /// Runs the plan. `inputs` are contiguous tensors in graph-input order
+  /// (an array of handles, or of their addresses: read where they are, no
+  /// handle copied); `weights` are contiguous tensors in weight_slots()
+  /// order. Nothing is checked here (the callers check). Results are
   /// written to `outputs` (resized to the output count). An output already
   /// defined on entry (contiguous, of the output's type) is the memory that
   /// output is computed into where the step allows; the caller compares
@@ -155,7 +158,7 @@ class ExecutionPlan {
   /// Other outputs get memory of their own: an output up to
   /// kReusedOutputBytes may be one an earlier call returned that the caller
   /// has since dropped entirely (no handle, no view), never one it holds.
-  void run(std::span<const Tensor> inputs, std::span<const Tensor> weights, std::vector<Tensor>& outputs) const;
+  void run(detail::TensorRefs inputs, std::span<const Tensor> weights, std::vector<Tensor>& outputs) const;
 
   const Graph& graph() const { return *graph_; }
   const std::vector<PlanStep>& steps() const { return steps_; }

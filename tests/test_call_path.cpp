@@ -172,6 +172,131 @@ TEST_SUITE("call path") {
     }
   }
 
+  TEST_CASE("struct leaves gathered by address: the argument objects themselves, in flattening order") {
+    const Tensor a = t1(1, 2), b = t1(3, 4);
+    const std::tuple<CpParams, std::pair<Tensor, Tensor>, std::array<Tensor, 2>> v{{a, b}, {b, a}, {a, b}};
+    using V = std::remove_cvref_t<decltype(v)>;
+    std::array<const Tensor*, detail::FixedTree<V>::leaves> ptrs{};
+    const Tensor** p = ptrs.data();
+    detail::FixedTree<V>::gather(v, p);
+    CHECK(p == ptrs.data() + ptrs.size());
+    CHECK(ptrs[0] == &std::get<0>(v).w);
+    CHECK(ptrs[1] == &std::get<0>(v).b);
+    CHECK(ptrs[2] == &std::get<1>(v).first);
+    CHECK(ptrs[3] == &std::get<1>(v).second);
+    CHECK(ptrs[4] == &std::get<2>(v)[0]);
+    CHECK(ptrs[5] == &std::get<2>(v)[1]);
+    CHECK(a.impl_ptr().use_count() == 4);  // a, v's three copies: nothing gathered holds one
+    // the borrowed view reads the same tensors from either form
+    const std::vector<Tensor> handles = tree_flatten(v).first;
+    const detail::TensorRefs by_addr{std::span<const Tensor* const>(ptrs)}, by_handle{handles};
+    REQUIRE(by_addr.size() == 6);
+    REQUIRE(by_handle.size() == 6);
+    for (size_t i = 0; i < 6; ++i) CHECK(by_addr[i].is_same(by_handle[i]));
+    size_t n = 0;
+    for (const Tensor& t : by_addr) CHECK(t.is_same(handles[n++]));
+    CHECK(n == 6);
+    const std::vector<Tensor> copied = by_addr.to_vector();
+    CHECK(copied[5].is_same(b));
+  }
+
+  TEST_CASE("struct arguments: a strided leaf, and a leaf of another dtype, name the leaf; the call still works after") {
+    auto f = [](CpParams p, Tensor x) { return p.w * x + p.b; };
+    const auto spec = TensorLayout(DType::float32, {2});
+    CompiledCallable run = compile(f)(CpParams{t1(0, 0), t1(0, 0)}, spec);
+    const CpParams p{t1(1, 2), t1(3, 4)};
+    // every second element of {5, 9, 6, 9}: {5, 6}, a general (strided) view
+    const Tensor strided = slice(Tensor::from_vector(std::vector<float>{5, 9, 6, 9}, {4}), 0, 0, 4, 2);
+    REQUIRE(strided.shape() == Shape{2});
+    REQUIRE_FALSE(strided.is_contiguous());
+    CHECK_THROWS_WITH_AS(run(CpParams{t1(1, 2), strided}, t1(1, 1)), doctest::Contains("argument 0.b: expected float32[2]"),
+                         ValueError);
+    CHECK_THROWS_WITH_AS(run(CpParams{t1(1, 2), strided}, t1(1, 1)), doctest::Contains("(contiguous), got float32[2]"),
+                         ValueError);
+    CHECK_THROWS_WITH_AS(run(CpParams{Tensor::from_vector(std::vector<int32_t>{1, 2}, {2}), t1(3, 4)}, t1(1, 1)),
+                         doctest::Contains("argument 0.w: expected float32[2]"), ValueError);
+    CHECK_THROWS_WITH_AS(run(p, Tensor()), doctest::Contains("argument 1: an undefined tensor"), ValueError);
+    // w*x+b = {1*10+3, 2*20+4}
+    CHECK(vals(run(p, t1(10, 20))) == std::vector<double>{13, 44});
+  }
+
+  TEST_CASE("struct arguments: one tensor passed in several places, and temporaries") {
+    auto f = [](CpParams p, Tensor x) { return std::make_tuple(p.w * x - p.b, x + 1.0f); };
+    const auto spec = TensorLayout(DType::float32, {2});
+    CompiledCallable run = compile(f)(CpParams{t1(0, 0), t1(0, 0)}, spec);
+    const Tensor a = t1(2, 3);
+    for (int i = 0; i < 2; ++i) {
+      // a*a - a = {2, 6}; a + 1 = {3, 4}
+      auto [y, z] = run(CpParams{a, a}, a).as<std::tuple<Tensor, Tensor>>();
+      CHECK(vals(y) == std::vector<double>{2, 6});
+      CHECK(vals(z) == std::vector<double>{3, 4});
+      CHECK_FALSE(may_share_memory(y, a));
+      CHECK_FALSE(may_share_memory(z, a));
+    }
+    CHECK(vals(a) == std::vector<double>{2, 3});
+    // leaves that are temporaries of the call's full expression: {1*5-3, 2*6-4}
+    CHECK(vals(std::get<0>(run(CpParams{t1(1, 2), t1(3, 4)}, t1(5, 6)).as<std::tuple<Tensor, Tensor>>())) ==
+          std::vector<double>{2, 8});
+  }
+
+  TEST_CASE("struct arguments written in place: the result is the argument, an overlap of the written leaf is refused") {
+    // w -= lr * b, returned: the result is the caller's p.w itself, as eagerly
+    auto f = [](CpParams p, Tensor lr) {
+      p.w.sub_(lr * p.b);
+      return std::make_tuple(p.w, p.b * 2.0f + lr);  // b and lr read after the write
+    };
+    const auto spec = TensorLayout(DType::float32, {2});
+    CompiledCallable run = compile(f)(CpParams{t1(0, 0), t1(0, 0)}, spec);
+    CpParams p{t1(10, 20), t1(1, 2)};
+    const Tensor lr = t1(0.5, 0.5);
+    for (int i = 1; i <= 2; ++i) {
+      auto [w, b2] = run(p, lr).as<std::tuple<Tensor, Tensor>>();
+      CHECK(w.is_same(p.w));
+      // w after i steps: {10 - 0.5 i, 20 - 1 i}; 2b + lr = {2.5, 4.5}
+      CHECK(vals(p.w) == std::vector<double>{10 - 0.5 * i, 20 - 1.0 * i});
+      CHECK(vals(b2) == std::vector<double>{2.5, 4.5});
+      CHECK_FALSE(may_share_memory(b2, p.b));
+    }
+    // p.b the same tensor as p.w: the function reads b after writing w (eagerly the new value): refused
+    const Tensor shared = t1(4, 4);
+    CHECK_THROWS_WITH_AS(run(CpParams{shared, shared}, lr),
+                         doctest::Contains("argument 0.w and argument 0.b overlap in memory"), ValueError);
+    CHECK(vals(shared) == std::vector<double>{4, 4});  // nothing written
+    // lr a view overlapping the written p.w: refused too
+    const Tensor w4 = Tensor::from_vector(std::vector<float>{1, 2, 3, 4}, {4});
+    CHECK_THROWS_AS(run(CpParams{slice(w4, 0, 0, 2), t1(1, 1)}, slice(w4, 0, 1, 3)), ValueError);
+    CHECK(vals(w4) == std::vector<double>{1, 2, 3, 4});
+  }
+
+  TEST_CASE("struct arguments: a captured tensor changed behind the call's back is an error (a view, an offset)") {
+    // captured: a view at an offset into a larger tensor, and a scalar
+    const Tensor base = Tensor::from_vector(std::vector<float>{7, 1, 2, 9}, {4});
+    const Tensor c = slice(base, 0, 1, 3);  // {1, 2}
+    auto f = [c](CpParams p) { return p.w * c + p.b * 3.0f; };
+    CompiledCallable run = compile(f)(CpParams{t1(0, 0), t1(0, 0)});
+    const CpParams p{t1(1, 1), t1(1, 2)};
+    CHECK(vals(run(p)) == std::vector<double>{4, 8});  // {1*1 + 3, 1*2 + 6}
+    // an element outside the view changes: still the same constant
+    static_cast<float*>(base.data_ptr())[3] = 5.0f;
+    CHECK(vals(run(p)) == std::vector<double>{4, 8});
+    // one inside it, written through memory (no version bump): the hash sees it
+    static_cast<float*>(base.data_ptr())[2] = 6.0f;
+    CHECK_THROWS_WITH_AS(run(p), doctest::Contains("changed since the function was traced"), ValueError);
+    static_cast<float*>(base.data_ptr())[2] = 2.0f;  // back: the call runs again
+    CHECK(vals(run(p)) == std::vector<double>{4, 8});
+    // a captured strided view (not contiguous): hashed through its elements
+    const Tensor sbase = Tensor::from_vector(std::vector<float>{1, 0, 2, 0}, {4});
+    const Tensor sc = slice(sbase, 0, 0, 4, 2);  // {1, 2}
+    REQUIRE_FALSE(sc.is_contiguous());
+    auto g = [sc](CpParams q) { return q.w * sc - q.b; };
+    CompiledCallable run2 = compile(g)(CpParams{t1(0, 0), t1(0, 0)});
+    CHECK(vals(run2(p)) == std::vector<double>{0, 0});  // {1*1 - 1, 1*2 - 2}
+    static_cast<float*>(sbase.data_ptr())[1] = 3.0f;  // between the viewed elements
+    CHECK(vals(run2(p)) == std::vector<double>{0, 0});
+    static_cast<float*>(sbase.data_ptr())[2] = 4.0f;
+    CHECK_THROWS_WITH_AS(run2(p), doctest::Contains("changed since the function was traced"), ValueError);
+  }
+
   TEST_CASE("jit's cached call on struct arguments: entries matched field by field, misses explained, errors kept") {
     // jit takes the fixed-structure path for (CpParams, Tensor): the leaves
     // gathered by type and each compared with the entry's layouts.
