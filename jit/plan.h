@@ -243,7 +243,8 @@ class ExecutionPlan {
   // pointers that do not change between calls (its program's constant
   // table; null elsewhere), and per operand slot that points at a value
   // (bind_patches_[bind_first_[k] .. bind_first_[k + 1]) for step k) the
-  // value's arena offset, or the value whose memory a call looks up.
+  // value's arena offset, or the value whose memory a call looks up: the
+  // arena slots first, the others from bind_values_first_[k] on.
   struct BindPatch {
     uint8_t slot = 0;
     bool out = false;       // written by the step
@@ -252,7 +253,11 @@ class ExecutionPlan {
   };
   std::vector<std::array<char*, kMaxFusedOperands>> bind_base_;
   std::vector<uint32_t> bind_first_;
+  std::vector<uint32_t> bind_values_first_;
   std::vector<BindPatch> bind_patches_;
+  // This plan among all plans of the run (never reused: a thread's Bound
+  // below names the plan its steps were bound for by it, not by address).
+  uint64_t id_ = 0;
   // Per value id: its bytes when a call may reuse an earlier output's memory
   // for it (CPU, 1 .. kReusedOutputBytes), else 0.
   std::vector<size_t> reusable_bytes_;
@@ -279,7 +284,13 @@ class ExecutionPlan {
   // then goes step by step). A view step that copies (a reshape of a
   // permuted value, say) runs in its place like an op step (run_view).
   struct Bound {
-    std::vector<BoundStep> steps;                          // per step; op steps: out = the planned tensor
+    // Per step; op steps: out = the planned tensor. Kept between calls on
+    // the thread with their step, constant and arena slots filled in for
+    // plan `plan_id` and the arena at `arena_data` (a call of that plan
+    // with that arena fills in only the slots of its inputs and outputs).
+    std::vector<BoundStep> steps;
+    uint64_t plan_id = 0;
+    char* arena_data = nullptr;
     std::vector<Tensor> args;                              // op steps' arguments, flattened
     std::vector<std::pair<uint32_t, uint32_t>> arg_range;  // per op step: first and count in args
     std::vector<char> run_view;                            // per step: a view step run when reached
@@ -287,11 +298,12 @@ class ExecutionPlan {
     std::vector<const Tensor*> src;                        // per value id: an input, weight or constant, else null
     bool outputs_given = false;                            // run() got memory for an output
     bool owner = false;                                    // the call owns the plan (reuses outputs)
-    void clear() {  // drops the tensors, keeps the capacity
+    void clear() {  // drops the tensors, keeps the capacity (and the steps' bindings)
       outputs_given = false;
       owner = false;
       vals.clear();
-      steps.clear();
+      for (BoundStep& s : steps)
+        if (s.out.defined()) s.out = Tensor();
       args.clear();
       arg_range.clear();
       run_view.clear();

@@ -3,6 +3,8 @@
 // gathered without a TreeDef and matched by the type's tree, results are
 // rebuilt by position; every check and error of the general path stays.
 #include <array>
+#include <cmath>
+#include <thread>
 #include <map>
 #include <string>
 #include <tuple>
@@ -10,6 +12,7 @@
 #include <vector>
 
 #include "test_util.h"
+#include "../jit/plan.h"
 
 struct CpParams {
   kiln::Tensor w, b;
@@ -295,6 +298,66 @@ TEST_SUITE("call path") {
     CHECK(vals(run2(p)) == std::vector<double>{0, 0});
     static_cast<float*>(sbase.data_ptr())[2] = 4.0f;
     CHECK_THROWS_WITH_AS(run2(p), doctest::Contains("changed since the function was traced"), ValueError);
+  }
+
+  TEST_CASE("plans called in turn on one thread, and plans made again in the same place, each run their own binding") {
+    // f: tanh(x w) w (the product tanh(x w) an intermediate in the plan's
+    // arena); g: (x w) * 2 + b. A thread keeps the last plan's binding of
+    // arena and constant slots: calls that alternate, and a plan destroyed
+    // and made again (maybe at the same address, with an arena at the same
+    // address), must each use their own.
+    auto f = [](Tensor x, Tensor w) { return matmul(tanh(matmul(x, w)), w); };
+    auto g = [](Tensor x, Tensor w, Tensor b) { return matmul(x, w) * 2.0f + b; };
+    const int64_t n = 3, k = 4;
+    std::vector<float> xv(n * k), wv(k * k), bv(k);
+    for (int64_t i = 0; i < n * k; ++i) xv[i] = 0.1f * float(i % 7) - 0.3f;
+    for (int64_t i = 0; i < k * k; ++i) wv[i] = 0.05f * float(i % 5) - 0.1f;
+    for (int64_t i = 0; i < k; ++i) bv[i] = float(i);
+    const Tensor x = Tensor::from_vector(xv, {n, k}), w = Tensor::from_vector(wv, {k, k}), b = Tensor::from_vector(bv, {k});
+    // float64 references by explicit loops
+    auto mm = [&](const std::vector<double>& a, int64_t rows) {
+      std::vector<double> r(rows * k, 0.0);
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < k; ++j)
+          for (int64_t q = 0; q < k; ++q) r[i * k + j] += a[i * k + q] * double(wv[q * k + j]);
+      return r;
+    };
+    const std::vector<double> xd(xv.begin(), xv.end());
+    std::vector<double> h = mm(xd, n);
+    for (double& v : h) v = std::tanh(v);
+    const std::vector<double> f_ref = mm(h, n);
+    std::vector<double> g_ref = mm(xd, n);
+    for (int64_t i = 0; i < n * k; ++i) g_ref[i] = g_ref[i] * 2 + double(bv[i % k]);
+    auto close = [](const Tensor& t, const std::vector<double>& want) {
+      const std::vector<double> got = t.to_vector<double>();
+      REQUIRE(got.size() == want.size());
+      for (size_t i = 0; i < got.size(); ++i)
+        if (std::abs(got[i] - want[i]) > 1e-5 * (1 + std::abs(want[i]))) return false;
+      return true;
+    };
+    const auto lx = TensorLayout(DType::float32, {n, k}), lw = TensorLayout(DType::float32, {k, k});
+    const auto lb = TensorLayout(DType::float32, {k});
+    CompiledCallable cf = compile(f)(lx, lw);
+    CompiledCallable cg = compile(g)(lx, lw, lb);
+    REQUIRE(cf.engine_model().artifact().plan().arena_bytes() > 0);
+    for (int i = 0; i < 3; ++i) {
+      CHECK(close(cf(x, w), f_ref));
+      CHECK(close(cg(x, w, b), g_ref));
+      CHECK(close(cf(x, w), f_ref));  // twice in a row: the kept binding
+      CHECK(close(cf(x, w), f_ref));
+    }
+    for (int i = 0; i < 4; ++i) {
+      CompiledCallable cf2 = compile(f)(lx, lw);
+      CHECK(close(cf2(x, w), f_ref));
+      CHECK(close(cf2(x, w), f_ref));
+      CHECK(close(cg(x, w, b), g_ref));
+    }
+    // a result holding the arena (none here), or a call from another thread: checked against the same numbers
+    std::vector<double> from_thread;
+    std::thread t([&] { from_thread = cf(x, w).tensor().to_vector<double>(); });
+    t.join();
+    CHECK(close(Tensor::from_vector(std::vector<float>(from_thread.begin(), from_thread.end()), {n, k}), f_ref));
+    CHECK(close(cf(x, w), f_ref));
   }
 
   TEST_CASE("jit's cached call on struct arguments: entries matched field by field, misses explained, errors kept") {
