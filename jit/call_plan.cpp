@@ -8,6 +8,10 @@ std::shared_ptr<const CallPlan> make_call_plan(const StagedGraph& staged, const 
   auto p = std::make_shared<CallPlan>();
   p->out_tree = std::make_shared<const TreeDef>(staged.out_tree);
   p->num_writes = staged.writes.size();
+  const auto& in_ids = optimized.input_ids();
+  p->inputs_are_graph_inputs = staged.in_layouts.size() == in_ids.size();
+  for (size_t i = 0; i < in_ids.size() && p->inputs_are_graph_inputs; ++i)
+    p->inputs_are_graph_inputs = TensorType(staged.in_layouts[i]) == optimized.type(in_ids[i]);
   if (p->num_writes == 0) return p;
   const std::vector<int32_t> w = written_results(optimized, p->num_writes);
   for (size_t i = 0; i < w.size(); ++i)

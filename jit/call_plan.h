@@ -47,6 +47,11 @@ struct CallPlan {
   size_t num_writes = 0;
   /// StagedGraph::out_tree, shared by the CallResults of every call.
   std::shared_ptr<const TreeDef> out_tree;
+  /// Whether staged.in_layouts are, one for one, the types of the graph's
+  /// inputs: then a checked call, having matched every argument against its
+  /// layout, has made engine::Model::execute's checks (count, dtype, device,
+  /// shape) and runs the plan without repeating them.
+  bool inputs_are_graph_inputs = false;
   /// A TreeDef with static storage duration (pytree_fixed.h's
   /// fixed_treedef) found equal to StagedGraph::in_tree, or null.
   mutable std::atomic<const TreeDef*> fixed_in_tree{nullptr};

@@ -76,7 +76,7 @@ inline bool layout_matches(const Tensor& t, const TensorLayout& w, bool check_st
 // ValueError when a written tensor shares memory with another the call
 // reads, or when a callable traced for identical arguments (jit) gets
 // arguments that are not. Nothing to do for a function that writes nothing.
-void check_aliasing(const CompiledCallable& c, std::span<const Tensor> args, const char* entry) {
+void check_aliasing(const CompiledCallable& c, detail::TensorRefs args, const char* entry) {
   const StagedGraph& s = c.staged();
   auto who = [&] { return std::string(entry) + " of '" + c.engine_model().artifact().graph().name() + "'"; };
   for (size_t j = 0; j < s.same_as.size() && j < args.size(); ++j)
@@ -137,7 +137,7 @@ CompiledCallable::WriteBackStats CompiledCallable::write_back_stats() const {
   return {counters_->in_place.load(), counters_->copied.load(), counters_->bytes.load()};
 }
 
-std::vector<const Tensor*> CompiledCallable::destinations(std::span<const Tensor> args) const {
+std::vector<const Tensor*> CompiledCallable::destinations(detail::TensorRefs args) const {
   std::vector<const Tensor*> d;
   for (const WriteBack& w : staged_.writes) {
     if (w.argument >= 0) {
@@ -150,17 +150,18 @@ std::vector<const Tensor*> CompiledCallable::destinations(std::span<const Tensor
   return d;
 }
 
-std::vector<Tensor> CompiledCallable::run_model(std::span<const Tensor> args) const {
+std::vector<Tensor> CompiledCallable::run_model(detail::TensorRefs args, bool checked) const {
   std::vector<Tensor> out;
   if (!staged_.writes.empty()) {
     const size_t nout = model_->artifact().graph().output_ids().size();
     const size_t first = nout - staged_.writes.size();
     const std::vector<const Tensor*> dst = destinations(args);
     // A destination sharing memory with any other argument or weight keeps
-    // the copy: the graph may read that operand after the write.
-    auto shared = [&](const Tensor& d, const Tensor* self) {
-      for (const Tensor& a : args)
-        if (&a != self && may_share_memory(a, d)) return true;
+    // the copy: the graph may read that operand after the write. (Other
+    // arguments by position: borrowed leaves may be one object, c(x, x).)
+    auto shared = [&](const Tensor& d, int32_t self) {
+      for (size_t j = 0; j < args.size(); ++j)
+        if (static_cast<int32_t>(j) != self && may_share_memory(args[j], d)) return true;
       for (const Tensor& w : model_->bound_weights())  // a mutable weight is bound as its own old value
         if (may_share_memory(w, d) && !(w.buffer() == d.buffer() && w.offset() == d.offset() && w.shape() == d.shape()))
           return true;
@@ -168,13 +169,14 @@ std::vector<Tensor> CompiledCallable::run_model(std::span<const Tensor> args) co
     };
     for (size_t k = 0; k < staged_.writes.size(); ++k) {
       const Tensor* d = dst[k];
-      if (!in_place_[k] || !d || !d->is_realized() || !d->is_contiguous() || shared(*d, d)) continue;
+      if (!in_place_[k] || !d || !d->is_realized() || !d->is_contiguous() || shared(*d, staged_.writes[k].argument))
+        continue;
       if (out.empty()) out.resize(nout);
       out[first + k] = *d;
       detail::before_memory_write(d->buffer());  // a lazy scope that recorded it keeps the old contents
     }
   }
-  model_->execute_into(args, out);
+  model_->run_into(args, out, checked && call_plan_->inputs_are_graph_inputs);
   return out;
 }
 
@@ -313,10 +315,38 @@ CompiledCallable CompiledCallable::from_mef(const std::string& path, std::map<st
   return c;
 }
 
+namespace {
+// content_hash(t), computed here without a call for the common captured
+// constant (a scalar of the function, x * 0.5f: a realized 0-d or
+// contiguous tensor in host memory), else by content_hash itself.
+inline uint64_t captured_hash(const Tensor& t) {
+  if (t.is_realized()) {
+    const detail::TensorImpl& i = t.impl();
+    if (i.storage && i.device.is_cpu()) {
+      const size_t nd = i.shape.size();
+      const int64_t* sh = i.shape.data();
+      const int64_t* st = i.strides.data();
+      int64_t numel = 1;
+      bool plain = i.strides.size() == nd;  // contiguous strides (a dimension of 1 may have any)
+      for (size_t d = nd; plain && d-- > 0;) {
+        if (sh[d] != 1 && st[d] != numel) plain = false;
+        numel *= sh[d];
+      }
+      if (plain && numel > 0) {
+        const size_t item = size_of(i.dtype);
+        return content_hash_bytes(static_cast<const unsigned char*>(i.storage.data()) + static_cast<size_t>(i.offset) * item,
+                                  static_cast<size_t>(numel) * item);
+      }
+    }
+  }
+  return content_hash(t);
+}
+}  // namespace
+
 void CompiledCallable::check_captured() const {
   for (size_t i = 0; i < staged_.captured.size(); ++i) {
     const CapturedConstant& c = staged_.captured[i];
-    if (content_hash(c.source) != c.hash)
+    if (captured_hash(c.source) != c.hash)
       throw ValueError("compiled call: captured constant " + std::to_string(i) + " (" +
                        TensorType(c.source.dtype(), c.source.shape(), c.source.device()).str() +
                        ", graph value %" + std::to_string(c.value) +
@@ -328,7 +358,7 @@ void CompiledCallable::check_captured() const {
   }
 }
 
-CallResult CompiledCallable::inline_call(GraphRealizationContext& outer, std::span<const Tensor> leaves) const {
+CallResult CompiledCallable::inline_call(GraphRealizationContext& outer, detail::TensorRefs leaves) const {
   check_captured();
   // Its captured tensors become the outer trace's captured constants, so the
   // outer compiled call checks them before each call as this one does (their
@@ -606,7 +636,7 @@ CallResult CompiledCallable::call_flat(const std::vector<Tensor>& leaves, const 
   return call_checked(leaves, tree, false);
 }
 
-CallResult CompiledCallable::call_checked(std::span<const Tensor> leaves, const TreeDef& tree, bool fixed_tree) const {
+CallResult CompiledCallable::call_checked(detail::TensorRefs leaves, const TreeDef& tree, bool fixed_tree) const {
   // Nested tracing: called while a function is traced, the compiled graph is
   // inlined into that trace (as jax.jit inside jax.jit) rather than run.
   RealizationContext& ctx = current_realization_context();
@@ -625,7 +655,7 @@ CallResult CompiledCallable::call_checked(std::span<const Tensor> leaves, const 
   if (!(fixed_tree && seen.load(std::memory_order_relaxed) == &tree)) {
     if (!(tree == staged_.in_tree)) {
       // A number for a 0-d tensor parameter: a 0-d tensor of its dtype (as jit does).
-      std::vector<Tensor> l2(leaves.begin(), leaves.end());
+      std::vector<Tensor> l2 = leaves.to_vector();
       TreeDef t2 = tree;
       if (numbers_as_tensors(staged_, l2, t2)) return call_flat(l2, t2);
       if (tree.kind == TreeDef::Kind::tuple && staged_.in_tree.kind == TreeDef::Kind::tuple &&
@@ -652,13 +682,13 @@ CallResult CompiledCallable::call_checked(std::span<const Tensor> leaves, const 
   CallResult r;
   // A result eager makes new is new here too: the compiled graph copies one
   // the optimiser reduced to an argument or weight (jit/fresh_results.h).
-  r.leaves = run_model(leaves);  // as given: op steps see eager's layouts; fused steps make operands contiguous
+  r.leaves = run_model(leaves, true);  // as given: op steps see eager's layouts; fused steps make operands contiguous
   r.tree = call_plan_->out_tree;
   if (!staged_.writes.empty()) write_back(r.leaves, leaves);
   return r;
 }
 
-void CompiledCallable::write_back(std::vector<Tensor>& results, std::span<const Tensor> args) const {
+void CompiledCallable::write_back(std::vector<Tensor>& results, detail::TensorRefs args) const {
   const size_t first = results.size() - staged_.writes.size();
   auto destination = [&](const WriteBack& w) -> const Tensor* {
     if (w.argument >= 0) return &args[static_cast<size_t>(w.argument)];

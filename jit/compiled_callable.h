@@ -34,6 +34,7 @@
 #include "../trace/stage.h"
 #include "engine.h"
 #include "inference_session.h"
+#include "tensor_refs.h"
 
 namespace kiln {
 
@@ -157,12 +158,13 @@ class CompiledCallable {
     using Sig = std::tuple<std::remove_cvref_t<Args>...>;
     if constexpr (detail::FixedTree<Sig>::value) {
       // Argument types whose tree is their type's alone (tensors, tuples and
-      // KILN_PYTREE structs of tensors): the leaves gathered in order, no
+      // KILN_PYTREE structs of tensors): the leaves' addresses gathered in
+      // order (no handle copied: the call reads them where they are), no
       // TreeDef built; the type's tree is compared with the signature once.
-      std::array<Tensor, detail::FixedTree<Sig>::leaves> leaves;
-      Tensor* p = leaves.data();
+      std::array<const Tensor*, detail::FixedTree<Sig>::leaves> leaves;
+      const Tensor** p = leaves.data();
       (detail::FixedTree<std::remove_cvref_t<Args>>::gather(args, p), ...);
-      return call_checked(leaves, detail::fixed_treedef<Sig>(), true);
+      return call_checked(std::span<const Tensor* const>(leaves), detail::fixed_treedef<Sig>(), true);
     } else {
       auto [leaves, tree] = tree_flatten(std::forward_as_tuple(args...));
       return call_flat(leaves, tree);
@@ -266,20 +268,23 @@ class CompiledCallable {
   // The checked call. `fixed_tree`: `tree` is a fixed_treedef (static
   // storage), so once found equal to the signature's its address is kept
   // and later calls with it compare one pointer.
-  CallResult call_checked(std::span<const Tensor> leaves, const TreeDef& tree, bool fixed_tree) const;
+  // The leaves are borrowed (detail::TensorRefs): handles or addresses.
+  CallResult call_checked(detail::TensorRefs leaves, const TreeDef& tree, bool fixed_tree) const;
   // Nested tracing: records this callable's (optimised) graph into `outer`.
-  CallResult inline_call(GraphRealizationContext& outer, std::span<const Tensor> leaves) const;
+  CallResult inline_call(GraphRealizationContext& outer, detail::TensorRefs leaves) const;
   StagedGraph staged_;
   std::map<std::string, Tensor> weights_;
   // In-place writes: runs the model with each write computed straight into
   // its destination where that is safe (in_place_, and the call-time checks
   // of destinations()), then write_back copies the rest.
-  std::vector<Tensor> run_model(std::span<const Tensor> args) const;
+  // `checked`: the checked call matched every argument against the
+  // signature (engine::Model's input checks are not repeated).
+  std::vector<Tensor> run_model(detail::TensorRefs args, bool checked = false) const;
   // The destination tensor of each write (null: an unbound mutable weight).
-  std::vector<const Tensor*> destinations(std::span<const Tensor> args) const;
+  std::vector<const Tensor*> destinations(detail::TensorRefs args) const;
   // Copies the trailing results (staged_.writes) not already computed in
   // place into their arguments or mutable weights; drops them from `results`.
-  void write_back(std::vector<Tensor>& results, std::span<const Tensor> args) const;
+  void write_back(std::vector<Tensor>& results, detail::TensorRefs args) const;
   void plan_in_place();
   std::vector<char> in_place_;  // per write: the plan may compute it into the destination
   struct WriteCounters;

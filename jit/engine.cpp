@@ -308,25 +308,31 @@ std::vector<Tensor> Model::execute(std::span<const Tensor> inputs) const {
 }
 
 void Model::execute_into(std::span<const Tensor> inputs, std::vector<Tensor>& out) const {
-  // No layout checks here (the fast path), but a wrong count would read past
-  // the span: one comparison keeps that an error.
+  run_into(inputs, out, false);
+}
+
+void Model::run_into(kiln::detail::TensorRefs inputs, std::vector<Tensor>& out, bool checked) const {
   const size_t want = artifact_->plan().graph().input_ids().size();
-  if (inputs.size() != want)
-    throw ValueError("execute: expected " + std::to_string(want) + " input tensors (graph order), got " +
-                     std::to_string(inputs.size()));
-  // A few compares per input (issue 11: a too-small or wrong-dtype input
-  // must not be read out of bounds or reinterpreted). A realized tensor is a
-  // view checked against its buffer, so the right shape means enough bytes.
-  for (size_t i = 0; i < want; ++i) {
-    const Tensor& t = inputs[i];
-    const InputCheck& c = input_checks_[i];
-    if (!t.defined()) bad_input(i, "a", "tensor", "an undefined one", 3);
-    if (t.dtype() != c.dtype) bad_input(i, "dtype", std::string(name(c.dtype)), std::string(name(t.dtype())), 0);
-    if (!(t.device() == c.device)) bad_input(i, "device", c.device.str(), t.device().str(), 1);
-    if (t.shape() != c.shape) bad_input(i, "shape", shape_str(c.shape), shape_str(t.shape()), 2);
+  if (!checked || inputs.size() != want) {
+    // No layout checks here (the fast path), but a wrong count would read
+    // past the span: one comparison keeps that an error.
+    if (inputs.size() != want)
+      throw ValueError("execute: expected " + std::to_string(want) + " input tensors (graph order), got " +
+                       std::to_string(inputs.size()));
+    // A few compares per input (issue 11: a too-small or wrong-dtype input
+    // must not be read out of bounds or reinterpreted). A realized tensor is a
+    // view checked against its buffer, so the right shape means enough bytes.
+    for (size_t i = 0; i < want; ++i) {
+      const Tensor& t = inputs[i];
+      const InputCheck& c = input_checks_[i];
+      if (!t.defined()) bad_input(i, "a", "tensor", "an undefined one", 3);
+      if (t.dtype() != c.dtype) bad_input(i, "dtype", std::string(name(c.dtype)), std::string(name(t.dtype())), 0);
+      if (!(t.device() == c.device)) bad_input(i, "device", c.device.str(), t.device().str(), 1);
+      if (t.shape() != c.shape) bad_input(i, "shape", shape_str(c.shape), shape_str(t.shape()), 2);
+    }
   }
   if (const codegen::CudaExecutable* c = artifact_->cuda_plan()) {
-    out = c->run(std::vector<Tensor>(inputs.begin(), inputs.end()), bound_);
+    out = c->run(inputs.to_vector(), bound_);
     return;
   }
   artifact_->plan().run(inputs, bound_, out);

@@ -13,6 +13,11 @@
 #include "../trace/graph.h"
 #include "../trace/pytree.h"
 #include "inference_session.h"
+#include "tensor_refs.h"
+
+namespace kiln {
+class CompiledCallable;
+}
 
 namespace kiln::codegen {
 class ExecutionPlan;
@@ -225,6 +230,14 @@ class Model {
   size_t num_captures() const;
 
  private:
+  friend class kiln::CompiledCallable;
+  // execute_into on borrowed inputs (handles or addresses: read where they
+  // are, no handle copied). `checked`: the caller (CompiledCallable's
+  // checked call) has matched every argument against a signature whose
+  // layouts are the graph's input types (detail::CallPlan::
+  // inputs_are_graph_inputs), so the count, dtype, device and shape checks
+  // are made and none is repeated.
+  void run_into(kiln::detail::TensorRefs inputs, std::vector<Tensor>& outputs, bool checked) const;
   std::shared_ptr<const CompiledModel> artifact_;
   std::vector<Tensor> bound_;
   /// Per graph input, what execute() checks (filled once by the constructor).

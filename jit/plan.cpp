@@ -238,7 +238,7 @@ bool ExecutionPlan::profiling() {
   return on;
 }
 
-void ExecutionPlan::run(std::span<const Tensor> inputs, std::span<const Tensor> weights,
+void ExecutionPlan::run(detail::TensorRefs inputs, std::span<const Tensor> weights,
                         std::vector<Tensor>& outputs) const {
   const bool prof = profiling();
   const uint64_t t_start = prof ? profile_ticks() : 0;

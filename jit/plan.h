@@ -21,6 +21,7 @@
 #include "elementwise_program.h"
 #include "inference_session.h"
 #include "kernel_source.h"
+#include "tensor_refs.h"
 
 namespace kiln::codegen {
 
@@ -146,8 +147,10 @@ class ExecutionPlan {
 
   /// Weight slots in the order run() expects them: (name, type).
   const std::vector<std::pair<std::string, TensorType>>& weight_slots() const { return weight_slots_; }
-  /// Runs the plan. `inputs` are contiguous tensors in graph-input order;
-  /// `weights` are contiguous tensors in weight_slots() order. Results are
+  /// Runs the plan. `inputs` are contiguous tensors in graph-input order
+  /// (an array of handles, or of their addresses: read where they are, no
+  /// handle copied); `weights` are contiguous tensors in weight_slots()
+  /// order. Nothing is checked here (the callers check). Results are
   /// written to `outputs` (resized to the output count). An output already
   /// defined on entry (contiguous, of the output's type) is the memory that
   /// output is computed into where the step allows; the caller compares
@@ -155,7 +158,7 @@ class ExecutionPlan {
   /// Other outputs get memory of their own: an output up to
   /// kReusedOutputBytes may be one an earlier call returned that the caller
   /// has since dropped entirely (no handle, no view), never one it holds.
-  void run(std::span<const Tensor> inputs, std::span<const Tensor> weights, std::vector<Tensor>& outputs) const;
+  void run(detail::TensorRefs inputs, std::span<const Tensor> weights, std::vector<Tensor>& outputs) const;
 
   const Graph& graph() const { return *graph_; }
   const std::vector<PlanStep>& steps() const { return steps_; }
@@ -240,7 +243,8 @@ class ExecutionPlan {
   // pointers that do not change between calls (its program's constant
   // table; null elsewhere), and per operand slot that points at a value
   // (bind_patches_[bind_first_[k] .. bind_first_[k + 1]) for step k) the
-  // value's arena offset, or the value whose memory a call looks up.
+  // value's arena offset, or the value whose memory a call looks up: the
+  // arena slots first, the others from bind_values_first_[k] on.
   struct BindPatch {
     uint8_t slot = 0;
     bool out = false;       // written by the step
@@ -249,7 +253,11 @@ class ExecutionPlan {
   };
   std::vector<std::array<char*, kMaxFusedOperands>> bind_base_;
   std::vector<uint32_t> bind_first_;
+  std::vector<uint32_t> bind_values_first_;
   std::vector<BindPatch> bind_patches_;
+  // This plan among all plans of the run (never reused: a thread's Bound
+  // below names the plan its steps were bound for by it, not by address).
+  uint64_t id_ = 0;
   // Per value id: its bytes when a call may reuse an earlier output's memory
   // for it (CPU, 1 .. kReusedOutputBytes), else 0.
   std::vector<size_t> reusable_bytes_;
@@ -276,7 +284,13 @@ class ExecutionPlan {
   // then goes step by step). A view step that copies (a reshape of a
   // permuted value, say) runs in its place like an op step (run_view).
   struct Bound {
-    std::vector<BoundStep> steps;                          // per step; op steps: out = the planned tensor
+    // Per step; op steps: out = the planned tensor. Kept between calls on
+    // the thread with their step, constant and arena slots filled in for
+    // plan `plan_id` and the arena at `arena_data` (a call of that plan
+    // with that arena fills in only the slots of its inputs and outputs).
+    std::vector<BoundStep> steps;
+    uint64_t plan_id = 0;
+    char* arena_data = nullptr;
     std::vector<Tensor> args;                              // op steps' arguments, flattened
     std::vector<std::pair<uint32_t, uint32_t>> arg_range;  // per op step: first and count in args
     std::vector<char> run_view;                            // per step: a view step run when reached
@@ -284,11 +298,12 @@ class ExecutionPlan {
     std::vector<const Tensor*> src;                        // per value id: an input, weight or constant, else null
     bool outputs_given = false;                            // run() got memory for an output
     bool owner = false;                                    // the call owns the plan (reuses outputs)
-    void clear() {  // drops the tensors, keeps the capacity
+    void clear() {  // drops the tensors, keeps the capacity (and the steps' bindings)
       outputs_given = false;
       owner = false;
       vals.clear();
-      steps.clear();
+      for (BoundStep& s : steps)
+        if (s.out.defined()) s.out = Tensor();
       args.clear();
       arg_range.clear();
       run_view.clear();

@@ -14,6 +14,27 @@ namespace kiln::codegen {
 
 namespace {
 bool is_view(const PlanStep& s) { return s.kind == PlanStep::Kind::op && op_info(s.op).category == OpCategory::View; }
+// is_contiguous(i.shape, i.strides) (tensor/shape.h's rule), inline.
+inline bool contiguous_impl(const detail::TensorImpl& i) {
+  const int64_t* sh = i.shape.data();
+  const int64_t* st = i.strides.data();
+  int64_t acc = 1;
+  for (size_t d = i.shape.size(); d-- > 0;) {
+    if (sh[d] == 0) return true;
+    if (sh[d] != 1 && st[d] != acc) return false;
+    acc *= sh[d];
+  }
+  return true;
+}
+// The same dimensions, inline (no memcmp call for a few of them).
+inline bool same_shape(const Shape& a, const Shape& b) {
+  const size_t n = a.size();
+  if (n != b.size()) return false;
+  for (size_t d = 0; d < n; ++d)
+    if (a[d] != b[d]) return false;
+  return true;
+}
+std::atomic<uint64_t> next_plan_id{1};
 // i.strides == contiguous_strides(i.shape), without making that vector.
 bool has_contiguous_strides(const detail::TensorImpl& i) {
   if (i.strides.size() != i.shape.size()) return false;
@@ -36,7 +57,7 @@ Tensor ExecutionPlan::output_tensor(int32_t v, const TensorType& t) const {
     // Only this holds the handle, so nothing can change it now; it must
     // still be the plain tensor this made, its memory held by nothing else.
     if (i.state || i.storage.use_count() != 1 || i.offset != 0 || i.dtype != t.dtype || !(i.device == t.device) ||
-        i.shape != t.shape || !has_contiguous_strides(i))
+        !same_shape(i.shape, t.shape) || !has_contiguous_strides(i))
       continue;
     // The caller's last accesses to it happen before this call writes it.
     std::atomic_thread_fence(std::memory_order_acquire);
@@ -58,6 +79,7 @@ Tensor ExecutionPlan::output_tensor(int32_t v, const TensorType& t) const {
 }
 
 void ExecutionPlan::init_run_tables() {
+  id_ = next_plan_id.fetch_add(1, std::memory_order_relaxed);
   const Graph& g = *graph_;
   for (const Node& n : g.nodes())
     if (n.kind == NodeKind::constant) constants_.emplace_back(n.outputs[0], &n.data);
@@ -92,6 +114,7 @@ void ExecutionPlan::init_run_tables() {
   const size_t S = steps_.size();
   bind_base_.assign(S, {});
   bind_first_.assign(S + 1, 0);
+  bind_values_first_.assign(S, 0);
   bind_patches_.clear();
   auto tag = [](int32_t v, uintptr_t w) { return reinterpret_cast<char*>((static_cast<uintptr_t>(v) << 2) | 1 | w); };
   for (size_t k = 0; k < S; ++k) {
@@ -100,6 +123,7 @@ void ExecutionPlan::init_run_tables() {
     const BoundStep b = bind_to(
         k, [&](int32_t v) { return tag(v, 0); }, [&](int32_t v) { return tag(v, 2); },
         [](int32_t) { return Tensor(); });
+    std::vector<BindPatch> values;  // (plan time)
     for (size_t j = 0; j < b.base.size(); ++j) {
       const uintptr_t x = reinterpret_cast<uintptr_t>(b.base[j]);
       if (!(x & 1)) {
@@ -111,8 +135,10 @@ void ExecutionPlan::init_run_tables() {
       p.out = (x & 2) != 0;
       p.value = static_cast<int32_t>(x >> 2);
       p.arena_offset = arena_offset_[static_cast<size_t>(p.value)];
-      bind_patches_.push_back(p);
+      (p.arena_offset >= 0 ? bind_patches_ : values).push_back(p);
     }
+    bind_values_first_[k] = static_cast<uint32_t>(bind_patches_.size());
+    bind_patches_.insert(bind_patches_.end(), values.begin(), values.end());
   }
   bind_first_[S] = static_cast<uint32_t>(bind_patches_.size());
 }
@@ -132,7 +158,6 @@ bool ExecutionPlan::bind_all(Bound& b, const Buffer& arena) const {
   std::vector<Tensor>& vals = b.vals;
   const std::vector<const Tensor*>& src = b.src;
   const size_t S = steps_.size();
-  b.steps.resize(S);
   b.arg_range.assign(S, {0, 0});
   b.run_view.assign(S, 0);
   char* const arena_data = arena_bytes_ ? static_cast<char*>(arena.data()) : nullptr;
@@ -153,7 +178,7 @@ bool ExecutionPlan::bind_all(Bound& b, const Buffer& arena) const {
   auto in = [&](int32_t v) -> char* {
     if (arena_offset_[v] >= 0) return arena_data + arena_offset_[v];
     const Tensor& t = src[v] ? *src[v] : vals[v];
-    if (t.defined() && t.is_realized() && is_contiguous(t.impl().shape, t.impl().strides)) return memory(t.impl());
+    if (t.defined() && t.is_realized() && contiguous_impl(t.impl())) return memory(t.impl());
     if (!t.is_contiguous()) strided = true;  // bind() would copy data not computed yet
     return static_cast<char*>(t.data_ptr());
   };
@@ -162,16 +187,30 @@ bool ExecutionPlan::bind_all(Bound& b, const Buffer& arena) const {
     const Tensor& t = value(v);
     return t.is_realized() ? memory(t.impl()) : static_cast<char*>(t.data_ptr());
   };
+  if (b.plan_id != id_ || b.arena_data != arena_data || b.steps.size() != S) {
+    // The thread's last call ran another plan, or another arena: the
+    // binding made once (init_run_tables) copied in, its arena slots filled.
+    b.plan_id = 0;
+    b.steps.assign(S, BoundStep{});
+    for (size_t k = 0; k < S; ++k) {
+      BoundStep& bs = b.steps[k];
+      bs.step = &steps_[k];
+      if (steps_[k].kind == PlanStep::Kind::op) continue;
+      bs.base = bind_base_[k];
+      for (uint32_t i = bind_first_[k]; i < bind_values_first_[k]; ++i)
+        bs.base[bind_patches_[i].slot] = arena_data + bind_patches_[i].arena_offset;
+    }
+    b.plan_id = id_;
+    b.arena_data = arena_data;
+  }
   for (size_t k = 0; k < S; ++k) {
     const PlanStep& s = steps_[k];
     if (s.kind != PlanStep::Kind::op) {
-      // The binding made once (init_run_tables), its value slots filled in.
+      // The slots of the call's inputs and outputs filled in.
       BoundStep& bs = b.steps[k];
-      bs.step = &s;
-      bs.base = bind_base_[k];
-      for (uint32_t i = bind_first_[k]; i < bind_first_[k + 1]; ++i) {
+      for (uint32_t i = bind_values_first_[k]; i < bind_first_[k + 1]; ++i) {
         const BindPatch& p = bind_patches_[i];
-        bs.base[p.slot] = p.arena_offset >= 0 ? arena_data + p.arena_offset : p.out ? out(p.value) : in(p.value);
+        bs.base[p.slot] = p.out ? out(p.value) : in(p.value);
       }
       if (s.kind == PlanStep::Kind::fused && s.reduce_operand >= 0) bs.out = value(s.reduce_output);  // as bind_to
       if (strided) return false;

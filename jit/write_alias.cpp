@@ -11,7 +11,7 @@ bool identical_tensors(const Tensor& a, const Tensor& b) {
          a.dtype() == b.dtype() && a.shape() == b.shape() && a.strides() == b.strides();
 }
 
-std::optional<WriteAlias> find_write_alias(std::span<const Tensor> args, const std::vector<WriteBack>& writes,
+std::optional<WriteAlias> find_write_alias(TensorRefs args, const std::vector<WriteBack>& writes,
                                            const std::vector<WriteReads>& reads, const std::vector<int32_t>& same_as,
                                            const std::map<std::string, Tensor>& weights,
                                            const std::vector<CapturedConstant>& captured) {

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "../trace/stage.h"
+#include "tensor_refs.h"
 
 namespace kiln::detail {
 
@@ -44,7 +45,7 @@ struct WriteAlias {
 /// same tensor, `same_as`), the captured constants and the weights; for a
 /// written mutable weight, the arguments. nullopt when none; `writes` empty
 /// costs nothing.
-std::optional<WriteAlias> find_write_alias(std::span<const Tensor> args, const std::vector<WriteBack>& writes,
+std::optional<WriteAlias> find_write_alias(TensorRefs args, const std::vector<WriteBack>& writes,
                                            const std::vector<WriteReads>& reads, const std::vector<int32_t>& same_as,
                                            const std::map<std::string, Tensor>& weights,
                                            const std::vector<CapturedConstant>& captured);

@@ -9,7 +9,9 @@
 // whole run), the tensor leaves are gathered without building a TreeDef or
 // any path string, and a result is rebuilt from its leaves by position
 // (rebuild(p): p a `const Tensor*` copies the leaves, a `Tensor*` moves
-// them out).
+// them out). gather(v, out) writes the leaves to `out`: a `Tensor*` gets
+// copies of the handles, a `const Tensor**` their addresses in `v` (no
+// handle copied: a compiled call reads its arguments where they are).
 // This is what keeps a compiled call on struct arguments (a training step's
 // parameters and momenta) free of per-call allocation and string work; the
 // general pytree.h path stays for every other type and for error messages.
@@ -34,6 +36,7 @@ struct FixedTree<Tensor> : std::true_type {
   static constexpr size_t leaves = 1;
   static void build(TreeDef& d) { d.kind = TreeDef::Kind::leaf; }
   static void gather(const Tensor& v, Tensor*& out) { *out++ = v; }
+  static void gather(const Tensor& v, const Tensor**& out) { *out++ = &v; }
   // P: const Tensor* (the leaves copied) or Tensor* (moved out)
   template <class P> static Tensor rebuild(P& in) { return std::move(*in++); }
 };
@@ -48,7 +51,8 @@ struct FixedTree<std::tuple<Ts...>> : std::bool_constant<(FixedTree<std::remove_
     [[maybe_unused]] size_t i = 0;
     ((FixedTree<std::remove_cvref_t<Ts>>::build(d.children[i++])), ...);
   }
-  static void gather(const T& v, Tensor*& out) {
+  template <class Out>
+  static void gather(const T& v, Out*& out) {
     std::apply([&](const auto&... e) { (FixedTree<std::remove_cvref_t<decltype(e)>>::gather(e, out), ...); }, v);
   }
   template <class P> static T rebuild(P& in) {  // braced initialisation runs left to right
@@ -60,7 +64,8 @@ template <class A, class B>
 struct FixedTree<std::pair<A, B>> : std::bool_constant<FixedTree<A>::value && FixedTree<B>::value> {
   static constexpr size_t leaves = FixedTree<A>::leaves + FixedTree<B>::leaves;
   static void build(TreeDef& d) { FixedTree<std::tuple<A, B>>::build(d); }
-  static void gather(const std::pair<A, B>& v, Tensor*& out) {
+  template <class Out>
+  static void gather(const std::pair<A, B>& v, Out*& out) {
     FixedTree<A>::gather(v.first, out);
     FixedTree<B>::gather(v.second, out);
   }
@@ -78,7 +83,8 @@ struct FixedTree<std::array<E, N>> : std::bool_constant<FixedTree<E>::value> {
     d.children.resize(N);
     for (auto& c : d.children) FixedTree<E>::build(c);
   }
-  static void gather(const std::array<E, N>& v, Tensor*& out) {
+  template <class Out>
+  static void gather(const std::array<E, N>& v, Out*& out) {
     for (const E& e : v) FixedTree<E>::gather(e, out);
   }
   template <class P> static std::array<E, N> rebuild(P& in) {
@@ -118,7 +124,8 @@ struct FixedTree<T> {
         },
         PyTreeFields<T>::fields());
   }
-  static void gather(const T& v, Tensor*& out) {
+  template <class Out>
+  static void gather(const T& v, Out*& out) {
     std::apply([&](auto... f) { (FixedTree<std::remove_cvref_t<decltype(v.*(f.second))>>::gather(v.*(f.second), out), ...); },
                PyTreeFields<T>::fields());
   }

@@ -34,15 +34,7 @@ uint64_t content_hash(const Tensor& t) {
     p = static_cast<const unsigned char*>(c.data_ptr());
     n = static_cast<size_t>(c.numel()) * c.itemsize();
   }
-  uint64_t h = 1469598103934665603ull;
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t w;
-    std::memcpy(&w, p + i, 8);
-    h = (h ^ w) * 1099511628211ull;
-  }
-  for (; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return h ^ n;
+  return content_hash_bytes(p, n);
 }
 
 }  // namespace kiln

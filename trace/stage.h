@@ -26,6 +26,20 @@ struct CapturedConstant {
 };
 /// 64-bit content hash (FNV-1a over 8-byte words) of a tensor's elements.
 uint64_t content_hash(const Tensor& t);
+/// content_hash of `n` bytes of contiguous elements at `p` (what
+/// content_hash computes once it has the tensor's bytes in order; inline, so
+/// a compiled call checks a captured scalar without a call).
+inline uint64_t content_hash_bytes(const unsigned char* p, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    __builtin_memcpy(&w, p + i, 8);
+    h = (h ^ w) * 1099511628211ull;
+  }
+  for (; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h ^ n;
+}
 
 /// What a traced function reads, in eager order, after it first writes one
 /// destination (StagedGraph::writes): the tensors that, sharing memory with
