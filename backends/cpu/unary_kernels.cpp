@@ -168,8 +168,11 @@ void unary_block(const C* __restrict x, O* __restrict y, int64_t m) {
 /// interleave with the loads and the arithmetic instead of arriving in
 /// bursts of a whole block behind its compute (16M float32, 2 threads, this
 /// project's VM: exp on AVX2 3.86 -> 3.50 ms, on AVX-512 2.99 -> 2.47 ms,
-/// min of 30 interleaved runs, kernel calls alone). False when F has no
-/// generated kernel on this target (the caller streams its own way).
+/// min of 30 interleaved runs, kernel calls alone). With the AVX2 prefetch
+/// (emitter.cpp), bench_ops' BM_kiln_exp_16M/2 over BM_copy_loop/2 went
+/// 1.47x -> 1.09x on AVX2 and 0.95x -> 0.76x on AVX-512 (tanh 1.28x -> 1.20x,
+/// 1.11x -> 0.91x; 2026-12-05, load 2). False when F has no generated kernel
+/// on this target (the caller streams its own way).
 template <class F>
 bool stream_vmath(const float* x, float* y, int64_t n) {
   if constexpr (kVmathRow<F> == OpId::Cast) {
