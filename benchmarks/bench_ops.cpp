@@ -80,8 +80,8 @@ void BM_kiln_ew(benchmark::State& st) {
 BENCHMARK_TEMPLATE(BM_kiln_ew, 0)->Name("BM_kiln_add_16M")->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_TEMPLATE(BM_kiln_ew, 1)->Name("BM_kiln_mul_16M")->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_TEMPLATE(BM_kiln_ew, 2)->Name("BM_kiln_neg_16M")->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
-BENCHMARK_TEMPLATE(BM_kiln_ew, 3)->Name("BM_kiln_exp_16M")->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
-BENCHMARK_TEMPLATE(BM_kiln_ew, 4)->Name("BM_kiln_tanh_16M")->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_TEMPLATE(BM_kiln_ew, 3)->Name("BM_kiln_exp_16M")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_TEMPLATE(BM_kiln_ew, 4)->Name("BM_kiln_tanh_16M")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_TEMPLATE(BM_kiln_ew, 5)->Name("BM_kiln_sqrt_16M")->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 // ---- matmul ---------------------------------------------------------------------------------------

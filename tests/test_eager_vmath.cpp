@@ -1,6 +1,6 @@
 // Eager float32 exp runs the code generator's vector math
-// (backends/cpu/jit/unary_vmath.h) on every CPU target, tanh on the AVX-512
-// target (Eigen's below): checked here against
+// (backends/cpu/jit/unary_vmath.h) on every CPU target, tanh on the AVX2
+// and AVX-512 targets (Eigen's on SSE2): checked here against
 // a float64 reference (std::exp / std::tanh in double) on edge inputs (NaN,
 // +-inf, +-0, subnormals, exp's overflow and underflow bounds, tanh's
 // saturation), on runs whose length is no multiple of the vector width, for
@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "../backends/cpu/jit/unary_vmath.h"
+#include "../backends/cpu/stream_store.h"
 #include "../jit/elementwise_program.h"
 #include "test_util.h"
 #include "ulp_env.h"
@@ -78,6 +80,30 @@ std::vector<float> edge_inputs(size_t len) {
 
 Tensor f32(const std::vector<float>& v) { return Tensor::from_vector(v, {int64_t(v.size())}); }
 
+/// Inputs around the bounds of exp's AVX2/SSE2 fast path (every lane's
+/// k = round(x log2e) in [-125, 127], vmath.cpp: exp_fast_path): x = k ln2
+/// +- a little for k = -127..-123 and 125..129 (so vectors hold lanes on
+/// both sides), and the same for -x (exp's negated form is not used here,
+/// but tanh's reduction runs on -2|x|).
+std::vector<float> fast_path_bounds() {
+  std::vector<float> v;
+  for (int k : {-127, -126, -125, -124, -123, 125, 126, 127, 128, 129})
+    for (double d : {-0.5, -0.49, -0.2, 0.0, 0.2, 0.49, 0.5}) {
+      const float x = float((k + d) * 0.69314718055994530942);
+      v.push_back(x);
+      v.push_back(std::nextafter(x, 0.0f));
+      v.push_back(-x);
+    }
+  return v;
+}
+
+/// fn(ptrs = {y, x}, n) of a cached_unary_vmath kernel.
+void run_kernel(codegen::InnerLoopFn fn, float* y, const float* x, int64_t n) {
+  char* p[2] = {reinterpret_cast<char*>(y), reinterpret_cast<char*>(const_cast<float*>(x))};
+  const int64_t st[2] = {4, 4};
+  fn(p, st, n);
+}
+
 }  // namespace
 
 TEST_SUITE("eager_vmath") {
@@ -89,8 +115,8 @@ TEST_SUITE("eager_vmath") {
       CAPTURE(tn);
       for (OpId op : {OpId::Exp, OpId::Tanh}) {
         CAPTURE(op_name(op));
-        // vmath_alg.h's bounds; below AVX-512 eager tanh is Eigen's (ref_ops.h: <= 6 ulp measured)
-        const bool generated = op == OpId::Exp || t == CpuTarget::avx512;
+        // vmath_alg.h's bounds; on SSE2 eager tanh is Eigen's (ref_ops.h: <= 6 ulp measured)
+        const bool generated = op == OpId::Exp || t != CpuTarget::sse2;
         const double bound = op == OpId::Exp ? 2.0 : generated ? 4.0 : 6.0;
         const Tensor y = op == OpId::Exp ? kiln::exp(f32(xs)) : kiln::tanh(f32(xs));
         REQUIRE(y.dtype() == DType::float32);
@@ -201,8 +227,8 @@ TEST_SUITE("eager_vmath") {
       CAPTURE(op_name(op));
       auto f = [op](Tensor a) { return op == OpId::Exp ? kiln::exp(a) : kiln::tanh(a); };
       const Tensor eager = f(x);
-      // below AVX-512 eager tanh is Eigen's: only the strict compile runs it
-      const bool generated = op == OpId::Exp || codegen::detect_cpu_target() == CpuTarget::avx512;
+      // on SSE2 eager tanh is Eigen's: only the strict compile runs it
+      const bool generated = op == OpId::Exp || codegen::detect_cpu_target() != CpuTarget::sse2;
       const Tensor compiled = compile(f)(x.layout())(x).tensor();
       CompileOptions so;
       so.session = std::make_shared<InferenceSession>(KernelOptions{.strict = true});
@@ -214,6 +240,94 @@ TEST_SUITE("eager_vmath") {
       }
       if (generated) CHECK(dc == 0);
       CHECK(ds == 0);
+    }
+  }
+
+  TEST_CASE("streaming-store kernels of exp and tanh: the plain kernel's bits, float64 bounds, every target") {
+    // Eager exp/tanh on outputs of ew::kStreamMinBytes and more run
+    // cached_unary_vmath(op, streaming = true): the same generated code with
+    // non-temporal stores on runs of >= kStreamMinElements with a 64-byte
+    // aligned output. Checked here: edge inputs, lanes straddling exp's
+    // fast-path bounds, run lengths below, at and above the streaming
+    // threshold and no multiple of the vector width, outputs at every
+    // alignment 0..15 floats past a 64-byte boundary (guards around them
+    // untouched), in place; then eager on a streamed output.
+    std::vector<float> xs = edge_inputs(3 * 4096 + 77);
+    const std::vector<float> fb = fast_path_bounds();
+    for (size_t i = 0; i < fb.size(); ++i) xs[100 + 37 * i] = fb[i];  // scattered: vectors mix both sides
+    const int64_t n_all = int64_t(xs.size());
+    for (CpuTarget t : targets()) {
+      EnvTarget env(codegen::cpu_target_name(t));
+      const std::string tn = codegen::cpu_target_name(t);
+      CAPTURE(tn);
+      for (OpId op : {OpId::Exp, OpId::Tanh}) {
+        CAPTURE(op_name(op));
+        const codegen::InnerLoopFn plain = codegen::cached_unary_vmath(op);
+        const codegen::InnerLoopFn strm = codegen::cached_unary_vmath(op, /*streaming=*/true);
+        if (op == OpId::Tanh && t == CpuTarget::sse2) {  // Eigen's tanh there
+          const bool neither = plain == nullptr && strm == nullptr;
+          CHECK(neither);
+          continue;
+        }
+        const bool both = plain != nullptr && strm != nullptr, distinct = strm != plain;
+        REQUIRE(both);
+        CHECK(distinct);
+        // the plain kernel's values against float64
+        std::vector<float> want(xs.size());
+        run_kernel(plain, want.data(), xs.data(), n_all);
+        const double bound = op == OpId::Exp ? 2.0 : 4.0;
+        int bad = 0;
+        for (size_t i = 0; i < xs.size(); ++i) {
+          const double ref = op == OpId::Exp ? std::exp(double(xs[i])) : std::tanh(double(xs[i]));
+          const double e = ulp_error(want[i], ref);
+          if (e > bound && bad++ < 5)
+            FAIL_CHECK(op_name(op) << "(" << xs[i] << ") = " << want[i] << ", float64 " << ref << ": " << e << " ulp");
+        }
+        CHECK(bad == 0);
+        // the streaming kernel: the same bits at every length and alignment
+        const Tensor buf = Tensor::empty({n_all + 64}, DType::float32);  // 64-byte aligned (allocator)
+        float* const b = buf.data<float>();
+        REQUIRE(reinterpret_cast<uintptr_t>(b) % 64 == 0);
+        const float guard = -12345.5f;
+        for (int64_t n : {int64_t(1), int64_t(7), int64_t(4095), int64_t(4096), int64_t(4097), int64_t(4096 + 13),
+                          int64_t(2 * 4096 + 8), n_all - 16})
+          for (int64_t off : {0, 1, 5, 8, 15, 16}) {
+            CAPTURE(n);
+            CAPTURE(off);
+            const int64_t x0 = n == n_all - 16 ? 16 - (off & 1) : 0;  // input misaligned against the output too
+            std::fill(b, b + n_all + 64, guard);
+            run_kernel(strm, b + off, xs.data() + x0, n);
+            int diff = 0, touched = 0;
+            for (int64_t i = 0; i < n; ++i) diff += !same(b[off + i], want[size_t(x0 + i)]);
+            for (int64_t i = 0; i < off; ++i) touched += b[i] != guard;
+            for (int64_t i = off + n; i < n_all + 64; ++i) touched += b[i] != guard;
+            CHECK(diff == 0);
+            CHECK(touched == 0);
+          }
+        // in place (y == x), streamed
+        {
+          std::copy(xs.begin(), xs.end(), b);
+          run_kernel(strm, b, b, n_all);
+          int diff = 0;
+          for (int64_t i = 0; i < n_all; ++i) diff += !same(b[i], want[size_t(i)]);
+          CHECK(diff == 0);
+        }
+        // eager on an output above the streaming threshold (two threads):
+        // the plain kernel's bits, so those of compiled code on this target
+        {
+          const int64_t n = cpu::ew::kStreamMinBytes / 4 + 19;
+          std::vector<float> big(static_cast<size_t>(n));
+          for (int64_t i = 0; i < n; ++i) big[size_t(i)] = xs[size_t(i % n_all)];
+          const Tensor bx = f32(big);
+          const int before = omp_get_max_threads();
+          omp_set_num_threads(2);
+          const Tensor y = op == OpId::Exp ? kiln::exp(bx) : kiln::tanh(bx);
+          omp_set_num_threads(before);
+          int64_t diff = 0;
+          for (int64_t i = 0; i < n; ++i) diff += !same(y.data<float>()[i], want[size_t(i % n_all)]);
+          CHECK(diff == 0);
+        }
+      }
     }
   }
 
