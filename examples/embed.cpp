@@ -110,6 +110,9 @@ Options parse_args(int argc, char** argv) {
 
 // One sentence per line; an empty (or blank) line is an error naming it.
 std::vector<std::string> read_lines(const std::string& path, const char* what) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw kiln::IoError(std::string(what) + " '" + path + "' is a directory (expected a text file, one sentence per line)");
   std::ifstream f(path);
   if (!f) throw kiln::IoError(std::string("cannot open ") + what + " '" + path + "'");
   std::vector<std::string> out;

@@ -8,6 +8,7 @@
 #include "../io/file_bytes.h"
 #include "../io/safetensors.h"
 #include "../tensor/creation.h"
+#include "../tensor/num_str.h"
 #include "../tensor/ops.h"
 
 namespace kiln::nn {
@@ -175,6 +176,18 @@ Tensor BertLayer::forward(const Tensor&) {
 Tensor attention_mask_bias(const Tensor& attention_mask) {
   if (attention_mask.ndim() != 2)
     throw ShapeError("attention_mask_bias: attention_mask must be [n, L], got " + shape_str(attention_mask.shape()));
+  // Values other than 0 and 1 would give a bias of the wrong sign or
+  // size (mask 2: +3.4e38). Checked where the values are at hand (a
+  // realized CPU mask: n x L reads, nothing next to the model); a traced
+  // mask's values are known only when the compiled function runs.
+  if (attention_mask.is_realized() && attention_mask.device().is_cpu()) {
+    const std::vector<double> v = attention_mask.to_vector<double>();
+    for (size_t k = 0; k < v.size(); ++k)
+      if (v[k] != 0.0 && v[k] != 1.0)
+        throw ValueError("attention_mask_bias: attention_mask must hold 0 (padding) or 1 (token), got " +
+                         detail::num_str(v[k]) + " at flat position " + std::to_string(k) + " (shape " +
+                         shape_str(attention_mask.shape()) + ")");
+  }
   const Tensor m = cast(attention_mask, DType::float32);
   const Tensor bias = (1.0 - m) * static_cast<double>(std::numeric_limits<float>::lowest());
   return reshape(bias, {attention_mask.size(0), 1, 1, attention_mask.size(1)});

@@ -114,6 +114,9 @@ class BertLayer : public Module {
 /// The additive attention mask: [n, L] (1 = token, 0 = padding; any
 /// integer or float dtype) -> float32 [n, 1, 1, L], 0 where mask is 1 and
 /// float32's lowest value where it is 0 (as Hugging Face's BertModel).
+/// A realized mask holding any other value (2, 0.5, NaN) throws ValueError
+/// naming attention_mask and the first such value; a traced mask (inside
+/// jit/compile) is not checked: its values must be 0 or 1.
 Tensor attention_mask_bias(const Tensor& attention_mask);
 
 /// BertModel without its pooler: embeddings, then the encoder's layers.
@@ -122,7 +125,9 @@ class BertModel : public Module {
   explicit BertModel(const BertConfig& c = {});
   /// input_ids int32/int64 [n, L], attention_mask [n, L] (1 = token,
   /// 0 = padding) -> the last hidden states float32 [n, L, hidden]. Throws
-  /// ShapeError when the two shapes differ or are not 2-d.
+  /// ShapeError when the two shapes differ or are not 2-d; ValueError for a
+  /// mask value other than 0 or 1 (attention_mask_bias) and IndexError for
+  /// a token id outside [0, vocab_size), negative included (embedding).
   Tensor forward(const Tensor& input_ids, const Tensor& attention_mask);
   /// forward(input_ids, ones): every token attended to.
   Tensor forward(const Tensor& input_ids) override;

@@ -335,6 +335,36 @@ Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t
   if (!weight.defined() || weight.ndim() != 3)
     throw ShapeError("conv1d: weight must be 3-d [C_out, C_in / groups, K], got " +
                      (weight.defined() ? shape_str(weight.shape()) : "undefined"));
+  // conv1d's own checks (conv2d's messages would name conv2d and 4-d shapes),
+  // overflow-checked: padding and dilation are user-given and may be huge.
+  const Shape &xs = x.shape(), &ws = weight.shape();
+  const std::string shapes = "(x shape " + shape_str(xs) + ", weight shape " + shape_str(ws) + ")";
+  if (stride <= 0 || dilation <= 0)
+    throw ValueError("conv1d: stride and dilation must be positive, got stride " + str(stride) + ", dilation " +
+                     str(dilation));
+  if (padding < 0) throw ValueError("conv1d: padding must not be negative, got " + str(padding));
+  if (groups <= 0) throw ValueError("conv1d: groups must be positive, got " + str(groups));
+  const int64_t c = xs[1], oc = ws[0], k = ws[2];
+  if (c % groups != 0 || oc % groups != 0)
+    throw ShapeError("conv1d: groups " + str(groups) + " must divide the input channels " + str(c) +
+                     " and the output channels " + str(oc));
+  if (ws[1] != c / groups)
+    throw ShapeError("conv1d: weight shape " + shape_str(ws) + " expects " + str(ws[1] * groups) +
+                     " input channels (groups " + str(groups) + "), x has " + str(c) + " " + shapes);
+  if (k <= 0) throw ShapeError("conv1d: the kernel must have a positive length, got weight shape " + shape_str(ws));
+  int64_t twice = 0, padded = 0, span = 0;
+  if (__builtin_mul_overflow(padding, int64_t{2}, &twice) || __builtin_add_overflow(xs[2], twice, &padded))
+    throw ShapeError("conv1d: the padded input's length (" + str(xs[2]) + " + 2 x " + str(padding) +
+                     ") exceeds 2^63 - 1");
+  if (__builtin_mul_overflow(dilation, k - 1, &span) || __builtin_add_overflow(span, int64_t{1}, &span))
+    throw ShapeError("conv1d: the kernel's span (dilation " + str(dilation) + " x (kernel " + str(k) +
+                     " - 1) + 1) exceeds 2^63 - 1 " + shapes);
+  if (span > padded)
+    throw ShapeError("conv1d: the kernel spans " + str(span) + " but the padded input is " + str(padded) + " " +
+                     shapes.substr(0, shapes.size() - 1) + ", padding " + str(padding) + ", dilation " +
+                     str(dilation) + ")");
+  if (bias.defined() && bias.shape() != Shape{oc})
+    throw ShapeError("conv1d: bias must have shape [" + str(oc) + "], got " + shape_str(bias.shape()));
   Tensor y = conv2d(unsqueeze(x, 2), unsqueeze(weight, 2), bias, {1, stride}, {0, padding}, {1, dilation}, groups);
   return squeeze(y, {2});
 }

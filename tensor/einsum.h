@@ -24,6 +24,11 @@ Tensor einsum(std::string_view subscripts, const std::vector<Tensor>& operands);
 /// 1-d convolution (cross-correlation, as torch.nn.functional.conv1d):
 /// x [N, C_in, L], weight [C_out, C_in / groups, K], optional bias [C_out];
 /// result [N, C_out, L_out], L_out = (L + 2 padding - dilation (K - 1) - 1) / stride + 1.
+/// Throws (errors naming conv1d) ShapeError for non-3-d x or weight,
+/// mismatched channels or bias, groups that do not divide them, or a kernel
+/// span dilation (K - 1) + 1 larger than the padded input (also when it or
+/// L + 2 padding exceeds 2^63 - 1); ValueError for non-positive stride,
+/// dilation or groups and negative padding.
 Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, int64_t stride = 1,
               int64_t padding = 0, int64_t dilation = 1, int64_t groups = 1);
 /// 2-d convolution: x [N, C_in, H, W], weight [C_out, C_in / groups, KH, KW],
@@ -34,8 +39,10 @@ Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, in
 /// padding in place, then one GEMM); other devices compose strided slices
 /// and a batched matmul. Throws
 /// ShapeError for mismatched channels, groups that do not divide them, or a
-/// kernel larger than the padded input; ValueError for non-positive stride,
-/// dilation or groups and negative padding.
+/// kernel larger than the padded input (also when the dilated kernel's span
+/// or the padded input's extent exceeds 2^63 - 1: the arithmetic is
+/// overflow-checked); ValueError for non-positive stride, dilation or groups
+/// and negative padding.
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, std::vector<int64_t> stride = {1, 1},
               std::vector<int64_t> padding = {0, 0}, std::vector<int64_t> dilation = {1, 1}, int64_t groups = 1);
 /// Max / average pooling of x [N, C, H, W] over windows of `kernel` {kh, kw}
@@ -49,7 +56,8 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, st
 /// summed in float64 in row-major order and divided by kh * kw
 /// (`count_include_pad`, torch's default) or by the number of taps inside x.
 /// Throws ShapeError unless x is 4-d or when the (dilated) kernel is larger
-/// than the padded input; ValueError for a non-positive kernel, stride or
+/// than the padded input (also when its span or the padded extent exceeds
+/// 2^63 - 1); ValueError for a non-positive kernel, stride or
 /// dilation, negative padding or padding above half the kernel, or a
 /// kernel/stride/padding/dilation list of another length than 1 or 2.
 Tensor max_pool2d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride = {},

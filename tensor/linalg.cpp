@@ -116,7 +116,18 @@ Tensor vector_norm(const Tensor& x, double ord, const std::vector<int64_t>& axes
   if (ord == 0) return sum(not_equal(x, zeros_like(x)), axes, keepdim).to(x.dtype());
   if (ord == 1) return sum(abs(x), axes, keepdim);
   if (ord == 2) return sqrt(sum(mul(x, x), axes, keepdim));
-  return pow(sum(pow(abs(x), ord), axes, keepdim), 1.0 / ord);
+  // Any other ord: scaled by m = max |x| (ord > 0) or min |x| (ord < 0), so
+  // (sum (|x| / m)^ord)^(1/ord) * m neither overflows nor underflows: the
+  // terms are in [0, 1] (ord > 0) and the one at m is 1, so a huge ord
+  // tends to max |x| (the ord = inf limit) instead of overflowing to inf or,
+  // where 1/ord underflows, giving x^0 = 1. An m of 0 or inf is replaced by
+  // 1 (all-zero sets give 0, infinities give inf, as the formula does).
+  const Tensor ax = abs(x);
+  if (ax.numel() == 0) return pow(sum(pow(ax, ord), axes, keepdim), 1.0 / ord);
+  const Tensor m = ord > 0 ? max(ax, axes, true) : min(ax, axes, true);
+  const Tensor scale = where(logical_or(equal(m, zeros_like(m)), isinf(m)), ones_like(m), m);
+  const Tensor s = sum(pow(ax / scale, ord), axes, keepdim);
+  return pow(s, 1.0 / ord) * (keepdim ? scale : reshape(scale, s.shape()));
 }
 
 namespace {

@@ -96,8 +96,11 @@ Lstsq lstsq(const Tensor& a, const Tensor& b, double rcond = -1);
 
 /// numpy.linalg.vector_norm: (sum |x|^ord)^(1/ord) over `axes` (empty: all
 /// elements, the result 0-d unless keepdim). ord inf: max |x|, -inf: min |x|,
-/// 0: the count of nonzeros; any other ord (1, 2, 0.5, ...) by the formula.
-/// ValueError for inf/-inf over an empty set.
+/// 0: the count of nonzeros; any other ord (1, 2, 0.5, ...) by the formula,
+/// computed scaled by max |x| (min |x| for ord < 0) so that no power
+/// overflows or underflows: a huge finite ord (1e308, even in float32 where
+/// 1/ord rounds to 0) gives max |x|, the ord = inf limit (numpy overflows to
+/// inf there). ValueError for inf/-inf over an empty set.
 Tensor vector_norm(const Tensor& x, double ord = 2, const std::vector<int64_t>& axes = {}, bool keepdim = false);
 
 /// numpy.linalg.matrix_norm over the two `axes` (rows, cols; default the last

@@ -129,6 +129,20 @@ Tensor scalar_tensor(Scalar s, DType like);
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 Tensor where(const Tensor& cond, const Tensor& a, Scalar b);
 Tensor where(const Tensor& cond, Scalar a, const Tensor& b);
+namespace detail {
+Tensor where_scalars(const Tensor& cond, Scalar a, Scalar b);
+}
+/// Two C++ numbers (torch.where(cond, 1.0, 0.0)): the result has cond's
+/// shape and the dtype of the numbers' kinds, as PyTorch: float32 (the
+/// default float dtype) when either is floating, else int64 when either is
+/// an integer, else bool. (A template on arithmetic types, so that a value
+/// converting to both Tensor and Scalar, such as a compiled call's result,
+/// still picks a tensor overload.)
+template <class A, class B>
+  requires std::is_arithmetic_v<A> && std::is_arithmetic_v<B>
+Tensor where(const Tensor& cond, A a, B b) {
+  return detail::where_scalars(cond, Scalar(a), Scalar(b));
+}
 /// min(max(x, lo), hi); NaN in x propagates. A missing bound is no bound.
 Tensor clamp(const Tensor& x, const Tensor& lo, const Tensor& hi);
 Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi);
@@ -286,10 +300,12 @@ Tensor gather(const Tensor& x, int64_t axis, const Tensor& index);
 /// Picks entries of a 1-d int32/int64 `indices` along `axis`; negative
 /// indices count from the end (numpy.take); out of [-n, n) throws IndexError.
 Tensor index_select(const Tensor& x, int64_t axis, const Tensor& indices);
-/// weight[ids]: result shape ids.shape + [weight.shape[1]]. ids follow
-/// index_select: negative ids count from the end (-1 is the last row), and an
-/// id outside [-num_embeddings, num_embeddings) throws IndexError naming
-/// index_select.
+/// weight[ids]: result shape ids.shape + [weight.shape[1]]. ids int32/int64
+/// (DTypeError otherwise) in [0, num_embeddings): as PyTorch's embedding, a
+/// negative id is refused (it would silently pick a row from the end, as
+/// index_select's negative indices do); an id outside the range throws
+/// IndexError naming embedding and the id, eagerly and when a compiled
+/// function runs.
 Tensor embedding(const Tensor& weight, const Tensor& ids);
 /// indices.shape + [num_classes], 1 where the class matches.
 Tensor one_hot(const Tensor& indices, int64_t num_classes, DType dtype = DType::int64);

@@ -196,14 +196,30 @@ Shape conv2d_shape(const InDesc& x, const InDesc& w, const Attrs& a) {
   if (ws[1] != c / groups)
     throw ShapeError("conv2d: weight shape " + shape_str(ws) + " expects " + str(ws[1] * groups) +
                      " input channels (groups " + str(groups) + "), x has " + str(c) + " (shape " + shape_str(xs) + ")");
+  // Overflow-checked: padding and dilation are user-given and may be huge
+  // (a wrapped sum would pass the check and give a nonsense output shape).
+  auto pair = [](const std::vector<int64_t>& v) { return "[" + str(v[0]) + ", " + str(v[1]) + "]"; };
+  int64_t padded[2], span[2];
+  for (int i = 0; i < 2; ++i) {
+    if (k[i] <= 0)
+      throw ShapeError("conv2d: the kernel must have positive extents, got weight shape " + shape_str(ws));
+    const char* axis = i ? "width" : "height";
+    int64_t twice = 0;
+    if (__builtin_mul_overflow(p[i], int64_t{2}, &twice) || __builtin_add_overflow(xs[2 + i], twice, &padded[i]))
+      throw ShapeError("conv2d: the padded input's " + std::string(axis) + " (" + str(xs[2 + i]) + " + 2 x " +
+                       str(p[i]) + ") exceeds 2^63 - 1");
+    if (__builtin_mul_overflow(d[i], k[i] - 1, &span[i]) || __builtin_add_overflow(span[i], int64_t{1}, &span[i]))
+      throw ShapeError("conv2d: the kernel's " + std::string(axis) + " span (dilation " + str(d[i]) +
+                       " x (kernel " + str(k[i]) + " - 1) + 1) exceeds 2^63 - 1 (x shape " + shape_str(xs) +
+                       ", weight shape " + shape_str(ws) + ")");
+  }
   Shape r{xs[0], oc, 0, 0};
   for (int i = 0; i < 2; ++i) {
-    const int64_t padded = xs[2 + i] + 2 * p[i], span = d[i] * (k[i] - 1) + 1;
-    if (k[i] <= 0 || span > padded)
-      throw ShapeError("conv2d: the kernel spans " + str(d[0] * (k[0] - 1) + 1) + "x" + str(d[1] * (k[1] - 1) + 1) +
-                       " but the padded input is " + str(xs[2] + 2 * p[0]) + "x" + str(xs[3] + 2 * p[1]) +
-                       " (x shape " + shape_str(xs) + ", weight shape " + shape_str(ws) + ")");
-    r[2 + i] = (padded - span) / st[i] + 1;
+    if (span[i] > padded[i])
+      throw ShapeError("conv2d: the kernel spans " + str(span[0]) + "x" + str(span[1]) + " but the padded input is " +
+                       str(padded[0]) + "x" + str(padded[1]) + " (x shape " + shape_str(xs) + ", weight shape " +
+                       shape_str(ws) + ", padding " + pair(p) + ", dilation " + pair(d) + ")");
+    r[2 + i] = (padded[i] - span[i]) / st[i] + 1;
   }
   return r;
 }
@@ -294,8 +310,18 @@ Tensor eager_data(OpId op, std::span<const Tensor> in, const Attrs& attrs) {
       // attrs.flag: the lookup that checks a traced index_put_'s indices
       // (tensor/indexing.cpp), whose errors name index_put_; attrs.scalar 1:
       // the one of a traced read x.index(...), whose errors name index.
-      check_axis_indices(op, idx, ax, x.shape()[ax],
-                         attrs.flag ? "index_put_" : attrs.scalar == 1.0 ? "index" : nullptr);
+      // attrs.scalar 2: embedding's lookup: ids in [0, n) only (PyTorch's
+      // rule: a negative id is an error, not a row from the end).
+      if (attrs.scalar == 2.0) {
+        const int64_t n = x.shape()[ax];
+        if (auto bad = device_utilities(idx.device(), "embedding").first_index_outside(idx, 0, n))
+          throw IndexError("embedding: id " + str(*bad) + " is out of range for a weight of " + str(n) +
+                           " embeddings (expected 0 <= id < " + str(n) + (*bad < 0 ? "; negative ids are refused" : "") +
+                           ")");
+      } else {
+        check_axis_indices(op, idx, ax, x.shape()[ax],
+                           attrs.flag ? "index_put_" : attrs.scalar == 1.0 ? "index" : nullptr);
+      }
       // The 1-d indices as a tensor of out's rank (stride 0 elsewhere), so
       // index_select is a gather.
       Shape is(out.ndim(), 1);

@@ -78,10 +78,10 @@ Shape pool_shape(OpId op, const Shape& s, const Attrs& a) {
       throw ValueError(p + "padding must be at most half the kernel, got padding " + pair(pd) + " for kernel " + pair(k));
     int64_t padded = 0, span = 0;
     if (__builtin_add_overflow(s[2 + i], 2 * pd[i], &padded))
-      throw ValueError(p + "the padded input's " + std::string(i ? "width" : "height") + " (" + str(s[2 + i]) +
+      throw ShapeError(p + "the padded input's " + std::string(i ? "width" : "height") + " (" + str(s[2 + i]) +
                        " + 2 x " + str(pd[i]) + ") exceeds 2^63 - 1");
     if (__builtin_mul_overflow(dl[i], k[i] - 1, &span) || span == std::numeric_limits<int64_t>::max())
-      throw ValueError(p + "the kernel's span (dilation " + pair(dl) + " x (kernel " + pair(k) +
+      throw ShapeError(p + "the kernel's span (dilation " + pair(dl) + " x (kernel " + pair(k) +
                        " - 1) + 1) exceeds 2^63 - 1");
     span += 1;
     if (span > padded)

@@ -195,13 +195,12 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
     throw DTypeError("embedding: ids must be int32 or int64, got " + std::string(name(ids.dtype())));
   Shape r = ids.shape();
   r.push_back(weight.shape()[1]);
-  try {
-    return reshape(index_select(weight, 0, flatten(ids)), r);
-  } catch (const IndexError& e) {
-    // (the check is index_select's; the user called embedding)
-    throw IndexError("embedding: an id is out of range for a weight of " + std::to_string(weight.shape()[0]) +
-                     " embeddings (" + e.what() + ")");
-  }
+  // index_select's row with attrs.scalar 2: its check (ops_data.cpp) refuses
+  // ids outside [0, num_embeddings), negative ones included, and names
+  // embedding, eagerly and when a compiled function runs the node.
+  Attrs a = ints_attrs({}, 0);
+  a.scalar = 2.0;
+  return reshape(apply(OpId::IndexSelect, weight, flatten(ids), a), r);
 }
 
 Tensor one_hot(const Tensor& indices, int64_t num_classes, DType dtype) {

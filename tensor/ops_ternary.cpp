@@ -82,6 +82,13 @@ Tensor where(const Tensor& cond, Scalar a, const Tensor& b) {
   return apply3(OpId::Where, cond, as, as_dtype(b, as.dtype()));
 }
 
+Tensor detail::where_scalars(const Tensor& cond, Scalar a, Scalar b) {
+  // bool promoted with each scalar's kind: float32 if either is floating,
+  // int64 if either is an integer, bool for two bools (PyTorch's result)
+  const DType d = promote_with_scalar(promote_with_scalar(DType::bool_, a.kind), b.kind);
+  return apply3(OpId::Where, cond, scalar_tensor(a, d), scalar_tensor(b, d));
+}
+
 Tensor clamp(const Tensor& x, const Tensor& lo, const Tensor& hi) { return apply3(OpId::Clamp, x, lo, hi); }
 
 Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi) {

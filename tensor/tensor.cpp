@@ -247,10 +247,10 @@ KILN_INSTANTIATE(int16_t)
 KILN_INSTANTIATE(uint16_t)
 KILN_INSTANTIATE(uint32_t)
 KILN_INSTANTIATE(uint64_t)
-template std::vector<uint8_t> Tensor::to_vector<uint8_t>() const;
-template std::vector<int8_t> Tensor::to_vector<int8_t>() const;
-template std::vector<float16_t> Tensor::to_vector<float16_t>() const;
-template std::vector<bfloat16_t> Tensor::to_vector<bfloat16_t>() const;
+KILN_INSTANTIATE(uint8_t)
+KILN_INSTANTIATE(int8_t)
+KILN_INSTANTIATE(float16_t)
+KILN_INSTANTIATE(bfloat16_t)
 #undef KILN_INSTANTIATE
 
 Tensor Tensor::contiguous() const {

@@ -2,7 +2,9 @@
 // They read the operands' memory directly, a chunk at a time (strides as
 // they are, broadcast axes as stride 0), instead of composing ops, so a
 // comparison needs no copy of the operands, is exact
-// (float64 or int64 arithmetic, not the operands' dtype), records nothing
+// (float64 or 128-bit integer arithmetic, not the operands' dtype: every
+// int8..int64 and uint8..uint64 value is held by value, so uint64 2^64 - 1
+// and int64 -1 differ, as in numpy), records nothing
 // into a graph and does not depend on which realization context is current.
 #include "testing.h"
 
@@ -22,6 +24,10 @@ namespace kiln {
 namespace {
 
 using detail::shortest_str;
+
+/// Integers are compared as this: it holds every value of every integer
+/// dtype (uint64 included), so mixed signed/unsigned pairs compare by value.
+using wide_int = __int128;
 
 /// `t` realized and readable here, or a clear error naming `op` and `arg`.
 const Tensor& readable(const Tensor& t, const char* op, const char* arg) {
@@ -64,7 +70,13 @@ class Reader {
       using S = typename decltype(tag)::type;
       const S* base = static_cast<const S*>(t_.data_ptr());
       for (size_t k = 0; k < n; ++k) {
-        out[k] = detail::convert<T>(base[off_]);
+        if constexpr (std::is_same_v<T, wide_int>) {
+          // integer operands only (for_each_chunk_auto): by value, no wrap
+          if constexpr (std::is_integral_v<S>) out[k] = static_cast<wide_int>(base[off_]);
+          else out[k] = static_cast<wide_int>(detail::convert<int64_t>(base[off_]));
+        } else {
+          out[k] = detail::convert<T>(base[off_]);
+        }
         // odometer step, last axis fastest
         for (size_t d = shape_.size(); d-- > 0;) {
           if (++idx_[d] < shape_[d]) {
@@ -102,12 +114,13 @@ void for_each_chunk(const Tensor& a, const Tensor& b, const Shape& shape, F&& f)
   }
 }
 
-/// for_each_chunk with int64 values when neither operand is floating (exact
-/// comparison), float64 otherwise; f is generic in the value type.
+/// for_each_chunk with 128-bit integer values when neither operand is
+/// floating (exact comparison by value, uint64 included), float64
+/// otherwise; f is generic in the value type.
 template <class F>
 void for_each_chunk_auto(const Tensor& a, const Tensor& b, const Shape& shape, F&& f) {
   if (!is_floating(a.dtype()) && !is_floating(b.dtype()))
-    for_each_chunk<int64_t>(a, b, shape, f);
+    for_each_chunk<wide_int>(a, b, shape, f);
   else
     for_each_chunk<double>(a, b, shape, f);
 }
@@ -131,20 +144,22 @@ bool close_f(double x, double y, double rtol, double atol, bool equal_nan) {
   return std::isfinite(y) && std::fabs(x - y) <= atol + rtol * std::fabs(y);
 }
 
-// |x - y| of two int64 values, exactly, then rounded to double.
-double abs_diff_i(int64_t x, int64_t y) {
-  const __int128 d = static_cast<__int128>(x) - y;
+// |x - y| of two integer values (each within [-2^63, 2^64)), exactly, then rounded to double.
+double abs_diff_i(wide_int x, wide_int y) {
+  const wide_int d = x - y;
   return static_cast<double>(d < 0 ? -d : d);
 }
 
-bool close_i(int64_t x, int64_t y, double rtol, double atol) {
-  return x == y || abs_diff_i(x, y) <= atol + rtol * std::fabs(static_cast<double>(y));
+double abs_i(wide_int y) { return static_cast<double>(y < 0 ? -y : y); }
+
+bool close_i(wide_int x, wide_int y, double rtol, double atol) {
+  return x == y || abs_diff_i(x, y) <= atol + rtol * abs_i(y);
 }
 
 bool close(double x, double y, double rtol, double atol, bool equal_nan) {
   return close_f(x, y, rtol, atol, equal_nan);
 }
-bool close(int64_t x, int64_t y, double rtol, double atol, bool /*equal_nan*/) { return close_i(x, y, rtol, atol); }
+bool close(wide_int x, wide_int y, double rtol, double atol, bool /*equal_nan*/) { return close_i(x, y, rtol, atol); }
 
 // ---- units in the last place ------------------------------------------------------
 
@@ -175,16 +190,17 @@ bool is_nan_value(S v) {
 
 // ---- the report --------------------------------------------------------------------
 
-std::string value_str(int64_t v, DType dt) {
+std::string value_str(wide_int v, DType dt) {
   if (dt == DType::bool_) return v ? "True" : "False";
-  return std::to_string(v);
+  if (v >= 0) return std::to_string(static_cast<unsigned long long>(v));  // uint64 values above 2^63 too
+  return std::to_string(static_cast<long long>(v));
 }
 std::string value_str(double v, DType dt) { return shortest_str(v, dt); }
 
 /// |x - y| and |x - y| / |y| of a mismatched pair (see assert_close).
-std::pair<double, double> differences(int64_t x, int64_t y) {
+std::pair<double, double> differences(wide_int x, wide_int y) {
   const double abs_d = abs_diff_i(x, y);
-  return {abs_d, y == 0 ? std::numeric_limits<double>::infinity() : abs_d / std::fabs(static_cast<double>(y))};
+  return {abs_d, y == 0 ? std::numeric_limits<double>::infinity() : abs_d / abs_i(y)};
 }
 std::pair<double, double> differences(double x, double y) {
   const double abs_d = std::fabs(x - y);  // NaN when either is NaN; inf against an infinity

@@ -18,8 +18,10 @@ namespace kiln {
 
 /// Elementwise |a - b| <= atol + rtol * |b| (numpy.isclose's formula, not
 /// symmetric in a and b), as a bool tensor of the broadcast shape (ShapeError
-/// when the shapes do not broadcast). Any dtypes (bool counts as 0/1); the
-/// test is computed in float64, so int64 values beyond 2^53 are rounded.
+/// when the shapes do not broadcast). Any dtypes (bool counts as 0/1). Two
+/// integer (or bool) operands compare by value, exactly, signed and unsigned
+/// mixed (uint64 2^64 - 1 is not int64 -1); with a floating operand the
+/// test is computed in float64, so integers beyond 2^53 are rounded.
 /// (numpy computes it in the operands' dtype, so for float32 inputs a pair
 /// within a float32 rounding of the bound may come out differently.)
 /// Equal values are always close, equal infinities included; an infinity is
@@ -32,7 +34,8 @@ bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol 
 
 /// numpy.array_equal: the same shape (no broadcasting; different shapes give
 /// false) and equal values. Dtypes may differ: values are compared as
-/// numbers (integers exactly, as int64; float with anything as float64).
+/// numbers (integers exactly, by value: uint64 2^64 - 1 differs from int64
+/// -1, as in numpy; float with anything as float64).
 /// NaN equals NaN only when `equal_nan`. -0.0 equals 0.0.
 bool array_equal(const Tensor& a, const Tensor& b, bool equal_nan = false);
 

@@ -37,10 +37,21 @@ TEST_SUITE("errors") {
     names([&] { (void)(u == 1); }, "equal: input 0 is an undefined tensor");
   }
 
-  TEST_CASE("embedding names itself for an id out of range") {
+  TEST_CASE("embedding names itself and the id for an id out of range, eagerly and compiled") {
     CHECK_THROWS_WITH_AS(embedding(ones({2, 3}), tensor({int64_t(5)})),
-                         doctest::Contains("embedding: an id is out of range for a weight of 2 embeddings (index_select: "
-                                           "index 5 is out of range"),
+                         "embedding: id 5 is out of range for a weight of 2 embeddings (expected 0 <= id < 2)", IndexError);
+    // compiled: the check runs with the call (it named index_select before)
+    Tensor w = Tensor::from_vector(std::vector<float>{0, 1, 2, 3, 4, 5}, {3, 2});
+    CompiledCallable run = compile([&](Tensor ids) { return embedding(w, ids) * 2.0f; })(TensorLayout(DType::int64, {2}));
+    CHECK(kt::values(run(Tensor::from_vector(std::vector<int64_t>{2, 0})).tensor()) == std::vector<double>{8, 10, 0, 2});
+    CHECK_THROWS_WITH_AS(run(Tensor::from_vector(std::vector<int64_t>{1, 60})),
+                         doctest::Contains("embedding: id 60 is out of range for a weight of 3 embeddings"), IndexError);
+    CHECK_THROWS_WITH_AS(run(Tensor::from_vector(std::vector<int64_t>{-1, 0})),
+                         doctest::Contains("embedding: id -1 is out of range for a weight of 3 embeddings (expected 0 <= "
+                                           "id < 3; negative ids are refused)"),
+                         IndexError);
+    auto jf = jit([&](Tensor ids) { return embedding(w, ids); });
+    CHECK_THROWS_WITH_AS(jf(Tensor::from_vector(std::vector<int64_t>{3})), doctest::Contains("embedding: id 3"),
                          IndexError);
   }
 
@@ -144,11 +155,78 @@ TEST_SUITE("errors") {
     CHECK_NOTHROW(InferenceSession(KernelOptions{}, 0));
   }
 
-  TEST_CASE("embedding ids follow index_select: negative from the end, out of range is an IndexError") {
+  TEST_CASE("embedding refuses negative ids (PyTorch's rule); index_select still counts them from the end") {
     Tensor w = Tensor::from_vector(std::vector<float>{0, 1, 2, 3, 4, 5}, {3, 2});
-    Tensor last = embedding(w, Tensor::from_vector(std::vector<int64_t>{-1}));
-    CHECK(kt::values(last) == std::vector<double>{4, 5});
-    CHECK_THROWS_AS(embedding(w, Tensor::from_vector(std::vector<int64_t>{-4})), IndexError);
+    CHECK(kt::values(embedding(w, Tensor::from_vector(std::vector<int32_t>{2, 0}))) == std::vector<double>{4, 5, 0, 1});
+    CHECK_THROWS_WITH_AS(embedding(w, Tensor::from_vector(std::vector<int64_t>{0, -1})),
+                         "embedding: id -1 is out of range for a weight of 3 embeddings (expected 0 <= id < 3; negative "
+                         "ids are refused)",
+                         IndexError);
+    CHECK_THROWS_AS(embedding(w, Tensor::from_vector(std::vector<int32_t>{-4})), IndexError);
     CHECK_THROWS_AS(embedding(w, Tensor::from_vector(std::vector<int64_t>{3})), IndexError);
+    // index_select keeps numpy.take's negative indices
+    CHECK(kt::values(index_select(w, 0, Tensor::from_vector(std::vector<int64_t>{-1}))) == std::vector<double>{4, 5});
+    // nn::Embedding and BertModel go through embedding: a tokenizer's -1 is an error, not the last row
+    nn::Embedding emb(3, 2);
+    CHECK_THROWS_WITH_AS(emb(Tensor::from_vector(std::vector<int64_t>{-1})), doctest::Contains("embedding: id -1"),
+                         IndexError);
+  }
+
+  TEST_CASE("BertModel refuses attention_mask values other than 0 and 1") {
+    nn::BertConfig c;
+    c.vocab_size = 10, c.hidden_size = 8, c.num_hidden_layers = 1, c.num_attention_heads = 2,
+    c.intermediate_size = 16, c.max_position_embeddings = 8;
+    nn::BertModel m(c);
+    const Tensor ids = Tensor::from_vector(std::vector<int64_t>{2, 3, 4, 0}, {1, 4});
+    CHECK(m.forward(ids, Tensor::from_vector(std::vector<int64_t>{1, 1, 1, 0}, {1, 4})).shape() == Shape{1, 4, 8});
+    CHECK(m.forward(ids, Tensor::from_vector(std::vector<float>{1, 1, 0, 0}, {1, 4})).shape() == Shape{1, 4, 8});
+    CHECK_THROWS_WITH_AS(m.forward(ids, Tensor::from_vector(std::vector<int64_t>{1, 2, 1, 0}, {1, 4})),
+                         "attention_mask_bias: attention_mask must hold 0 (padding) or 1 (token), got 2 at flat "
+                         "position 1 (shape [1, 4])",
+                         ValueError);
+    CHECK_THROWS_WITH_AS(nn::attention_mask_bias(Tensor::from_vector(std::vector<float>{1, 0.5f}, {1, 2})),
+                         doctest::Contains("attention_mask must hold 0 (padding) or 1 (token), got 0.5"), ValueError);
+    CHECK_THROWS_AS(m.forward(Tensor::from_vector(std::vector<int64_t>{2, -1, 4, 0}, {1, 4})), IndexError);
+  }
+
+  TEST_CASE("a compiled call returning several tensors, converted to one Tensor, says so and how to convert") {
+    CompiledCallable run = compile([](Tensor a) { return std::make_tuple(a * 2.0f, a + 1.0f); })(
+        TensorLayout(DType::float32, {2}));
+    CHECK_THROWS_WITH_AS((void)Tensor(run(ones({2}))),
+                         "pytree: expected a single tensor, got (T, T): the function returned 2 tensors; convert the "
+                         "result with as<std::tuple<Tensor, Tensor>>() (or read its leaves)",
+                         ValueError);
+    auto [a, b] = run(ones({2})).as<std::tuple<Tensor, Tensor>>();
+    CHECK(kt::values(a) == std::vector<double>{2, 2});
+    CHECK(kt::values(b) == std::vector<double>{2, 2});
+  }
+
+  TEST_CASE("where with two scalars: cond's shape, PyTorch's dtype") {
+    const Tensor cond = tensor({true, false, true});
+    Tensor f = where(cond, 1.0, 0.0);  // torch.where(cond, 1.0, 0.0): float32 (the default dtype)
+    CHECK(f.dtype() == DType::float32);
+    CHECK(kt::values(f) == std::vector<double>{1, 0, 1});
+    Tensor i = where(cond, 7, -2);  // torch: int64
+    CHECK(i.dtype() == DType::int64);
+    CHECK(i.to_vector<int64_t>() == std::vector<int64_t>{7, -2, 7});
+    Tensor m = where(cond, 1, 2.5);  // int with float: float32
+    CHECK(m.dtype() == DType::float32);
+    CHECK(kt::values(m) == std::vector<double>{1, 2.5, 1});
+    Tensor b = where(cond, false, true);
+    CHECK(b.dtype() == DType::bool_);
+    CHECK(b.to_vector<bool>() == std::vector<bool>{false, true, false});
+    // a 2-d int condition (nonzero is true)
+    Tensor c2 = where(Tensor::from_vector(std::vector<int32_t>{0, 3, -1, 0}, {2, 2}), 1.5, -1.5);
+    CHECK(c2.shape() == Shape{2, 2});
+    CHECK(kt::values(c2) == std::vector<double>{-1.5, 1.5, 1.5, -1.5});
+  }
+
+  TEST_CASE("item<T>() links and converts for every dtype's C++ type") {
+    CHECK(Tensor::from_vector(std::vector<int8_t>{-7}, {}).item<int8_t>() == -7);
+    CHECK(Tensor::from_vector(std::vector<uint8_t>{200}, {}).item<uint8_t>() == 200);
+    CHECK(Tensor::from_vector(std::vector<int64_t>{300}, {}).item<uint8_t>() == 44);  // wraps, as cast: 300 - 256
+    CHECK(Tensor::from_vector(std::vector<float>{-2.5f}, {}).item<int8_t>() == -2);   // truncation toward zero
+    CHECK(static_cast<float>(Tensor::from_vector(std::vector<double>{1.5}, {}).item<float16_t>()) == 1.5f);
+    CHECK(static_cast<float>(Tensor::from_vector(std::vector<float>{3.0f}, {}).item<bfloat16_t>()) == 3.0f);
   }
 }

@@ -239,6 +239,62 @@ TEST_SUITE("cli") {
     CHECK(b.err.find("kiln: error writing to stdout: ") != std::string::npos);
   }
 
+  TEST_CASE("kiln run: an argument written in place is printed after the call, and --output can take it") {
+    Cli kiln;
+    auto f = [](Tensor x, Tensor y) {
+      x += y;
+      x.mul_(2.0f);
+      return y * 3.0f;
+    };
+    CompiledCallable run = compile(f)(TensorLayout(DType::float32, {3}), TensorLayout(DType::float32, {3}));
+    const std::string mef = kiln.file("mut.mef");
+    run.export_mef(mef);
+    write_npy(kiln.file("x.npy"), Tensor::from_vector(std::vector<float>{1, 2, 3}));
+    write_npy(kiln.file("y.npy"), Tensor::from_vector(std::vector<float>{10, 20, 30}));
+    const std::string ins = " --input '" + kiln.file("x.npy") + "' --input '" + kiln.file("y.npy") + "'";
+    Run info = kiln("info '" + mef + "'");
+    REQUIRE(info.out.find("in-place write-backs: 1\n  argument 0: float32[3]") != std::string::npos);
+    Run p = kiln("run '" + mef + "'" + ins);
+    CHECK_MESSAGE(p.code == 0, p.err);
+    CHECK_MESSAGE(p.out.find("argument 0 (written in place, after the call): float32[3] cpu") != std::string::npos, p.out);
+    // one --output per result, then one per written-back argument: (x + y) * 2 = [22, 44, 66]
+    Run o = kiln("run '" + mef + "'" + ins + " --output '" + kiln.file("r.npy") + "' --output '" + kiln.file("x2.npy") + "'");
+    CHECK_MESSAGE(o.code == 0, o.err);
+    CHECK(read_npy(kiln.file("r.npy")).to_vector<float>() == std::vector<float>{30, 60, 90});
+    CHECK(read_npy(kiln.file("x2.npy")).to_vector<float>() == std::vector<float>{22, 44, 66});
+    // the results alone still work
+    Run r = kiln("run '" + mef + "'" + ins + " --output '" + kiln.file("r1.npy") + "'");
+    CHECK_MESSAGE(r.code == 0, r.err);
+    CHECK(read_npy(kiln.file("r1.npy")).to_vector<float>() == std::vector<float>{30, 60, 90});
+    Run bad = kiln("run '" + mef + "'" + ins + " --output a.npy --output b.npy --output c.npy");
+    CHECK(bad.code == 2);
+    CHECK_MESSAGE(bad.err.find("the callable returns 1 tensor(s) and writes 1 argument(s) in place (give 1 --output, or 2 "
+                               "to also write the updated arguments), got 3 --output") != std::string::npos,
+                  bad.err);
+    Run help = kiln("help");
+    CHECK(help.out.find("one per written-back argument") != std::string::npos);
+  }
+
+  TEST_CASE("kiln bench on random inputs a callable refuses: the error hints at --input") {
+    Cli kiln;
+    auto f = [](Tensor a, Tensor b) { return floor_divide(a * 3, b) + remainder(a, 7); };
+    CompiledCallable run = compile(f)(TensorLayout(DType::int64, {256}), TensorLayout(DType::int64, {256}));
+    const std::string mef = kiln.file("int.mef");
+    run.export_mef(mef);
+    Run b = kiln("bench '" + mef + "' --samples 2");  // 256 draws from [0, 10): a 0 divisor (1 - 0.9^256)
+    CHECK(b.code == 1);
+    CHECK_MESSAGE(b.err.find("integer division by zero") != std::string::npos, b.err);
+    CHECK_MESSAGE(b.err.find("(on random inputs: floats N(0, 1), integers in [0, 10); pass inputs that suit the callable "
+                             "with --input x.npy, one per argument)") != std::string::npos,
+                  b.err);
+    // with inputs given, it runs
+    std::vector<int64_t> ones_v(256, 1);
+    write_npy(kiln.file("a.npy"), Tensor::from_vector(ones_v));
+    write_npy(kiln.file("b.npy"), Tensor::from_vector(ones_v));
+    Run ok = kiln("bench '" + mef + "' --samples 2 --input '" + kiln.file("a.npy") + "' --input '" + kiln.file("b.npy") + "'");
+    CHECK_MESSAGE(ok.code == 0, ok.err);
+  }
+
   TEST_CASE("kiln bench times checked calls of arguments compiled non-contiguous, in their layout") {
     Cli kiln;
     auto f = [](Tensor x, Tensor y) { return x * 2.0f + y; };

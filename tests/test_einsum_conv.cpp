@@ -415,6 +415,82 @@ TEST_SUITE("einsum and conv") {
     CHECK_THROWS_AS(conv1d(zeros({1, 5}), zeros({1, 1, 3})), ShapeError);
   }
 
+  TEST_CASE("conv2d/conv1d: extents whose arithmetic overflows int64 are ShapeErrors naming the op; huge strides work") {
+    constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+    const int64_t big = int64_t{1} << 62;
+    Tensor x = random_tensor({1, 1, 4, 4}, DType::float64, 11), w = random_tensor({1, 1, 3, 3}, DType::float64, 12);
+    // dilation 2^63 - 1: the dilated kernel spans far more than the 4-row input (was a [1, 1, 6, 2] result)
+    CHECK_THROWS_WITH_AS(conv2d(x, w, {}, {1, 1}, {0, 0}, {kMax, 1}),
+                         doctest::Contains("conv2d: the kernel's height span (dilation 9223372036854775807 x (kernel 3 - 1) "
+                                           "+ 1) exceeds 2^63 - 1"),
+                         ShapeError);
+    CHECK_THROWS_WITH_AS(conv2d(x, w, {}, {1, 1}, {0, 0}, {1, big}),
+                         doctest::Contains("conv2d: the kernel's width span"), ShapeError);
+    // padding 2^62: 4 + 2^63 does not fit (was "the padded input is -9223372036854775804x4")
+    CHECK_THROWS_WITH_AS(conv2d(x, w, {}, {1, 1}, {big, 0}),
+                         doctest::Contains("conv2d: the padded input's height (4 + 2 x 4611686018427387904) exceeds 2^63 - 1"),
+                         ShapeError);
+    // dilation 2^61: the span 2^62 + 1 fits but exceeds the input
+    CHECK_THROWS_WITH_AS(conv2d(x, w, {}, {1, 1}, {0, 0}, {big / 2, 1}),
+                         doctest::Contains("conv2d: the kernel spans 4611686018427387905x3 but the padded input is 4x4"),
+                         ShapeError);
+    // conv1d's errors name conv1d and its own shapes
+    Tensor x1 = random_tensor({1, 2, 5}, DType::float64, 13), w1 = random_tensor({3, 2, 3}, DType::float64, 14);
+    CHECK_THROWS_WITH_AS(conv1d(x1, w1, {}, 1, 0, kMax),
+                         doctest::Contains("conv1d: the kernel's span (dilation 9223372036854775807 x (kernel 3 - 1) + 1) "
+                                           "exceeds 2^63 - 1 (x shape [1, 2, 5], weight shape [3, 2, 3])"),
+                         ShapeError);
+    CHECK_THROWS_WITH_AS(conv1d(x1, w1, {}, 1, big),
+                         doctest::Contains("conv1d: the padded input's length (5 + 2 x 4611686018427387904) exceeds 2^63 - 1"),
+                         ShapeError);
+    CHECK_THROWS_WITH_AS(conv1d(x1, w1, {}, 1, 0, 3),
+                         "conv1d: the kernel spans 7 but the padded input is 5 (x shape [1, 2, 5], weight shape [3, 2, 3], "
+                         "padding 0, dilation 3)",
+                         ShapeError);
+    CHECK_THROWS_WITH_AS(conv1d(x1, random_tensor({3, 1, 3}, DType::float64, 15)),
+                         doctest::Contains("conv1d: weight shape [3, 1, 3] expects 1 input channels"), ShapeError);
+    CHECK_THROWS_WITH_AS(conv1d(x1, w1, {}, 0), "conv1d: stride and dilation must be positive, got stride 0, dilation 1",
+                         ValueError);
+    CHECK_THROWS_WITH_AS(conv1d(x1, w1, zeros({2}, DType::float64)), "conv1d: bias must have shape [3], got [2]",
+                         ShapeError);
+    // a stride of 2^63 - 1 is valid: one output per axis, the window at the (padded) origin
+    for (DType dt : {DType::float32, DType::float64}) {
+      CAPTURE(name(dt));
+      Tensor xd = x.to(dt), wd = w.to(dt);
+      for (int64_t pad : {0, 1}) {
+        Shape s;
+        const std::vector<double> want = ref_conv2d(x, w, Tensor(), kMax, kMax, pad, pad, 1, 1, 1, s);
+        Tensor got = conv2d(xd, wd, {}, {kMax, kMax}, {pad, pad});
+        REQUIRE(got.shape() == Shape{1, 1, 1, 1});
+        REQUIRE(s == got.shape());
+        kt::check_all_close(got, want, dt == DType::float32 ? 1e-5 : 1e-12, 1e-6, "conv2d stride 2^63 - 1");
+      }
+      Shape s1;
+      const std::vector<double> want1 = ref_conv2d(unsqueeze(x1, 2), unsqueeze(w1, 2), Tensor(), 1, kMax, 0, 1, 1, 1, 1, s1);
+      Tensor got1 = conv1d(x1.to(dt), w1.to(dt), {}, kMax, 1);
+      CHECK(got1.shape() == Shape{1, 3, 1});
+      kt::check_all_close(got1, want1, dt == DType::float32 ? 1e-5 : 1e-12, 1e-6, "conv1d stride 2^63 - 1");
+    }
+  }
+
+  TEST_CASE("pools: a stride or dilation of 2^63 - 1 gives the window at the origin (was -inf)") {
+    constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+    // x[0, 0] = [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]] - 20 (all negative, so -inf or 0 would show)
+    for (DType dt : {DType::float32, DType::float64}) {
+      CAPTURE(name(dt));
+      Tensor x = (arange(12, dt) - 20.0).reshape({1, 1, 3, 4});
+      CHECK(values(max_pool2d(x, {1}, {kMax})) == std::vector<double>{-20});
+      CHECK(values(max_pool2d(x, {2}, {kMax})) == std::vector<double>{-15});  // max of rows 0-1, cols 0-1
+      CHECK(values(max_pool2d(x, {2}, {kMax}, {1})) == std::vector<double>{-20});  // the window [-1, 0] x [-1, 0]
+      CHECK(values(max_pool2d(x, {2, 2}, {1, kMax})) == std::vector<double>{-15, -11});
+      // kernel 1, dilation 2^63 - 1: every tap is its own window: x itself
+      CHECK(values(max_pool2d(x, {1}, {1}, {0}, {kMax})) == values(x));
+      CHECK(values(avg_pool2d(x, {2}, {kMax})) == std::vector<double>{(-20 - 19 - 16 - 15) / 4.0});
+      CHECK(values(avg_pool2d(x, {2}, {kMax}, {1})) == std::vector<double>{-20 / 4.0});
+      CHECK(values(avg_pool2d(x, {2}, {kMax}, {1}, false)) == std::vector<double>{-20});
+    }
+  }
+
   TEST_CASE("max_pool2d and avg_pool2d against window loops") {
     Tensor x = random_tensor({2, 3, 7, 6}, DType::float32, 5);
     const std::vector<double> v = values(x);

@@ -83,6 +83,16 @@ TEST_SUITE("example command lines") {
     CHECK(corpus.code == 1);
     CHECK_MESSAGE(has(corpus, "--corpus '/dev/null' has no sentences"), corpus.err);
     CHECK_FALSE(has(corpus, "fetch_minilm"));
+    // a directory is named as one (it used to read as a file with no sentences)
+    const std::string tmp = fs::temp_directory_path().string();
+    Run dir_file = run(KILN_EMBED_PATH, "--file '" + tmp + "'" + nodata);
+    CHECK(dir_file.code == 1);
+    CHECK_MESSAGE(has(dir_file, "--file '" + tmp + "' is a directory (expected a text file, one sentence per line)"),
+                  dir_file.err);
+    CHECK_FALSE(has(dir_file, "has no sentences"));
+    Run dir_corpus = run(KILN_EMBED_PATH, "--corpus '" + tmp + "' --search q 'a sentence'" + nodata);
+    CHECK(dir_corpus.code == 1);
+    CHECK_MESSAGE(has(dir_corpus, "--corpus '" + tmp + "' is a directory"), dir_corpus.err);
   }
 
   TEST_CASE("embed refuses a vocab.txt whose size is not the config's vocab_size, before loading the weights") {

@@ -413,6 +413,56 @@ TEST_SUITE("linalg_decomp") {
     CHECK(linalg::norm(zeros({0})).item<double>() == 0);
   }
 
+  TEST_CASE("vector_norm: a huge finite ord tends to max |x| (min |x| for a huge negative one); no overflow") {
+    // (sum |x|^p)^(1/p) in float64, the terms scaled by max |x| by hand (an independent loop)
+    auto ref = [](const std::vector<double>& v, double p) {
+      double m = 0;
+      for (double e : v) m = std::max(m, std::fabs(e));
+      if (p < 0) {
+        m = INFINITY;
+        for (double e : v) m = std::min(m, std::fabs(e));
+      }
+      double s = 0;
+      for (double e : v) s += std::pow(std::fabs(e) / m, p);
+      return m * std::pow(s, 1.0 / p);
+    };
+    const std::vector<double> ten{0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+    for (DType dt : {DType::float32, DType::float64}) {
+      CAPTURE(name(dt));
+      Tensor x = arange(10, dt);
+      // 1/1e308 rounds to 0 in float32: the plain formula gave x^0 summed, 1 (numpy overflows to inf); the limit is 9
+      CHECK(linalg::vector_norm(x, 1e308).item<double>() == 9);
+      CHECK(linalg::vector_norm(-x, 1e308).item<double>() == 9);
+      // ord 100: 9^100 overflows float32 (was inf)
+      CHECK(linalg::vector_norm(x, 100).item<double>() == doctest::Approx(ref(ten, 100)).epsilon(1e-6));
+      // negative ord: 3^-100 underflows float32 (was inf); the limit is min |x|
+      Tensor y = Tensor::from_vector(std::vector<double>{3, 4, -5}).to(dt);
+      CHECK(linalg::vector_norm(y, -100).item<double>() == doctest::Approx(ref({3, 4, -5}, -100)).epsilon(1e-6));
+      CHECK(linalg::vector_norm(y, -1e308).item<double>() == 3);
+      // a zero with a negative ord gives 0, all zeros with a positive ord 0, an infinity inf
+      CHECK(linalg::vector_norm(x, -3).item<double>() == 0);
+      CHECK(linalg::vector_norm(zeros({4}, dt), 3).item<double>() == 0);
+      CHECK(linalg::vector_norm(Tensor::from_vector(std::vector<double>{1, INFINITY}).to(dt), 3).item<double>() == INFINITY);
+      CHECK(std::isnan(linalg::vector_norm(Tensor::from_vector(std::vector<double>{1, NAN}).to(dt), 3).item<double>()));
+    }
+    // ordinary ords per row, keepdim or not, against the loop
+    Tensor r = random_tensor({3, 5}, DType::float64, 91);
+    const std::vector<double> rv = values(r);
+    for (double p : {0.5, 3.0, -2.0, 700.0}) {
+      CAPTURE(p);
+      Tensor n = linalg::vector_norm(r, p, {1});
+      Tensor nk = linalg::vector_norm(r, p, {1}, true);
+      CHECK(n.shape() == Shape{3});
+      CHECK(nk.shape() == Shape{3, 1});
+      for (size_t i = 0; i < 3; ++i) {
+        const std::vector<double> row(rv.begin() + long(i * 5), rv.begin() + long(i * 5 + 5));
+        CHECK(values(n)[i] == doctest::Approx(ref(row, p)).epsilon(1e-12));
+        CHECK(values(nk)[i] == values(n)[i]);
+      }
+    }
+    CHECK(linalg::vector_norm(zeros({0}), 3).item<double>() == 0);
+  }
+
   TEST_CASE("errors name the op and the matrix of the batch") {
     // matrix 1 of 3 singular
     Tensor a = square_input({3, 3, 3}, DType::float64, 3);

@@ -187,6 +187,34 @@ TEST_SUITE("testing") {
     CHECK_FALSE(array_equal(zeros({0, 2}), zeros({2, 0})));
   }
 
+  TEST_CASE("integers compare by value: uint64 above 2^63 against int64, uint8 against int8") {
+    constexpr uint64_t kMaxU64 = std::numeric_limits<uint64_t>::max();
+    Tensor u = tensor({kMaxU64, uint64_t{1} << 63});
+    Tensor s = tensor({int64_t{-1}, std::numeric_limits<int64_t>::min()});  // the same bits as u
+    // numpy: np.array_equal(np.array([2**64-1, 2**63], np.uint64), [-1, -2**63]) -> False
+    CHECK_FALSE(array_equal(u, s));
+    CHECK_FALSE(allclose(u, s, 0.0, 0.0));
+    CHECK(bools(isclose(u, s, 0.0, 0.0)) == std::vector<bool>{false, false});
+    // |2^64 - 1 - (-1)| = 2^64 and |2^63 - (-2^63)| = 2^64: within atol 2^64 only
+    CHECK(allclose(u, s, 0.0, 18446744073709551616.0));
+    CHECK_FALSE(allclose(u, s, 0.0, 1.8e19));
+    // the same values in other dtypes are equal
+    CHECK(array_equal(u, tensor({kMaxU64, uint64_t{1} << 63})));
+    CHECK(array_equal(tensor({uint64_t{5}, uint64_t{0}}), tensor({int64_t{5}, int64_t{0}})));
+    // uint8 200 is not int8 -56 (the same byte)
+    Tensor u8 = Tensor::from_vector(std::vector<uint8_t>{7, 200}), i8 = Tensor::from_vector(std::vector<int8_t>{7, -56});
+    CHECK_FALSE(array_equal(u8, i8));
+    CHECK(bools(isclose(u8, i8, 0.0, 0.0)) == std::vector<bool>{true, false});
+    // the report prints uint64 values unsigned; relative difference 1 / (2^64 - 2)
+    CHECK(report_of(tensor({kMaxU64, uint64_t{3}}), tensor({kMaxU64 - 1, uint64_t{3}})) ==
+          "assert_close: tensors are not close (uint64, shape [2]; rtol=0, atol=0)\n"
+          "Mismatched elements: 1 / 2 (50.0%)\n"
+          "Greatest absolute difference: 1 at index [0] (up to 0 allowed)\n"
+          "Greatest relative difference: 5.421010862427522e-20 at index [0] (up to 0 allowed)\n"
+          "Mismatches (index: actual vs expected):\n"
+          "  [0]: 18446744073709551615 vs 18446744073709551614");
+  }
+
   TEST_CASE("max_ulp_diff: nextafter chains and hand-counted bit patterns") {
     // float32: k steps of nextafter from 1 are k ulps, downwards across the
     // exponent boundary (ulp halves below 1) too

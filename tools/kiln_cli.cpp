@@ -2,6 +2,8 @@
 //   kiln info  FILE.mef                       signature, weights, op counts, fusion groups
 //   kiln dot   FILE.mef                       Graphviz DOT of the graph (render: dot -Tsvg)
 //   kiln run   FILE.mef [--weights W.safetensors] --input x.npy ... [--output out.npy ...]
+//              (a callable that writes arguments in place: one --output per result, then
+//              optionally one per written-back argument, in `kiln info`'s order)
 //   kiln bench FILE.mef [--weights W.safetensors] [--input x.npy ...] [--samples N]
 // Exit status: 0 on success, 1 when a file or a run fails (writing stdout
 // included: `kiln info f.mef > /dev/full` is an error), 2 for bad usage.
@@ -43,13 +45,18 @@ const char* kUsage =
     "  dot   FILE.mef    the graph in Graphviz DOT (render with: dot -Tsvg)\n"
     "  run   FILE.mef [--weights W.safetensors] --input x.npy ... [--output out.npy ...]\n"
     "                    runs the callable; inputs in argument order; without --output the\n"
-    "                    results are printed; .npy has no bfloat16, so a bfloat16 argument\n"
+    "                    results are printed (and the arguments a callable writes in place,\n"
+    "                    after the call); --output takes one file per result, then optionally\n"
+    "                    one per written-back argument (in the order 'kiln info' lists its\n"
+    "                    in-place write-backs); .npy has no bfloat16, so a bfloat16 argument\n"
     "                    takes a float32 .npy (rounded to nearest even) and a bfloat16\n"
     "                    result is written as float32 (exact)\n"
     "  bench FILE.mef [--weights W.safetensors] [--input x.npy ...] [--samples N]\n"
     "                    times checked calls, execute_raw and replays (random inputs when\n"
-    "                    none are given; checked calls get inputs laid out as the callable\n"
-    "                    was compiled for); prints the median and the p10-p90 spread\n"
+    "                    none are given: floats N(0, 1), integers in [0, 10), so pass --input\n"
+    "                    for a callable that needs other values, e.g. nonzero divisors;\n"
+    "                    checked calls get inputs laid out as the callable was compiled\n"
+    "                    for); prints the median and the p10-p90 spread\n"
     "  help              this text\n";
 
 const char* class_name(StrideClass c) {
@@ -245,11 +252,37 @@ void check_token_ids(const Graph& g, const std::vector<Tensor>& in, const std::v
   }
 }
 
+// Writes `t` to `path` (.npy has no bfloat16: float32 instead, exact, with a
+// note naming `what`).
+void write_result(const std::string& path, const Tensor& t, const std::string& what) {
+  if (t.dtype() == DType::bfloat16) {
+    // .npy has no bfloat16; float32 holds every bfloat16 value exactly and
+    // numpy reads it without extra packages (ml_dtypes' '<V2' would not).
+    std::cerr << "kiln run: note: " << what << " is bfloat16, which .npy cannot store; writing '" << path
+              << "' as float32 (exact: every bfloat16 value is a float32)\n";
+    write_npy(path, t.to(DType::float32));
+  } else {
+    write_npy(path, t);
+  }
+}
+
 int cmd_run(const Args& a) {
   CompiledCallable run = load_callable(a);
-  if (!a.outputs.empty() && a.outputs.size() != run.out_tree().num_leaves())
-    throw UsageError("the callable returns " + std::to_string(run.out_tree().num_leaves()) + " tensor(s), got " +
-                     std::to_string(a.outputs.size()) + " --output");
+  // Arguments the callable writes in place (an optimizer step): after the
+  // call the input tensors hold the updated values; --output may take them.
+  const std::vector<WriteBack>& writes = run.engine_model().artifact().signature()->writes;
+  std::vector<int> written;  // graph-input indices, in the signature's order
+  for (const WriteBack& wb : writes)
+    if (wb.argument >= 0) written.push_back(wb.argument);
+  const size_t results = run.out_tree().num_leaves();
+  if (!a.outputs.empty() && a.outputs.size() != results && a.outputs.size() != results + written.size())
+    throw UsageError("the callable returns " + std::to_string(results) + " tensor(s)" +
+                     (written.empty() ? std::string()
+                                      : " and writes " + std::to_string(written.size()) +
+                                            " argument(s) in place (give " + std::to_string(results) + " --output, or " +
+                                            std::to_string(results + written.size()) +
+                                            " to also write the updated arguments)") +
+                     ", got " + std::to_string(a.outputs.size()) + " --output");
   std::vector<Tensor> in = load_inputs(a, run);
   check_token_ids(run.engine_model().artifact().plan().graph(), in, a.inputs);
   // Same path as an in-process call: inputs are contiguous, the model runs them.
@@ -260,18 +293,14 @@ int cmd_run(const Args& a) {
       std::cout << "result " << i << (i < paths.size() && !paths[i].empty() ? " (" + paths[i] + ")" : "") << ": "
                 << TensorType(out[i].dtype(), out[i].shape(), out[i].device()).str() << "\n"
                 << out[i] << "\n";
+    for (int k : written)
+      std::cout << "argument " << k << " (written in place, after the call): "
+                << TensorType(in[k].dtype(), in[k].shape(), in[k].device()).str() << "\n"
+                << in[k] << "\n";
   } else {
-    for (size_t i = 0; i < out.size(); ++i) {
-      if (out[i].dtype() == DType::bfloat16) {
-        // .npy has no bfloat16; float32 holds every bfloat16 value exactly and
-        // numpy reads it without extra packages (ml_dtypes' '<V2' would not).
-        std::cerr << "kiln run: note: result " << i << " is bfloat16, which .npy cannot store; writing '"
-                  << a.outputs[i] << "' as float32 (exact: every bfloat16 value is a float32)\n";
-        write_npy(a.outputs[i], out[i].to(DType::float32));
-      } else {
-        write_npy(a.outputs[i], out[i]);
-      }
-    }
+    for (size_t i = 0; i < out.size() && i < results; ++i) write_result(a.outputs[i], out[i], "result " + std::to_string(i));
+    for (size_t k = 0; results + k < a.outputs.size(); ++k)
+      write_result(a.outputs[results + k], in[written[k]], "argument " + std::to_string(written[k]));
   }
   return 0;
 }
@@ -366,6 +395,15 @@ int cmd_bench(const Args& a) {
     in = load_inputs(a, run);
   } else {
     for (size_t i = 0; i < run.in_layouts().size(); ++i) in.push_back(random_input(run.in_layouts()[i], i));
+    // A callable that refuses random values (an integer division by a drawn
+    // 0, an id past a table) fails here, once, with a hint to give inputs.
+    try {
+      (void)run.execute_raw(std::span<const Tensor>(in));
+    } catch (const Error& e) {
+      throw ValueError(std::string(e.what()) +
+                       " (on random inputs: floats N(0, 1), integers in [0, 10); pass inputs that suit the callable "
+                       "with --input x.npy, one per argument)");
+    }
   }
   std::cout << "bench " << a.file << ": " << run.in_layouts().size() << " argument(s), "
             << run.engine_model().artifact().plan().steps().size() << " plan steps\n";

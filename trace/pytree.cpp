@@ -32,6 +32,21 @@ void PyTree<Tensor>::flatten(const Tensor& v, TreeDef& def, LeafSink& sink) {
 }
 
 Tensor PyTree<Tensor>::unflatten(const TreeDef& def, LeafSource& src, const std::string& path) {
+  if (def.kind != TreeDef::Kind::leaf && path.empty() && def.num_leaves() > 1) {
+    // The whole value asked for as one Tensor (`Tensor y = run(x);` on a call
+    // that returned a tuple): name the count and the conversion to use.
+    std::string hint = "as<...>() with a type of that structure";
+    bool flat = def.kind == TreeDef::Kind::tuple;
+    for (const TreeDef& c : def.children) flat = flat && c.kind == TreeDef::Kind::leaf;
+    if (flat) {
+      hint = "as<std::tuple<";
+      for (size_t i = 0; i < def.children.size(); ++i) hint += i ? ", Tensor" : "Tensor";
+      hint += ">>()";
+    }
+    tree_error("expected a single tensor, got " + def.str() + ": the function returned " +
+               std::to_string(def.num_leaves()) + " tensors; convert the result with " + hint +
+               " (or read its leaves)");
+  }
   if (def.kind != TreeDef::Kind::leaf) tree_error("at '" + path + "': expected a tensor, got " + def.str());
   return src.take();
 }

@@ -64,8 +64,9 @@ void column_row(const E* x, const Geometry& g, int64_t row, int64_t oh0, int64_t
   const int64_t kk = g.kh * g.kw, c = row / kk, i = (row / g.kw) % g.kh, j = row % g.kw;
   const int64_t ioff = i * g.dh - g.ph, joff = j * g.dw - g.pw;
   // ow in [ow0, ow1) reads inside the row: 0 <= ow*sw + joff < w.
-  const int64_t ow0 = std::min(g.ow, joff >= 0 ? int64_t{0} : (-joff + g.sw - 1) / g.sw);
-  const int64_t ow1 = std::clamp(g.w - joff <= 0 ? int64_t{0} : (g.w - joff + g.sw - 1) / g.sw, ow0, g.ow);
+  // (ceil divisions written (a - 1) / sw + 1: a + sw - 1 wraps for a stride near 2^63)
+  const int64_t ow0 = std::min(g.ow, joff >= 0 ? int64_t{0} : (-joff - 1) / g.sw + 1);
+  const int64_t ow1 = std::clamp(g.w - joff <= 0 ? int64_t{0} : (g.w - joff - 1) / g.sw + 1, ow0, g.ow);
   const E* xc = x + c * g.xc;
   for (int64_t oh = oh0; oh < oh1; ++oh, dst += g.ow) {
     const int64_t ih = oh * g.sh + ioff;

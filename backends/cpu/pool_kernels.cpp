@@ -32,11 +32,15 @@ PoolGeo geometry(const Tensor& out, const Tensor& x, const std::vector<int64_t>&
   return g;
 }
 
+// ceil(a / b) for a > 0, b > 0, without forming a + b - 1 (which wraps
+// for a stride or dilation near 2^63).
+inline int64_t ceil_div_pos(int64_t a, int64_t b) { return (a - 1) / b + 1; }
+
 // Taps t in [t0, t1) of a window starting at `start` with step `dil` over
 // k taps that land in [0, n).
 inline void tap_range(int64_t start, int64_t dil, int64_t k, int64_t n, int64_t& t0, int64_t& t1) {
-  t0 = start >= 0 ? 0 : (-start + dil - 1) / dil;
-  t1 = n - start <= 0 ? 0 : std::min(k, (n - start + dil - 1) / dil);
+  t0 = start >= 0 ? 0 : ceil_div_pos(-start, dil);
+  t1 = n - start <= 0 ? 0 : std::min(k, ceil_div_pos(n - start, dil));
   if (t1 < t0) t1 = t0;
 }
 
@@ -56,8 +60,8 @@ void max_planes(const T* x, T* out, const PoolGeo& g, int64_t p0, int64_t p1) {
   // Output columns ox whose tap j lies inside x: 0 <= ox*sw - pw + j*dw < w.
   auto cols = [&](int64_t j, int64_t& o0, int64_t& o1) {
     const int64_t off = j * g.dw - g.pw;  // ix = ox*sw + off
-    o0 = off >= 0 ? 0 : (-off + g.sw - 1) / g.sw;
-    o1 = g.w - off <= 0 ? 0 : std::min(g.ow, (g.w - off + g.sw - 1) / g.sw);
+    o0 = off >= 0 ? 0 : ceil_div_pos(-off, g.sw);
+    o1 = g.w - off <= 0 ? 0 : std::min(g.ow, ceil_div_pos(g.w - off, g.sw));
     if (o1 < o0) o1 = o0;
   };
   // Column taps j that lie inside x for some output column: the first
@@ -66,7 +70,7 @@ void max_planes(const T* x, T* out, const PoolGeo& g, int64_t p0, int64_t p1) {
   // window far wider than x then costs what x's width does, not its own.
   const int64_t j1 = std::min(g.kw, (g.w - 1 + g.pw) / g.dw + 1);
   const int64_t reach = g.pw - (g.ow - 1) * g.sw;  // j dw >= reach
-  const int64_t j0 = reach <= 0 ? 0 : std::min(j1, (reach + g.dw - 1) / g.dw);
+  const int64_t j0 = reach <= 0 ? 0 : std::min(j1, ceil_div_pos(reach, g.dw));
   for (int64_t pl = p0; pl < p1; ++pl) {
     const int64_t n = pl / g.c, ch = pl % g.c;
     const T* xp = x + n * g.xs[0] + ch * g.xs[1];

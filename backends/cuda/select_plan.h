@@ -68,11 +68,12 @@ struct PoolGeometry {
 /// Taps t in [t0, t1) of a window starting at `start` with step `dil` over
 /// k taps that land in [0, n) (the CPU's tap_range).
 KILN_HD void pool_tap_range(int64_t start, int64_t dil, int64_t k, int64_t n, int64_t& t0, int64_t& t1) {
-  t0 = start >= 0 ? 0 : (-start + dil - 1) / dil;
+  // ceil divisions as (a - 1) / dil + 1: a + dil - 1 wraps for a dilation near 2^63
+  t0 = start >= 0 ? 0 : (-start - 1) / dil + 1;
   if (n - start <= 0) {
     t1 = 0;
   } else {
-    const int64_t reach = (n - start + dil - 1) / dil;
+    const int64_t reach = (n - start - 1) / dil + 1;
     t1 = k < reach ? k : reach;
   }
   if (t1 < t0) t1 = t0;
