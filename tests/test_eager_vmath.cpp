@@ -97,6 +97,37 @@ std::vector<float> fast_path_bounds() {
   return v;
 }
 
+/// body(t, op) for exp and tanh on each target this CPU runs, with
+/// KILN_JIT_TARGET set to that target.
+template <class Body>
+void each_target_and_op(Body&& body) {
+  for (CpuTarget t : targets()) {
+    EnvTarget env(codegen::cpu_target_name(t));
+    const std::string tn = codegen::cpu_target_name(t);
+    CAPTURE(tn);
+    for (OpId op : {OpId::Exp, OpId::Tanh}) {
+      CAPTURE(op_name(op));
+      body(t, op);
+    }
+  }
+}
+
+/// Fails a check for each y[i] more than `bound` ulp from op(xs[i])
+/// computed in float64 (the first five shown); returns the largest error.
+double check_ulp(OpId op, const std::vector<float>& xs, const float* y, double bound) {
+  double worst = 0;
+  int bad = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const double ref = op == OpId::Exp ? std::exp(double(xs[i])) : std::tanh(double(xs[i]));
+    const double e = ulp_error(y[i], ref);
+    worst = std::max(worst, e);
+    if (e > bound && bad++ < 5)
+      FAIL_CHECK(op_name(op) << "(" << xs[i] << ") = " << y[i] << ", float64 " << ref << ": " << e << " ulp");
+  }
+  CHECK(bad == 0);
+  return worst;
+}
+
 /// fn(ptrs = {y, x}, n) of a cached_unary_vmath kernel.
 void run_kernel(codegen::InnerLoopFn fn, float* y, const float* x, int64_t n) {
   char* p[2] = {reinterpret_cast<char*>(y), reinterpret_cast<char*>(const_cast<float*>(x))};
@@ -109,59 +140,45 @@ void run_kernel(codegen::InnerLoopFn fn, float* y, const float* x, int64_t n) {
 TEST_SUITE("eager_vmath") {
   TEST_CASE("eager float32 exp and tanh against float64 on edge inputs, every target and run length") {
     const std::vector<float> xs = edge_inputs(1000);
-    for (CpuTarget t : targets()) {
-      EnvTarget env(codegen::cpu_target_name(t));
-      const std::string tn = codegen::cpu_target_name(t);
-      CAPTURE(tn);
-      for (OpId op : {OpId::Exp, OpId::Tanh}) {
-        CAPTURE(op_name(op));
-        // vmath_alg.h's bounds; on SSE2 eager tanh is Eigen's (ref_ops.h: <= 6 ulp measured)
-        const bool generated = op == OpId::Exp || t != CpuTarget::sse2;
-        const double bound = op == OpId::Exp ? 2.0 : generated ? 4.0 : 6.0;
-        const Tensor y = op == OpId::Exp ? kiln::exp(f32(xs)) : kiln::tanh(f32(xs));
-        REQUIRE(y.dtype() == DType::float32);
-        const float* py = y.data<float>();
-        double worst = 0;
-        int bad = 0;
-        for (size_t i = 0; i < xs.size(); ++i) {
-          const double want = op == OpId::Exp ? std::exp(double(xs[i])) : std::tanh(double(xs[i]));
-          const double e = ulp_error(py[i], want);
-          worst = std::max(worst, e);
-          if (e > bound && bad++ < 5)
-            FAIL_CHECK(op_name(op) << "(" << xs[i] << ") = " << py[i] << ", float64 " << want << ": " << e << " ulp");
-        }
-        MESSAGE(op_name(op) << " on " << tn << ": max " << worst << " ulp on "
-                            << xs.size() << " edge and random inputs");
-        // exact special values and bounds
-        if (op == OpId::Exp) {
-          CHECK(py[2] == kInf);              // exp(inf)
-          CHECK(bits(py[3]) == bits(0.0f));  // exp(-inf) = +0
-          CHECK(py[4] == 1.0f);
-          CHECK(py[5] == 1.0f);
-        } else {
-          CHECK(py[2] == 1.0f);
-          CHECK(py[3] == -1.0f);
-          CHECK(bits(py[4]) == bits(0.0f));
-          CHECK(bits(py[5]) == bits(-0.0f));
-          CHECK(bits(py[6]) == bits(xs[6]));  // tanh(denorm_min) = denorm_min
-          CHECK(bits(py[7]) == bits(xs[7]));
-        }
-        CHECK(std::isnan(py[0]));
-        CHECK(std::isnan(py[1]));
-        // Runs of every length 1..67 (tails of no multiple of 4, 8 or 16
-        // elements) starting at every offset 0..3 give each value the bits
-        // it has in the long run.
-        for (int64_t off = 0; off < 4; ++off)
-          for (int64_t n = 1; n <= 67; ++n) {
-            const Tensor x = kiln::slice(f32(xs), 0, off, off + n);
-            const Tensor r = op == OpId::Exp ? kiln::exp(x) : kiln::tanh(x);
-            const float* pr = r.data<float>();
-            int diff = 0;
-            for (int64_t i = 0; i < n; ++i) diff += !same(pr[i], py[off + i]);
-            if (diff) FAIL_CHECK("run of " << n << " at offset " << off << ": " << diff << " values differ");
-          }
+    each_target_and_op([&](CpuTarget t, OpId op) {
+      // vmath_alg.h's bounds; on SSE2 eager tanh is Eigen's (ref_ops.h: <= 6 ulp measured)
+      const bool generated = op == OpId::Exp || t != CpuTarget::sse2;
+      const double bound = op == OpId::Exp ? 2.0 : generated ? 4.0 : 6.0;
+      const Tensor y = op == OpId::Exp ? kiln::exp(f32(xs)) : kiln::tanh(f32(xs));
+      REQUIRE(y.dtype() == DType::float32);
+      const float* py = y.data<float>();
+      const double worst = check_ulp(op, xs, py, bound);
+      MESSAGE(op_name(op) << " on " << codegen::cpu_target_name(t) << ": max " << worst << " ulp on " << xs.size()
+                          << " edge and random inputs");
+      // exact special values and bounds
+      if (op == OpId::Exp) {
+        CHECK(py[2] == kInf);              // exp(inf)
+        CHECK(bits(py[3]) == bits(0.0f));  // exp(-inf) = +0
+        CHECK(py[4] == 1.0f);
+        CHECK(py[5] == 1.0f);
+      } else {
+        CHECK(py[2] == 1.0f);
+        CHECK(py[3] == -1.0f);
+        CHECK(bits(py[4]) == bits(0.0f));
+        CHECK(bits(py[5]) == bits(-0.0f));
+        CHECK(bits(py[6]) == bits(xs[6]));  // tanh(denorm_min) = denorm_min
+        CHECK(bits(py[7]) == bits(xs[7]));
       }
-    }
+      CHECK(std::isnan(py[0]));
+      CHECK(std::isnan(py[1]));
+      // Runs of every length 1..67 (tails of no multiple of 4, 8 or 16
+      // elements) starting at every offset 0..3 give each value the bits
+      // it has in the long run.
+      for (int64_t off = 0; off < 4; ++off)
+        for (int64_t n = 1; n <= 67; ++n) {
+          const Tensor x = kiln::slice(f32(xs), 0, off, off + n);
+          const Tensor r = op == OpId::Exp ? kiln::exp(x) : kiln::tanh(x);
+          const float* pr = r.data<float>();
+          int diff = 0;
+          for (int64_t i = 0; i < n; ++i) diff += !same(pr[i], py[off + i]);
+          if (diff) FAIL_CHECK("run of " << n << " at offset " << off << ": " << diff << " values differ");
+        }
+    });
   }
 
   TEST_CASE("eager exp and tanh: strides, 16-bit floats, in place and the thread split keep the bits") {
@@ -256,79 +273,65 @@ TEST_SUITE("eager_vmath") {
     const std::vector<float> fb = fast_path_bounds();
     for (size_t i = 0; i < fb.size(); ++i) xs[100 + 37 * i] = fb[i];  // scattered: vectors mix both sides
     const int64_t n_all = int64_t(xs.size());
-    for (CpuTarget t : targets()) {
-      EnvTarget env(codegen::cpu_target_name(t));
-      const std::string tn = codegen::cpu_target_name(t);
-      CAPTURE(tn);
-      for (OpId op : {OpId::Exp, OpId::Tanh}) {
-        CAPTURE(op_name(op));
-        const codegen::InnerLoopFn plain = codegen::cached_unary_vmath(op);
-        const codegen::InnerLoopFn strm = codegen::cached_unary_vmath(op, /*streaming=*/true);
-        if (op == OpId::Tanh && t == CpuTarget::sse2) {  // Eigen's tanh there
-          const bool neither = plain == nullptr && strm == nullptr;
-          CHECK(neither);
-          continue;
-        }
-        const bool both = plain != nullptr && strm != nullptr, distinct = strm != plain;
-        REQUIRE(both);
-        CHECK(distinct);
-        // the plain kernel's values against float64
-        std::vector<float> want(xs.size());
-        run_kernel(plain, want.data(), xs.data(), n_all);
-        const double bound = op == OpId::Exp ? 2.0 : 4.0;
-        int bad = 0;
-        for (size_t i = 0; i < xs.size(); ++i) {
-          const double ref = op == OpId::Exp ? std::exp(double(xs[i])) : std::tanh(double(xs[i]));
-          const double e = ulp_error(want[i], ref);
-          if (e > bound && bad++ < 5)
-            FAIL_CHECK(op_name(op) << "(" << xs[i] << ") = " << want[i] << ", float64 " << ref << ": " << e << " ulp");
-        }
-        CHECK(bad == 0);
-        // the streaming kernel: the same bits at every length and alignment
-        const Tensor buf = Tensor::empty({n_all + 64}, DType::float32);  // 64-byte aligned (allocator)
-        float* const b = buf.data<float>();
-        REQUIRE(reinterpret_cast<uintptr_t>(b) % 64 == 0);
-        const float guard = -12345.5f;
-        for (int64_t n : {int64_t(1), int64_t(7), int64_t(4095), int64_t(4096), int64_t(4097), int64_t(4096 + 13),
-                          int64_t(2 * 4096 + 8), n_all - 16})
-          for (int64_t off : {0, 1, 5, 8, 15, 16}) {
-            CAPTURE(n);
-            CAPTURE(off);
-            const int64_t x0 = n == n_all - 16 ? 16 - (off & 1) : 0;  // input misaligned against the output too
-            std::fill(b, b + n_all + 64, guard);
-            run_kernel(strm, b + off, xs.data() + x0, n);
-            int diff = 0, touched = 0;
-            for (int64_t i = 0; i < n; ++i) diff += !same(b[off + i], want[size_t(x0 + i)]);
-            for (int64_t i = 0; i < off; ++i) touched += b[i] != guard;
-            for (int64_t i = off + n; i < n_all + 64; ++i) touched += b[i] != guard;
-            CHECK(diff == 0);
-            CHECK(touched == 0);
-          }
-        // in place (y == x), streamed
-        {
-          std::copy(xs.begin(), xs.end(), b);
-          run_kernel(strm, b, b, n_all);
-          int diff = 0;
-          for (int64_t i = 0; i < n_all; ++i) diff += !same(b[i], want[size_t(i)]);
-          CHECK(diff == 0);
-        }
-        // eager on an output above the streaming threshold (two threads):
-        // the plain kernel's bits, so those of compiled code on this target
-        {
-          const int64_t n = cpu::ew::kStreamMinBytes / 4 + 19;
-          std::vector<float> big(static_cast<size_t>(n));
-          for (int64_t i = 0; i < n; ++i) big[size_t(i)] = xs[size_t(i % n_all)];
-          const Tensor bx = f32(big);
-          const int before = omp_get_max_threads();
-          omp_set_num_threads(2);
-          const Tensor y = op == OpId::Exp ? kiln::exp(bx) : kiln::tanh(bx);
-          omp_set_num_threads(before);
-          int64_t diff = 0;
-          for (int64_t i = 0; i < n; ++i) diff += !same(y.data<float>()[i], want[size_t(i % n_all)]);
-          CHECK(diff == 0);
-        }
+    each_target_and_op([&](CpuTarget t, OpId op) {
+      const codegen::InnerLoopFn plain = codegen::cached_unary_vmath(op);
+      const codegen::InnerLoopFn strm = codegen::cached_unary_vmath(op, /*streaming=*/true);
+      if (op == OpId::Tanh && t == CpuTarget::sse2) {  // Eigen's tanh there
+        const bool neither = plain == nullptr && strm == nullptr;
+        CHECK(neither);
+        return;
       }
-    }
+      const bool both = plain != nullptr && strm != nullptr, distinct = strm != plain;
+      REQUIRE(both);
+      CHECK(distinct);
+      // the plain kernel's values against float64
+      std::vector<float> want(xs.size());
+      run_kernel(plain, want.data(), xs.data(), n_all);
+      check_ulp(op, xs, want.data(), op == OpId::Exp ? 2.0 : 4.0);
+      // the streaming kernel: the same bits at every length and alignment
+      const Tensor buf = Tensor::empty({n_all + 64}, DType::float32);  // 64-byte aligned (allocator)
+      float* const b = buf.data<float>();
+      REQUIRE(reinterpret_cast<uintptr_t>(b) % 64 == 0);
+      const float guard = -12345.5f;
+      for (int64_t n : {int64_t(1), int64_t(7), int64_t(4095), int64_t(4096), int64_t(4097), int64_t(4096 + 13),
+                        int64_t(2 * 4096 + 8), n_all - 16})
+        for (int64_t off : {0, 1, 5, 8, 15, 16}) {
+          CAPTURE(n);
+          CAPTURE(off);
+          const int64_t x0 = n == n_all - 16 ? 16 - (off & 1) : 0;  // input misaligned against the output too
+          std::fill(b, b + n_all + 64, guard);
+          run_kernel(strm, b + off, xs.data() + x0, n);
+          int diff = 0, touched = 0;
+          for (int64_t i = 0; i < n; ++i) diff += !same(b[off + i], want[size_t(x0 + i)]);
+          for (int64_t i = 0; i < off; ++i) touched += b[i] != guard;
+          for (int64_t i = off + n; i < n_all + 64; ++i) touched += b[i] != guard;
+          CHECK(diff == 0);
+          CHECK(touched == 0);
+        }
+      // in place (y == x), streamed
+      {
+        std::copy(xs.begin(), xs.end(), b);
+        run_kernel(strm, b, b, n_all);
+        int diff = 0;
+        for (int64_t i = 0; i < n_all; ++i) diff += !same(b[i], want[size_t(i)]);
+        CHECK(diff == 0);
+      }
+      // eager on an output above the streaming threshold (two threads):
+      // the plain kernel's bits, so those of compiled code on this target
+      {
+        const int64_t n = cpu::ew::kStreamMinBytes / 4 + 19;
+        std::vector<float> big(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i) big[size_t(i)] = xs[size_t(i % n_all)];
+        const Tensor bx = f32(big);
+        const int before = omp_get_max_threads();
+        omp_set_num_threads(2);
+        const Tensor y = op == OpId::Exp ? kiln::exp(bx) : kiln::tanh(bx);
+        omp_set_num_threads(before);
+        int64_t diff = 0;
+        for (int64_t i = 0; i < n; ++i) diff += !same(y.data<float>()[i], want[size_t(i % n_all)]);
+        CHECK(diff == 0);
+      }
+    });
   }
 
   TEST_CASE("eager float64 exp and tanh keep the float64 kernels") {

@@ -32,6 +32,12 @@ std::vector<CpuTarget> targets() {
   return v;
 }
 
+/// The arguments of a row kernel call over `rows` rows of n floats.
+RowArgs row_args(const float* x, float* y, int64_t rows, int64_t n, float* y2 = nullptr, const float* weight = nullptr,
+                 const float* bias = nullptr, float eps = 0.0f) {
+  return RowArgs{.x = x, .y = y, .y2 = y2, .weight = weight, .bias = bias, .rows = rows, .n = n, .eps = eps};
+}
+
 /// rows x n float32 values: normal(offset, scale), with row r % 8 == 1..4
 /// made special (a NaN; a +inf; all -inf; some -inf) when `specials`.
 std::vector<float> make_rows(int64_t rows, int64_t n, uint64_t seed, double scale, bool specials, double offset = 0) {
@@ -103,14 +109,8 @@ void check_kernel(const RowKernel& k, int64_t rows, int64_t n, uint64_t seed, do
   const std::vector<float> x = make_rows(rows, n, seed, scale, specials, offset);
   const std::vector<float> w = make_rows(1, n, seed + 1, 1.0, false), b = make_rows(1, n, seed + 2, 1.0, false);
   std::vector<float> y(x.size(), 12345.0f);
-  RowArgs a;
-  a.x = x.data();
-  a.y = y.data();
-  a.weight = key.has_weight ? w.data() : nullptr;
-  a.bias = key.has_bias ? b.data() : nullptr;
-  a.rows = rows;
-  a.n = n;
-  a.eps = 1e-5f;
+  RowArgs a = row_args(x.data(), y.data(), rows, n, nullptr, key.has_weight ? w.data() : nullptr,
+                       key.has_bias ? b.data() : nullptr, 1e-5f);
   k.fn()(&a);  // the generated function itself, on every row
   std::vector<double> want(static_cast<size_t>(n)), tol(static_cast<size_t>(n));
   int bad = 0;
@@ -193,11 +193,7 @@ TEST_SUITE("row kernels") {
           for (int64_t n : {1, 2, 3, 5, 8, 9, 10, 15, 16, 17}) {
             const std::vector<float> x = make_rows(rows, n, 77 + static_cast<uint64_t>(n), 3.0, true);
             std::vector<float> all(x.size()), one(x.size());
-            RowArgs a;
-            a.x = x.data();
-            a.y = all.data();
-            a.rows = rows;
-            a.n = n;
+            RowArgs a = row_args(x.data(), all.data(), rows, n);
             k->fn()(&a);
             for (int64_t r = 0; r < rows; ++r) {
               RowArgs b = a;
@@ -234,12 +230,7 @@ TEST_SUITE("row kernels") {
             const std::vector<float> x =
                 make_rows(rows, n, 5150 + static_cast<uint64_t>(n * 1000 + rows) + specials, 3.0, specials);
             std::vector<float> y(x.size(), 7.0f), y2(x.size(), 7.0f);
-            RowArgs a;
-            a.x = x.data();
-            a.y = y.data();
-            a.y2 = y2.data();
-            a.rows = rows;
-            a.n = n;
+            RowArgs a = row_args(x.data(), y.data(), rows, n, y2.data());
             both->fn()(&a);
             std::vector<double> ws(static_cast<size_t>(n)), ts(ws.size()), wl(ws.size()), tl(ws.size());
             int bad = 0;
@@ -297,12 +288,7 @@ TEST_SUITE("row kernels") {
         for (int64_t r = 0; r < rows; ++r)
           std::copy(x.begin() + r * n, x.begin() + (r + 1) * n, xp.begin() + r * kPadded);
         std::vector<float> y(x.size()), y2(x.size()), yp(xp.size()), y2p(xp.size());
-        RowArgs a;
-        a.x = x.data();
-        a.y = y.data();
-        a.y2 = y2.data();
-        a.rows = rows;
-        a.n = n;
+        RowArgs a = row_args(x.data(), y.data(), rows, n, y2.data());
         both->fn()(&a);
         RowArgs b = a;
         b.x = xp.data();
@@ -337,14 +323,8 @@ TEST_SUITE("row kernels") {
             const std::vector<float> x = make_rows(rows, n, 91 + static_cast<uint64_t>(n), 3.0, false, 5.0);
             const std::vector<float> wt = make_rows(1, n, 5, 1.0, false, 1.0), bs = make_rows(1, n, 6, 1.0, false);
             std::vector<float> all(x.size()), one(x.size());
-            RowArgs a;
-            a.x = x.data();
-            a.y = all.data();
-            a.weight = w ? wt.data() : nullptr;
-            a.bias = b ? bs.data() : nullptr;
-            a.rows = rows;
-            a.n = n;
-            a.eps = 1e-5f;
+            RowArgs a = row_args(x.data(), all.data(), rows, n, nullptr, w ? wt.data() : nullptr,
+                                 b ? bs.data() : nullptr, 1e-5f);
             k->fn()(&a);
             for (int64_t r = 0; r < rows; ++r) {
               RowArgs c = a;
@@ -383,12 +363,7 @@ TEST_SUITE("row kernels") {
         for (int64_t rows : {1, 2, 5, 9}) {
           const std::vector<float> x = make_rows(rows, n, 900 + static_cast<uint64_t>(n * rows), 3.0, true);
           std::vector<float> y(x.size()), y2(x.size()), s(x.size()), l(x.size());
-          RowArgs a;
-          a.x = x.data();
-          a.rows = rows;
-          a.n = n;
-          a.y = y.data();
-          a.y2 = y2.data();
+          RowArgs a = row_args(x.data(), y.data(), rows, n, y2.data());
           both->fn()(&a);
           a.y2 = nullptr;
           a.y = s.data();
@@ -409,11 +384,7 @@ TEST_SUITE("row kernels") {
       const auto lsm = generate_row_kernel({RowOp::log_softmax, false, false, DType::float32, t});
       auto run = [](const RowKernel& k, std::vector<float> x) {
         std::vector<float> y(x.size());
-        RowArgs a;
-        a.x = x.data();
-        a.y = y.data();
-        a.rows = 1;
-        a.n = static_cast<int64_t>(x.size());
+        RowArgs a = row_args(x.data(), y.data(), 1, static_cast<int64_t>(x.size()));
         k.fn()(&a);
         return y;
       };
@@ -458,14 +429,8 @@ TEST_SUITE("row kernels") {
           // eager runs the cached kernel
           if (const RowKernel* k = cached_row_kernel(op, has_w, has_b, DType::float32); k && x.numel() > 0) {
             Tensor y = Tensor::empty(s, DType::float32);
-            RowArgs a;
-            a.x = x.data<float>();
-            a.y = y.data<float>();
-            a.weight = has_w ? w.data<float>() : nullptr;
-            a.bias = has_b ? b.data<float>() : nullptr;
-            a.n = n;
-            a.rows = x.numel() / n;
-            a.eps = 1e-5f;
+            RowArgs a = row_args(x.data<float>(), y.data<float>(), x.numel() / n, n, nullptr,
+                                 has_w ? w.data<float>() : nullptr, has_b ? b.data<float>() : nullptr, 1e-5f);
             k->fn()(&a);
             CHECK_MESSAGE(same_bits(eager1, y), what);
           }

@@ -353,14 +353,24 @@ void RowGen::column_softmax_rows(const x86::Gp& px, const x86::Gp& py, const x86
     cc_.sub(left, q);
     cc_.jg(LB);
   }
-  // phase 2: exponentials of each block's columns
-  {
-    Label LB = cc_.newLabel(), L2 = cc_.newLabel();
+  // phases 2 and 3 walk the nb blocks, each pointer advancing by its step per block
+  struct Walk {
+    x86::Gp reg, start;
+    uint32_t step;
+  };
+  auto over_blocks = [&](std::initializer_list<Walk> walks, auto&& body) {
+    Label LB = cc_.newLabel();
     cc_.mov(left, nb);
-    cc_.mov(blk, xb);
-    cc_.mov(sbb, sb);
-    cc_.mov(ebj, eb);
+    for (const Walk& w : walks) cc_.mov(w.reg, w.start);
     cc_.bind(LB);
+    body();
+    for (const Walk& w : walks) cc_.add(w.reg, w.step);
+    cc_.dec(left);
+    cc_.jnz(LB);
+  };
+  // phase 2: exponentials of each block's columns
+  over_blocks({{blk, xb, block_bytes}, {ebj, eb, block_bytes}, {sbb, sb, uint32_t(W_)}}, [&] {
+    Label L2 = cc_.newLabel();
     const x86::Vec mx = load(x86::ptr(sbb));
     cc_.mov(cb, blk);
     cc_.mov(src, ebj);
@@ -371,30 +381,16 @@ void RowGen::column_softmax_rows(const x86::Gp& px, const x86::Gp& py, const x86
     cc_.add(src, W_);
     cc_.dec(j);
     cc_.jnz(L2);
-    cc_.add(blk, block_bytes);
-    cc_.add(ebj, block_bytes);
-    cc_.add(sbb, W_);
-    cc_.dec(left);
-    cc_.jnz(LB);
-  }
+  });
   // phase 3: each block's sums in the multi-pass code's order, log(sum), 1 / sum
-  {
-    Label LB = cc_.newLabel();
-    cc_.mov(left, nb);
-    cc_.mov(ebj, eb);
-    cc_.mov(sbb, sb);
-    cc_.bind(LB);
+  over_blocks({{ebj, eb, block_bytes}, {sbb, sb, uint32_t(W_)}}, [&] {
     x86::Vec s8[8];
     for (int i = 0; i < 8; ++i) s8[i] = A_.add(f, load(x86::ptr(ebj, i * W_)), x86::ptr(ebj, (i + 8) * W_));
     const x86::Vec sum = A_.add(f, A_.add(f, A_.add(f, s8[0], s8[4]), A_.add(f, s8[2], s8[6])),
                                 A_.add(f, A_.add(f, s8[1], s8[5]), A_.add(f, s8[3], s8[7])));
     if (log) store(x86::ptr(sbb, G * W_), emit_math(C_, OpId::Log, sum));
     if (soft) store(x86::ptr(sbb, 2 * G * W_), A_.div(f, splat(1.0f), sum));
-    cc_.add(ebj, block_bytes);
-    cc_.add(sbb, W_);
-    cc_.dec(left);
-    cc_.jnz(LB);
-  }
+  });
   // phase 4: the super-block's rows
   {
     Label L3 = cc_.newLabel();
