@@ -803,6 +803,54 @@ TEST_SUITE("jit_codegen") {
     }
   }
 
+  TEST_CASE("AVX2 pairs of vectors: exp and exp(-x) with one vector of a pair on the fast path give the model's bits") {
+    // The AVX2 loop runs two vectors (16 float32) per pass for small exp
+    // and tanh programs; exp tests the pair once (vmath.cpp: exp_fast_path2)
+    // and sends both through the clamped form when any lane of either needs
+    // it. Runs of 8 fast-path values (|x| < 80) and 8 values with a lane
+    // outside (x = -120, 100, +-inf, NaN, one lane each, at every lane), in
+    // every pairing (fast/slow, slow/fast, both), at start offsets 0..15 (so
+    // the pairs group the vectors both ways and the single-vector loop and
+    // the tail see them too): bitwise the scalar model, as on every target.
+    const DType F = DType::float32;
+    const float specials[] = {-120.0f, 100.0f, std::numeric_limits<float>::infinity(),
+                              -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()};
+    std::vector<float> xs;
+    for (int lane = 0; lane < 8; ++lane)
+      for (float sp : specials)
+        for (int pattern = 0; pattern < 3; ++pattern)
+          for (int v = 0; v < 2; ++v) {
+            const bool slow = pattern == 2 || pattern == v;
+            for (int j = 0; j < 8; ++j)
+              xs.push_back(slow && j == lane ? sp : -79.0f + 158.0f * float((j * 37 + lane * 11 + v * 5) % 64) / 63.0f);
+          }
+    const int64_t n = int64_t(xs.size());
+    for (CpuTarget t : targets()) {
+      for (bool neg : {false, true}) {
+        CAPTURE(tname(t));
+        CAPTURE(neg);
+        Prog pr({F, F}, 1);
+        const int in = pr.load(1, F);
+        pr.store(0, pr.op(OpId::Exp, F, neg ? pr.op(OpId::Neg, F, in) : in));
+        auto k = generate_elementwise(pr.p, t, true);
+        if (t == CpuTarget::avx2) CHECK(k->disassembly().find("vpmaxsd") != std::string::npos);  // the pair's test
+        int bad = 0;
+        for (int64_t off = 0; off < 16; ++off) {
+          std::vector<float> y(size_t(n - off));
+          run(*k, pr.p, {y.data(), xs.data() + off}, n - off);
+          for (int64_t i = 0; i < n - off; ++i) {
+            const float xi = neg ? -xs[size_t(i + off)] : xs[size_t(i + off)];
+            const float w = vm::model(vm::MathFn::exp, xi, t != CpuTarget::sse2);
+            const float got = y[size_t(i)];
+            if (!(bits(got) == bits(w) || (std::isnan(w) && std::isnan(got))) && bad++ < 5)
+              FAIL_CHECK("offset " << off << ": exp(" << xi << ") = " << got << ", model " << w);
+          }
+        }
+        CHECK(bad == 0);
+      }
+    }
+  }
+
   TEST_CASE("programs without a generated form are refused with kiln::Error") {
     const DType F = DType::float32;
     auto unary = [&](OpId op, DType d, bool strict = false) {

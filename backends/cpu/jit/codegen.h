@@ -9,7 +9,9 @@
 //   bool -> all-ones/all-zeros lanes of the program's lane width.
 // A 32-bit value in a 64-bit-lane program fills half a register.
 #pragma once
+#include <functional>
 #include <string>
+#include <utility>
 
 #include "../../../jit/elementwise_program.h"
 #include "vec_asm.h"
@@ -70,6 +72,17 @@ x86::Vec emit_predicate(Ctx& c, const Instr& ins, DType cd, const x86::Vec* x, i
 /// only, FMA targets: the negation folded into the reduction, same bits as
 /// exp of the negated value).
 x86::Vec emit_math(Ctx& c, OpId op, const x86::Vec& x, bool negate = false);
+/// exp (with `negate`: exp of -x) of two independent vectors x0, x1 on the
+/// AVX2 target, as emit_math(Exp) on each (the same bits), with one fast-path
+/// test for both and their instructions interleaved (vmath.cpp:
+/// exp_fast_path2). Throws std::logic_error on other targets.
+std::pair<x86::Vec, x86::Vec> emit_exp_pair(Ctx& c, const x86::Vec& x0, const x86::Vec& x1, bool negate);
+/// Runs a() then b(), which emit code at cc's cursor, and interleaves the
+/// nodes they added one by one (a's first, then b's first, ...) when both
+/// added only instructions (no labels, jumps or calls); else leaves them in
+/// order. Two independent dependency chains then share the scheduler instead
+/// of the first filling it. Returns whether it interleaved.
+bool emit_interleaved(x86::Compiler& cc, const std::function<void()>& a, const std::function<void()>& b);
 bool is_math_op(OpId op);
 bool is_predicate_op(OpId op);
 
