@@ -402,9 +402,9 @@ TEST_SUITE("row kernels") {
     }
   }
 
-  // Rows of up to 512 floats run two at a time (AVX-512: every op; AVX2: the
-  // softmaxes): each row of a pair must get its bits alone, with tails, the
-  // odd last row, specials and (softmaxes) in place.
+  // Softmax rows of up to 512 floats run two at a time (AVX2, AVX-512): each
+  // row of a pair must get its bits alone, with tails, the odd last row,
+  // specials and in place; the norms (one row at a time) likewise.
   TEST_CASE("rows run in pairs give each row's bits alone") {
     uint64_t seed = 4400;
     for (CpuTarget t : targets())

@@ -682,20 +682,21 @@ void RowGen::run() {
     column_softmax_rows(px, py, py2, rows, bytes, L_end);
     cc_.bind(L_long);
   }
-  // Rows of up to kPairRowMax floats go two at a time: the same passes run
-  // over both rows at once (one loop, each row with its own accumulators),
-  // so the chains between the passes (the horizontal reductions, exp, the
-  // division and the square root), which bound a short row held in L1,
-  // overlap with the other row's. Each row gets exactly the operations,
-  // in the same order, that it gets alone (the same unrolling and the
-  // same accumulators per row), so its bits do not depend on the pairing.
-  // Longer rows are bound by memory, where pairing measured nothing. AVX2
-  // pairs the softmaxes only: two rows' norm accumulators (16 in pass 1)
-  // fill its 16 registers (rows of 384 in L1: 81 ns alone, 85 paired; the
-  // softmax 71 -> 61 ns per row of 128 in L1; AVX-512: 53 -> 45 ns and
-  // the norm 76 -> 60 ns).
+  // Softmax rows of up to kPairRowMax floats go two at a time: the same
+  // passes run over both rows at once (one loop, each row with its own
+  // accumulators), so the chains between the passes (the horizontal
+  // reductions, exp, the division), which bound a short row, overlap with
+  // the other row's. Each row gets exactly the operations, in the same
+  // order, that it gets alone (the same unrolling and the same
+  // accumulators per row), so its bits do not depend on the pairing. Rows
+  // of 128, AVX-512: 53 -> 45 ns per row in L1, attention's masked softmax
+  // over [32, 12, 128, 128] 4.2-4.4 -> 3.5-3.8 ms; AVX2 71 -> 61 ns. The
+  // norms stay one row at a time: paired, rows of 384 took 60 instead of
+  // 76 ns in L1 but 10-20% longer streamed from memory (a layer_norm of
+  // [4096, 384]: 457 -> 487-602 us), and the longer rows of both are bound
+  // by memory, where pairing measured nothing.
   constexpr int64_t kPairRowMax = 512;
-  const bool pairs = A_.evex() || (!A_.sse() && softmax_like);
+  const bool pairs = !A_.sse() && softmax_like;
   Label L_single = cc_.newLabel();
   if (pairs) {
     Label L_pair = cc_.newLabel();
