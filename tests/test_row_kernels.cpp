@@ -402,7 +402,7 @@ TEST_SUITE("row kernels") {
     }
   }
 
-  // Softmax rows of up to 512 floats run two at a time (AVX2, AVX-512): each
+  // Softmax rows of up to 128 floats run two at a time (AVX2, AVX-512): each
   // row of a pair must get its bits alone, with tails, the odd last row,
   // specials and in place; the norms (one row at a time) likewise.
   TEST_CASE("rows run in pairs give each row's bits alone") {

@@ -109,6 +109,13 @@ class RowGen {
   void rows_body(const std::vector<x86::Gp>& x, const std::vector<x86::Gp>& y, const std::vector<x86::Gp>& y2,
                  const x86::Gp& pw, const x86::Gp& pb, const x86::Gp& bytes, const x86::Vec& inv_n,
                  const x86::Vec& eps);
+  // While pass() emits its tail's body: the lanes of the row (rem of them;
+  // AVX-512: also as a k mask).
+  bool tail_ = false;
+  x86::Gp tail_rem_;
+  x86::KReg tail_k_;
+  /// v with the lanes past the row's end (the tail's, see tail_) zeroed.
+  x86::Vec zero_past_row(const x86::Vec& v);
 };
 
 // SSE2/AVX2 tails: a dword loop (AVX-512 uses masked moves, see pass()).
@@ -192,7 +199,11 @@ void RowGen::pass(const std::vector<Stream>& s, int unroll, Body&& body) {
     }
     m[k] = x86::ptr(buf[k]);
   }
+  tail_ = true;
+  tail_rem_ = rem;
+  tail_k_ = kmask;
   body(0, m);
+  tail_ = false;
   for (size_t k = 0; k < s.size(); ++k) {
     if (!s[k].out) continue;
     if (A_.evex()) {
@@ -203,6 +214,20 @@ void RowGen::pass(const std::vector<Stream>& s, int unroll, Body&& body) {
     }
   }
   cc_.bind(L_done);
+}
+
+x86::Vec RowGen::zero_past_row(const x86::Vec& v) {
+  if (A_.evex()) {
+    x86::Vec d = A_.newv(W_);
+    cc_.k(tail_k_).z().vmovaps(d, v);
+    return d;
+  }
+  int32_t io[16];
+  for (int i = 0; i < 16; ++i) io[i] = i;
+  const x86::Vec iota = load(cc_.newConst(asmjit::ConstPoolScope::kLocal, io, size_t(W_)));
+  x86::Xmm t = cc_.newXmm();
+  cc_.emit(A_.sse() ? Inst::kIdMovd : Inst::kIdVmovd, t, tail_rem_.r32());
+  return A_.and_(A_.cmpi(Lane::b32, Cmp::lt, iota, A_.splat32(t, W_)).v, v);
 }
 
 // Rows of at most kColumnRowMax elements (a classifier's 10 logits, say):
@@ -489,11 +514,19 @@ void RowGen::rows_body(const std::vector<x86::Gp>& x, const std::vector<x86::Gp>
       std::vector<x86::Vec> mv(R), sv(R);
       for (int r = 0; r < R; ++r) mv[r] = combine(mx[r], true);
       for (auto& a : sum) a = accumulators(2, 0.0f);
+      // The tail's lanes past the row hold the row's max, so exp gets 0
+      // there, and are zeroed after it (adding +0 to the sums as before,
+      // the same bits): exp of the old -inf fill went through its
+      // underflow path, which cost 4-5x on short rows with a tail
+      // (AVX-512, softmax rows of 17: 7.0 -> 1.4 ns per element, rows of
+      // 33: 3.7 -> 0.9; rows of 32 or 128: 0.4).
       std::vector<Stream> s2 = X;
+      for (int r = 0; r < R; ++r) s2[r].fill_v = mv[r];
       if (soft) s2.insert(s2.end(), Y.begin(), Y.end());
       pass(s2, 2, [&](int u, const Mems& m) {
         for (int r = 0; r < R; ++r) {
-          const x86::Vec e = emit_math(C_, OpId::Exp, A_.sub(f, load(m[r]), mv[r]));
+          x86::Vec e = emit_math(C_, OpId::Exp, A_.sub(f, load(m[r]), mv[r]));
+          if (tail_) e = zero_past_row(e);
           if (soft) store(m[R + r], e);
           acc_add(sum[r][u], e);
         }
@@ -690,12 +723,12 @@ void RowGen::run() {
   // order, that it gets alone (the same unrolling and the same
   // accumulators per row), so its bits do not depend on the pairing. Rows
   // of 128, AVX-512: 53 -> 45 ns per row in L1, attention's masked softmax
-  // over [32, 12, 128, 128] 4.2-4.4 -> 3.5-3.8 ms; AVX2 71 -> 61 ns. The
-  // norms stay one row at a time: paired, rows of 384 took 60 instead of
-  // 76 ns in L1 but 10-20% longer streamed from memory (a layer_norm of
-  // [4096, 384]: 457 -> 487-602 us), and the longer rows of both are bound
-  // by memory, where pairing measured nothing.
-  constexpr int64_t kPairRowMax = 512;
+  // over [32, 12, 128, 128] 4.2-4.4 -> 3.5-3.8 ms; AVX2 71 -> 61 ns. Rows
+  // of 256 and 512 gained 3-4% in L1 but streamed from memory lost ~10%
+  // (as the norms paired: rows of 384 took 60 instead of 76 ns in L1 but
+  // 10-20% longer streamed, [4096, 384] 457 -> 487-602 us), so longer rows
+  // and the norms go one at a time.
+  constexpr int64_t kPairRowMax = 128;
   const bool pairs = !A_.sse() && softmax_like;
   Label L_single = cc_.newLabel();
   if (pairs) {
