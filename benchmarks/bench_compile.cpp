@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <kiln/kiln.h>
 #include <unistd.h>
@@ -340,7 +341,22 @@ void BM_eigen_layernorm_rows(benchmark::State& st) {
     benchmark::ClobberMemory();
   }
 }
+// The memory bound of the rows above: y = x, 1024 x 1024 float32 in
+// kiln-allocated tensors (as the kiln rows'), row by row with memcpy, the
+// rows split among the threads as the Eigen peers split them.
+void BM_copy_rows(benchmark::State& st) {
+  kb::set_threads(static_cast<int>(st.range(0)));
+  Tensor x = kiln::random::normal({1024, 1024}), y = kiln::Tensor::empty({1024, 1024}, kiln::DType::float32);
+  const float* px = x.data<float>();
+  float* py = y.data<float>();
+  for (auto _ : st) {
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < 1024; ++r) std::memcpy(py + r * 1024, px + r * 1024, 1024 * sizeof(float));
+    benchmark::ClobberMemory();
+  }
+}
 BENCHMARK(BM_kiln_softmax_rows)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_copy_rows)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_kiln_eager_softmax_rows)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_kiln_eager_layernorm_rows)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_eigen_softmax_rows)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMicrosecond);
@@ -436,6 +452,9 @@ int main(int argc, char** argv) {
              "BM_kiln_eager_softmax_rows" + s});
     compare({"layer_norm rows 1024x1024, " + std::to_string(t) + " thread(s)", "BM_kiln_layernorm_rows" + s,
              {"BM_eigen_layernorm_rows" + s, "BM_torch_layernorm_rows" + s}, "faster than LibTorch and Eigen",
+             "BM_kiln_eager_layernorm_rows" + s});
+    compare({"layer_norm rows 1024x1024, " + std::to_string(t) + " thread(s), vs the copy loop (y = x: its memory bound)",
+             "BM_kiln_layernorm_rows" + s, {"BM_copy_rows" + s}, "reported (the bound: about 1x)",
              "BM_kiln_eager_layernorm_rows" + s});
     if (avx2) {
       compare({"softmax rows 1024x1024, " + std::to_string(t) + " thread(s), vs Eigen built for AVX2",

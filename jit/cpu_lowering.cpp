@@ -431,19 +431,49 @@ void run_range(const PlanStep& s, int red, const std::array<char*, kMaxFusedOper
   for (int k = 0; k < kMaxFusedOperands; ++k) st[k] = L.stride[k][nd - 1];
   st[red] = isz;
   const InnerLoopFn fn = s.kernel->fn();
-  for (int64_t done = 0; done < n;) {
-    const int64_t idx = first + done, c = idx % inner_n, len = std::min(inner_n - c, n - done);
-    std::array<char*, kMaxFusedOperands> p = base;
-    int64_t rem = idx / inner_n;
+  if (n <= 0) return;
+  // The outer index of `first` (divisions once), then stepped run by run
+  // with carries: a fused_row step's prologue is one run per row when an
+  // operand is broadcast along the rows (a softmax's [n, 1, 1, L] mask),
+  // and dividing per run cost ~20 ns of each 128-float row.
+  int64_t c = first % inner_n;
+  std::array<int64_t, 8> idx{};  // the outer axes (nd - 1 of them; more: divided per run below)
+  std::array<char*, kMaxFusedOperands> row = base;  // operand pointers at the run's column 0
+  {
+    int64_t rem = first / inner_n;
     for (int d = nd - 2; d >= 0; --d) {
       const int64_t i = rem % L.shape[d];
       rem /= L.shape[d];
-      for (int k = 0; k < kMaxFusedOperands; ++k) p[k] += i * L.stride[k][d];
+      if (d < static_cast<int>(idx.size())) idx[d] = i;
+      for (int k = 0; k < kMaxFusedOperands; ++k) row[k] += i * L.stride[k][d];
     }
+  }
+  const bool odometer = nd - 1 <= static_cast<int>(idx.size());
+  for (int64_t done = 0;;) {
+    const int64_t len = std::min(inner_n - c, n - done);
+    std::array<char*, kMaxFusedOperands> p = row;
     for (int k = 0; k < kMaxFusedOperands; ++k) p[k] += c * st[k];
     p[red] = dst + done * isz;
     fn(p.data(), st.data(), len);
     done += len;
+    if (done >= n) break;
+    c = 0;
+    if (odometer) {
+      for (int d = nd - 2; d >= 0; --d) {
+        for (int k = 0; k < kMaxFusedOperands; ++k) row[k] += L.stride[k][d];
+        if (++idx[d] < L.shape[d]) break;
+        for (int k = 0; k < kMaxFusedOperands; ++k) row[k] -= L.shape[d] * L.stride[k][d];
+        idx[d] = 0;
+      }
+    } else {
+      row = base;
+      int64_t rem = (first + done) / inner_n;
+      for (int d = nd - 2; d >= 0; --d) {
+        const int64_t i = rem % L.shape[d];
+        rem /= L.shape[d];
+        for (int k = 0; k < kMaxFusedOperands; ++k) row[k] += i * L.stride[k][d];
+      }
+    }
   }
 }
 // Floats of a fused_row step's scratch per thread: a block of rows this

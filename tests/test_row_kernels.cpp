@@ -377,6 +377,58 @@ TEST_SUITE("row kernels") {
     }
   }
 
+  // Softmax rows of up to 128 floats run two at a time (AVX2, AVX-512): each
+  // row of a pair must get its bits alone, with tails, the odd last row,
+  // specials and in place; the norms (one row at a time) likewise.
+  TEST_CASE("rows run in pairs give each row's bits alone") {
+    uint64_t seed = 4400;
+    for (CpuTarget t : targets())
+      for (RowOp op : {RowOp::softmax, RowOp::log_softmax, RowOp::softmax_and_log_softmax, RowOp::layer_norm,
+                       RowOp::rms_norm})
+        for (int wb = 0; wb < 4; ++wb) {
+          const bool norm = op == RowOp::layer_norm || op == RowOp::rms_norm, w = wb & 1, b = wb & 2;
+          if ((!norm && wb != 0) || !can_generate_row({op, w, b, DType::float32, t})) continue;
+          const auto k = generate_row_kernel({op, w, b, DType::float32, t});
+          for (int64_t n : {17, 33, 100, 128, 384, 511, 512, 513})
+            for (int64_t rows : {2, 3, 6, 9}) {
+              const std::vector<float> x = make_rows(rows, n, ++seed, 3.0, !norm, norm ? 2.0 : 0.0);
+              const std::vector<float> wt = make_rows(1, n, ++seed, 1.0, false, 1.0), bs = make_rows(1, n, ++seed, 1.0, false);
+              const bool both = op == RowOp::softmax_and_log_softmax;
+              std::vector<float> all(x.size(), 7.0f), all2(x.size(), 7.0f), one(x.size(), 5.0f), one2(x.size(), 5.0f);
+              RowArgs a;
+              a.x = x.data();
+              a.y = all.data();
+              a.y2 = both ? all2.data() : nullptr;
+              a.weight = w ? wt.data() : nullptr;
+              a.bias = b ? bs.data() : nullptr;
+              a.rows = rows;
+              a.n = n;
+              a.eps = 1e-5f;
+              k->fn()(&a);
+              for (int64_t r = 0; r < rows; ++r) {
+                RowArgs c = a;
+                c.x = x.data() + r * n;
+                c.y = one.data() + r * n;
+                c.y2 = both ? one2.data() + r * n : nullptr;
+                c.rows = 1;
+                k->fn()(&c);
+              }
+              INFO(cpu_target_name(t) << " " << row_op_name(op) << " w " << w << " b " << b << " n " << n << " rows "
+                                      << rows);
+              CHECK(std::memcmp(all.data(), one.data(), all.size() * sizeof(float)) == 0);
+              if (both) CHECK(std::memcmp(all2.data(), one2.data(), all2.size() * sizeof(float)) == 0);
+              if (op == RowOp::softmax || op == RowOp::log_softmax) {
+                std::vector<float> inplace = x;
+                RowArgs c = a;
+                c.x = inplace.data();
+                c.y = inplace.data();
+                k->fn()(&c);
+                CHECK(std::memcmp(all.data(), inplace.data(), all.size() * sizeof(float)) == 0);
+              }
+            }
+        }
+  }
+
   TEST_CASE("special rows as the eager scalar kernel") {
     const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
     for (CpuTarget t : targets()) {

@@ -55,7 +55,7 @@ class RowGen {
   void run();
 
  private:
-  using Mems = std::array<x86::Mem, 5>;
+  using Mems = std::array<x86::Mem, 10>;
   const RowKernelKey k_;
   x86::Compiler& cc_;
   VecAsm A_;
@@ -106,6 +106,16 @@ class RowGen {
   /// mems[s] the memory operand of stream s at that vector.
   template <class Body>
   void pass(const std::vector<Stream>& s, int unroll, Body&& body);
+  void rows_body(const std::vector<x86::Gp>& x, const std::vector<x86::Gp>& y, const std::vector<x86::Gp>& y2,
+                 const x86::Gp& pw, const x86::Gp& pb, const x86::Gp& bytes, const x86::Vec& inv_n,
+                 const x86::Vec& eps);
+  // While pass() emits its tail's body: the lanes of the row (rem of them;
+  // AVX-512: also as a k mask).
+  bool tail_ = false;
+  x86::Gp tail_rem_;
+  x86::KReg tail_k_;
+  /// v with the lanes past the row's end (the tail's, see tail_) zeroed.
+  x86::Vec zero_past_row(const x86::Vec& v);
 };
 
 // SSE2/AVX2 tails: a dword loop (AVX-512 uses masked moves, see pass()).
@@ -189,7 +199,11 @@ void RowGen::pass(const std::vector<Stream>& s, int unroll, Body&& body) {
     }
     m[k] = x86::ptr(buf[k]);
   }
+  tail_ = true;
+  tail_rem_ = rem;
+  tail_k_ = kmask;
   body(0, m);
+  tail_ = false;
   for (size_t k = 0; k < s.size(); ++k) {
     if (!s[k].out) continue;
     if (A_.evex()) {
@@ -200,6 +214,20 @@ void RowGen::pass(const std::vector<Stream>& s, int unroll, Body&& body) {
     }
   }
   cc_.bind(L_done);
+}
+
+x86::Vec RowGen::zero_past_row(const x86::Vec& v) {
+  if (A_.evex()) {
+    x86::Vec d = A_.newv(W_);
+    cc_.k(tail_k_).z().vmovaps(d, v);
+    return d;
+  }
+  int32_t io[16];
+  for (int i = 0; i < 16; ++i) io[i] = i;
+  const x86::Vec iota = load(cc_.newConst(asmjit::ConstPoolScope::kLocal, io, size_t(W_)));
+  x86::Xmm t = cc_.newXmm();
+  cc_.emit(A_.sse() ? Inst::kIdMovd : Inst::kIdVmovd, t, tail_rem_.r32());
+  return A_.and_(A_.cmpi(Lane::b32, Cmp::lt, iota, A_.splat32(t, W_)).v, v);
 }
 
 // Rows of at most kColumnRowMax elements (a classifier's 10 logits, say):
@@ -453,6 +481,182 @@ void RowGen::column_softmax_rows(const x86::Gp& px, const x86::Gp& py, const x86
   cc_.jmp(L_super);
 }
 
+// The passes of one row (R = 1) or of two rows at once (R = 2; see run()):
+// row r at x[r], y[r] (and y2[r]); every value of row r is computed as for
+// that row alone.
+void RowGen::rows_body(const std::vector<x86::Gp>& x, const std::vector<x86::Gp>& y, const std::vector<x86::Gp>& y2,
+                       const x86::Gp& pw, const x86::Gp& pb, const x86::Gp& bytes, const x86::Vec& inv_n,
+                       const x86::Vec& eps) {
+  const int R = static_cast<int>(x.size());
+  const Lane f = Lane::b32;
+  std::vector<Stream> X, Y;
+  for (int r = 0; r < R; ++r) {
+    X.push_back({x[r], true, false, -kInf});
+    Y.push_back({y[r], false, true, 0.0f});
+  }
+  switch (k_.op) {
+    case RowOp::softmax:
+    case RowOp::log_softmax:
+    case RowOp::softmax_and_log_softmax: {
+      const bool log = wants_log(), soft = wants_soft();
+      // max(x): maxps does not propagate NaN, but a NaN element still makes
+      // the row NaN through exp(NaN) in the sum; +inf gives inf - inf = NaN,
+      // and a row of -inf gives -inf - -inf = NaN, as eager.
+      std::vector<std::vector<x86::Vec>> mx(R), sum(R);
+      for (auto& a : mx) a = accumulators(4, -kInf);
+      pass(X, 4, [&](int u, const Mems& m) {
+        for (int r = 0; r < R; ++r) acc_max(mx[r][u], load(m[r]));
+      });
+      std::vector<x86::Vec> mv(R), sv(R);
+      for (int r = 0; r < R; ++r) mv[r] = combine(mx[r], true);
+      for (auto& a : sum) a = accumulators(2, 0.0f);
+      // The tail's lanes past the row hold the row's max, so exp gets 0
+      // there, and are zeroed after it (adding +0 to the sums as before,
+      // the same bits): exp of the old -inf fill went through its
+      // underflow path, which cost 4-5x on short rows with a tail
+      // (AVX-512, softmax rows of 17: 7.0 -> 1.4 ns per element, rows of
+      // 33: 3.7 -> 0.9; rows of 32 or 128: 0.4).
+      std::vector<Stream> s2 = X;
+      for (int r = 0; r < R; ++r) s2[r].fill_v = mv[r];
+      if (soft) s2.insert(s2.end(), Y.begin(), Y.end());
+      pass(s2, 2, [&](int u, const Mems& m) {
+        for (int r = 0; r < R; ++r) {
+          x86::Vec e = emit_math(C_, OpId::Exp, A_.sub(f, load(m[r]), mv[r]));
+          if (tail_) e = zero_past_row(e);
+          if (soft) store(m[R + r], e);
+          acc_add(sum[r][u], e);
+        }
+      });
+      for (int r = 0; r < R; ++r) sv[r] = combine(sum[r], false);
+      std::vector<x86::Vec> ls(R), rc(R);
+      for (int r = 0; r < R; ++r) {
+        if (log) ls[r] = emit_math(C_, OpId::Log, sv[r]);
+        if (soft) rc[r] = A_.div(f, splat(1.0f), sv[r]);
+      }
+      std::vector<Stream> s3;
+      if (log && soft) {
+        // x, y (read and written), y2 per row
+        for (int r = 0; r < R; ++r) {
+          s3.push_back(X[r]);
+          s3.push_back({y[r], true, true, 0.0f});
+          s3.push_back({y2[r], false, true, 0.0f});
+        }
+        pass(s3, 4, [&](int, const Mems& m) {
+          for (int r = 0; r < R; ++r) {
+            store(m[3 * r + 1], A_.mul(f, load(m[3 * r + 1]), rc[r]));
+            store(m[3 * r + 2], A_.sub(f, A_.sub(f, load(m[3 * r]), mv[r]), ls[r]));
+          }
+        });
+      } else if (log) {
+        for (int r = 0; r < R; ++r) {
+          s3.push_back(X[r]);
+          s3.push_back(Y[r]);
+        }
+        pass(s3, 4, [&](int, const Mems& m) {
+          for (int r = 0; r < R; ++r) store(m[2 * r + 1], A_.sub(f, A_.sub(f, load(m[2 * r]), mv[r]), ls[r]));
+        });
+      } else {
+        for (int r = 0; r < R; ++r) s3.push_back({y[r], true, true, 0.0f});
+        pass(s3, 4, [&](int, const Mems& m) {
+          for (int r = 0; r < R; ++r) store(m[r], A_.mul(f, load(m[r]), rc[r]));
+        });
+      }
+      break;
+    }
+    case RowOp::layer_norm:
+    case RowOp::rms_norm: {
+      const bool rms = k_.op == RowOp::rms_norm;
+      std::vector<Stream> X0;
+      for (int r = 0; r < R; ++r) X0.push_back({x[r], true, false, 0.0f});
+      // layer_norm: the corrected two-pass algorithm (Chan, Golub & LeVeque
+      // 1983). With d = x - mean0 (mean0 the float mean), mean = mean0 + c,
+      // c = sum(d) / n, and var = sum(d^2) / n - c^2: the float32 mean's
+      // rounding error (large when |mean| >> std) is taken out again.
+      //
+      // The row's statistics are a chain of dependent steps (horizontal sums,
+      // the square root, the reciprocal) between the passes, so the three
+      // divisions by n are multiplications by 1/n, rounded once per call
+      // (an extra half ulp on mean0, which c corrects, on c and on var).
+      // The sum of pass 1 takes 8 accumulators: one vaddps per vector is
+      // bound by the add latency, not by the loads.
+      std::vector<x86::Vec> mean0(R), c(R), rs(R), crs(R);
+      std::vector<std::vector<x86::Vec>> sq(R);
+      for (auto& a : sq) a = accumulators(4, 0.0f);
+      if (rms) {
+        pass(X0, 4, [&](int u, const Mems& m) {
+          for (int r = 0; r < R; ++r) acc_sq(sq[r][u], load(m[r]));
+        });
+      } else {
+        std::vector<std::vector<x86::Vec>> sum(R), sd(R);
+        for (auto& a : sum) a = accumulators(8, 0.0f);
+        pass(X0, 8, [&](int u, const Mems& m) {
+          for (int r = 0; r < R; ++r) acc_add(sum[r][u], load(m[r]));
+        });
+        std::vector<Stream> XM = X0;
+        for (int r = 0; r < R; ++r) {
+          mean0[r] = A_.mul(f, combine(sum[r], false), inv_n);
+          XM[r].fill_v = mean0[r];  // lanes past n add 0
+        }
+        for (auto& a : sd) a = accumulators(4, 0.0f);
+        pass(XM, 4, [&](int u, const Mems& m) {
+          for (int r = 0; r < R; ++r) {
+            const x86::Vec d = A_.sub(f, load(m[r]), mean0[r]);
+            acc_add(sd[r][u], d);
+            acc_sq(sq[r][u], d);
+          }
+        });
+        for (int r = 0; r < R; ++r) c[r] = A_.mul(f, combine(sd[r], false), inv_n);
+      }
+      for (int r = 0; r < R; ++r) {
+        x86::Vec var = A_.mul(f, combine(sq[r], false), inv_n);
+        if (!rms) var = A_.maxx(f, splat(0.0f), A_.sub(f, var, A_.mul(f, c[r], c[r])));  // >= 0, NaN kept
+        rs[r] = A_.div(f, splat(1.0f), A_.sqrt(f, A_.add(f, var, eps)));
+        // y0 = (d - c) rstd as d rstd - c rstd (one FMA per element instead
+        // of a subtraction and a multiplication; c rstd is small, its
+        // rounding is far below the result's ulp unless y0 is about 0)
+        if (!rms) crs[r] = A_.mul(f, c[r], rs[r]);
+      }
+      // per row x, y; then weight, bias (shared); then the prefetched rows
+      std::vector<Stream> s3;
+      for (int r = 0; r < R; ++r) {
+        s3.push_back(X0[r]);
+        s3.push_back(Y[r]);
+      }
+      const int wi = int(s3.size());
+      if (k_.has_weight) s3.push_back({pw, true, false, 0.0f});
+      const int bi = int(s3.size());
+      if (k_.has_bias) s3.push_back({pb, true, false, 0.0f});
+      // the next rows (the next pair's with R = 2), prefetched while the
+      // last pass runs: each row of 1024 floats is a new 4 KiB page, where
+      // the hardware prefetcher starts over and the row's first lines
+      // would come at the last-level cache's latency (prefetches never
+      // fault, also past the last row)
+      const int pf = int(s3.size());
+      for (int r = 0; r < R; ++r) {
+        x86::Gp nx = cc_.newIntPtr("next_x");
+        cc_.lea(nx, x86::ptr(x[r], bytes, R == 2 ? 1 : 0));
+        s3.push_back({nx, false, false, 0.0f});
+      }
+      pass(s3, 4, [&](int, const Mems& m) {
+        for (int r = 0; r < R; ++r) cc_.prefetcht0(m[pf + r]);
+        x86::Vec w, b;
+        if (k_.has_weight) w = load(m[wi]);
+        if (k_.has_bias) b = load(m[bi]);
+        for (int r = 0; r < R; ++r) {
+          x86::Vec t = load(m[2 * r]);
+          if (!rms) t = A_.msub(f, A_.sub(f, t, mean0[r]), rs[r], crs[r], A_.has_fma());
+          else t = A_.mul(f, t, rs[r]);
+          if (k_.has_weight && k_.has_bias) t = A_.madd(f, t, w, b, true);
+          else if (k_.has_weight) t = A_.mul(f, t, w);
+          else if (k_.has_bias) t = A_.add(f, t, b);
+          store(m[2 * r + 1], t);
+        }
+      });
+      break;
+    }
+  }
+}
+
 void RowGen::run() {
   asmjit::FuncNode* fn = cc_.addFunc(asmjit::FuncSignatureT<void, const RowArgs*>());
   if (!A_.sse()) {
@@ -507,120 +711,45 @@ void RowGen::run() {
     column_softmax_rows(px, py, py2, rows, bytes, L_end);
     cc_.bind(L_long);
   }
+  // Softmax rows of up to kPairRowMax floats go two at a time: the same
+  // passes run over both rows at once (one loop, each row with its own
+  // accumulators), so the chains between the passes (the horizontal
+  // reductions, exp, the division), which bound a short row, overlap with
+  // the other row's. Each row gets exactly the operations, in the same
+  // order, that it gets alone (the same unrolling and the same
+  // accumulators per row), so its bits do not depend on the pairing. Rows
+  // of 128, AVX-512: 53 -> 45 ns per row in L1, attention's masked softmax
+  // over [32, 12, 128, 128] 4.2-4.4 -> 3.5-3.8 ms; AVX2 71 -> 61 ns. Rows
+  // of 256 and 512 gained 3-4% in L1 but streamed from memory lost ~10%
+  // (as the norms paired: rows of 384 took 60 instead of 76 ns in L1 but
+  // 10-20% longer streamed, [4096, 384] 457 -> 487-602 us), so longer rows
+  // and the norms go one at a time.
+  constexpr int64_t kPairRowMax = 128;
+  const bool pairs = !A_.sse() && softmax_like;
+  Label L_single = cc_.newLabel();
+  if (pairs) {
+    Label L_pair = cc_.newLabel();
+    x86::Gp x1 = cc_.newIntPtr("x1"), y1 = cc_.newIntPtr("y1"), y21 = cc_.newIntPtr("y2_1");
+    cc_.cmp(n_, kPairRowMax);
+    cc_.jg(L_single);
+    cc_.bind(L_pair);
+    cc_.cmp(rows, 2);
+    cc_.jl(L_single);
+    cc_.lea(x1, x86::ptr(px, bytes));
+    cc_.lea(y1, x86::ptr(py, bytes));
+    if (k_.op == RowOp::softmax_and_log_softmax) cc_.lea(y21, x86::ptr(py2, bytes));
+    rows_body({px, x1}, {py, y1}, {py2, y21}, pw, pb, bytes, inv_n, eps);
+    cc_.lea(px, x86::ptr(px, bytes, 1));
+    cc_.lea(py, x86::ptr(py, bytes, 1));
+    if (k_.op == RowOp::softmax_and_log_softmax) cc_.lea(py2, x86::ptr(py2, bytes, 1));
+    cc_.sub(rows, 2);
+    cc_.jmp(L_pair);
+  }
+  cc_.bind(L_single);
   cc_.bind(L_row);
   cc_.test(rows, rows);
   cc_.jle(L_end);
-
-  const Lane f = Lane::b32;
-  const Stream X{px, true, false, -kInf}, Y{py, false, true, 0.0f};
-  switch (k_.op) {
-    case RowOp::softmax:
-    case RowOp::log_softmax:
-    case RowOp::softmax_and_log_softmax: {
-      const bool log = wants_log(), soft = wants_soft();
-      // max(x): maxps does not propagate NaN, but a NaN element still makes
-      // the row NaN through exp(NaN) in the sum; +inf gives inf - inf = NaN,
-      // and a row of -inf gives -inf - -inf = NaN, as eager.
-      auto mx = accumulators(4, -kInf);
-      pass({X}, 4, [&](int u, const Mems& m) { acc_max(mx[u], load(m[0])); });
-      const x86::Vec mv = combine(mx, true);
-      auto sum = accumulators(2, 0.0f);
-      std::vector<Stream> s2 = {X};
-      if (soft) s2.push_back(Y);
-      pass(s2, 2, [&](int u, const Mems& m) {
-        const x86::Vec e = emit_math(C_, OpId::Exp, A_.sub(f, load(m[0]), mv));
-        if (soft) store(m[1], e);
-        acc_add(sum[u], e);
-      });
-      const x86::Vec sv = combine(sum, false);
-      const Stream YY{py, true, true, 0.0f};
-      if (log && soft) {
-        const x86::Vec ls = emit_math(C_, OpId::Log, sv);
-        const x86::Vec r = A_.div(f, splat(1.0f), sv);
-        const Stream Y2{py2, false, true, 0.0f};
-        pass({X, YY, Y2}, 4, [&](int, const Mems& m) {
-          store(m[1], A_.mul(f, load(m[1]), r));
-          store(m[2], A_.sub(f, A_.sub(f, load(m[0]), mv), ls));
-        });
-      } else if (log) {
-        const x86::Vec ls = emit_math(C_, OpId::Log, sv);
-        pass({X, Y}, 4, [&](int, const Mems& m) { store(m[1], A_.sub(f, A_.sub(f, load(m[0]), mv), ls)); });
-      } else {
-        const x86::Vec r = A_.div(f, splat(1.0f), sv);
-        pass({YY}, 4, [&](int, const Mems& m) { store(m[0], A_.mul(f, load(m[0]), r)); });
-      }
-      break;
-    }
-    case RowOp::layer_norm:
-    case RowOp::rms_norm: {
-      const bool rms = k_.op == RowOp::rms_norm;
-      const Stream X0{px, true, false, 0.0f};
-      // layer_norm: the corrected two-pass algorithm (Chan, Golub & LeVeque
-      // 1983). With d = x - mean0 (mean0 the float mean), mean = mean0 + c,
-      // c = sum(d) / n, and var = sum(d^2) / n - c^2: the float32 mean's
-      // rounding error (large when |mean| >> std) is taken out again.
-      //
-      // The row's statistics are a chain of dependent steps (horizontal sums,
-      // the square root, the reciprocal) between the passes, so the three
-      // divisions by n are multiplications by 1/n, rounded once per call
-      // (an extra half ulp on mean0, which c corrects, on c and on var).
-      // The sum of pass 1 takes 8 accumulators: one vaddps per vector is
-      // bound by the add latency, not by the loads.
-      x86::Vec mean0, c;
-      auto sq = accumulators(4, 0.0f);
-      if (rms) {
-        pass({X0}, 4, [&](int u, const Mems& m) { acc_sq(sq[u], load(m[0])); });
-      } else {
-        auto sum = accumulators(8, 0.0f);
-        pass({X0}, 8, [&](int u, const Mems& m) { acc_add(sum[u], load(m[0])); });
-        mean0 = A_.mul(f, combine(sum, false), inv_n);
-        Stream XM = X0;
-        XM.fill_v = mean0;  // lanes past n add 0
-        auto sd = accumulators(4, 0.0f);
-        pass({XM}, 4, [&](int u, const Mems& m) {
-          const x86::Vec d = A_.sub(f, load(m[0]), mean0);
-          acc_add(sd[u], d);
-          acc_sq(sq[u], d);
-        });
-        c = A_.mul(f, combine(sd, false), inv_n);
-      }
-      x86::Vec var = A_.mul(f, combine(sq, false), inv_n);
-      if (!rms) var = A_.maxx(f, splat(0.0f), A_.sub(f, var, A_.mul(f, c, c)));  // >= 0, NaN kept
-      const x86::Vec rs = A_.div(f, splat(1.0f), A_.sqrt(f, A_.add(f, var, eps)));
-      // y0 = (d - c) rstd as d rstd - c rstd (one FMA per element instead of
-      // a subtraction and a multiplication; c rstd is small, its rounding
-      // is far below the result's ulp unless y0 is about 0)
-      const x86::Vec crs = rms ? x86::Vec() : A_.mul(f, c, rs);
-      std::vector<Stream> s3 = {X0, Y};
-      if (k_.has_weight) s3.push_back({pw, true, false, 0.0f});
-      if (k_.has_bias) s3.push_back({pb, true, false, 0.0f});
-      // the next row, prefetched while the last pass runs: each row of 1024
-      // floats is a new 4 KiB page, where the hardware prefetcher starts
-      // over and the row's first lines would come at the last-level
-      // cache's latency (prefetches never fault, also past the last row)
-      x86::Gp nx = cc_.newIntPtr("next_x");
-      cc_.lea(nx, x86::ptr(px, bytes));
-      const int pf = int(s3.size());
-      s3.push_back({nx, false, false, 0.0f});
-      pass(s3, 4, [&](int, const Mems& m) {
-        cc_.prefetcht0(m[pf]);
-        x86::Vec t = load(m[0]);
-        if (!rms) t = A_.msub(f, A_.sub(f, t, mean0), rs, crs, A_.has_fma());
-        else t = A_.mul(f, t, rs);
-        int next = 2;
-        if (k_.has_weight && k_.has_bias) {
-          const x86::Vec w = load(m[next]), b = load(m[next + 1]);
-          t = A_.madd(f, t, w, b, true);
-        } else if (k_.has_weight) {
-          t = A_.mul(f, t, load(m[next]));
-        } else if (k_.has_bias) {
-          t = A_.add(f, t, load(m[next]));
-        }
-        store(m[1], t);
-      });
-      break;
-    }
-  }
+  rows_body({px}, {py}, {py2}, pw, pb, bytes, inv_n, eps);
   cc_.add(px, bytes);
   cc_.add(py, bytes);
   if (k_.op == RowOp::softmax_and_log_softmax) cc_.add(py2, bytes);
