@@ -164,7 +164,8 @@ bool build_row_step(const Graph& g, const Node& n, const KernelOptions& opt, Pla
 // permute of one, folded into the call's transpose flag (match_gemm in
 // fusion.cpp found them). Returns false when the node keeps its op step
 // (layouts the BLAS call cannot take). `s` must be a fresh PlanStep.
-bool build_gemm_step(const Graph& g, const Node& n, const GemmOperands& ops, const KernelOptions& opt, PlanStep& s) {
+bool build_gemm_step(const Graph& g, const Node& n, const GemmOperands& ops, const KernelOptions& opt, PlanStep& s,
+                     GemmCallMemo* memo = nullptr) {
   const TensorType& out = g.type(n.outputs[0]);
   int64_t rs[2], cs[2];
   for (int j = 0; j < 2; ++j) {
@@ -175,9 +176,20 @@ bool build_gemm_step(const Graph& g, const Node& n, const GemmOperands& ops, con
     cs[j] = transposed ? ld : 1;
   }
   const int64_t m = out.shape[0], nn = out.shape[1], k = g.type(n.inputs[0]).shape[1];
-  const std::optional<cpu::GemmCall> call =
-      cpu::plan_gemm(out.dtype == DType::float64, m, nn, k, rs[0], cs[0], rs[1], cs[1]);
-  if (!call) return false;
+  const bool f64 = out.dtype == DType::float64;
+  std::optional<cpu::GemmCall> planned;
+  const std::optional<cpu::GemmCall>* call = &planned;
+  if (memo && memo->valid && memo->f64 == f64 && memo->m == m && memo->n == nn && memo->k == k &&
+      memo->rs[0] == rs[0] && memo->cs[0] == cs[0] && memo->rs[1] == rs[1] && memo->cs[1] == cs[1]) {
+    call = &memo->call;
+  } else {
+    planned = cpu::plan_gemm(f64, m, nn, k, rs[0], cs[0], rs[1], cs[1]);
+    if (memo) {
+      *memo = GemmCallMemo{true, f64, m, nn, k, {rs[0], rs[1]}, {cs[0], cs[1]}, planned};
+      call = &memo->call;
+    }
+  }
+  if (!*call) return false;
   // op_step's fields set in place (s is a fresh step: no PlanStep temporary,
   // no copy of the node's inputs; a MEF read restores 250 of these per ms)
   s.kind = PlanStep::Kind::gemm;
@@ -190,7 +202,7 @@ bool build_gemm_step(const Graph& g, const Node& n, const GemmOperands& ops, con
     s.gemm_base[j] = ops.base[j];
     s.gemm_transposed[j] = ops.transposed[j];
   }
-  s.gemm = *call;
+  s.gemm = **call;
   s.gemm.pack_b = !opt.strict && cpu::gemm_pack_b_pays(s.gemm);  // bits of the BLAS's other kernel
   return true;
 }
@@ -256,7 +268,8 @@ bool restore_row_step(const Graph& g, int32_t node, int32_t pair, const KernelOp
   return true;
 }
 
-bool restore_gemm_step(const Graph& g, int32_t node, const GemmOperands& ops, const KernelOptions& opt, PlanStep& s) {
+bool restore_gemm_step(const Graph& g, int32_t node, const GemmOperands& ops, const KernelOptions& opt, PlanStep& s,
+                       GemmCallMemo* memo) {
   if (node < 0 || static_cast<size_t>(node) >= g.num_nodes()) return false;
   const Node& n = g.node(node);
   if (n.kind != NodeKind::op || n.op != OpId::Matmul || n.inputs.size() != 2 || n.outputs.size() != 1) return false;
@@ -275,14 +288,14 @@ bool restore_gemm_step(const Graph& g, int32_t node, const GemmOperands& ops, co
     }
     const Node& p = g.node(g.producer(v));
     if (p.kind != NodeKind::op || p.op != OpId::Permute || p.inputs.size() != 1 || p.inputs[0] != b ||
-        p.attrs.ints != std::vector<int64_t>{1, 0})
+        p.attrs.ints.size() != 2 || p.attrs.ints[0] != 1 || p.attrs.ints[1] != 0)
       return false;
   }
   for (int j = 0; j < 2; ++j) {
     const TensorType& t = g.type(ops.base[j]);
     if (t.dtype != out.dtype || t.shape.size() != 2) return false;
   }
-  if (!build_gemm_step(g, n, ops, opt, s)) return false;
+  if (!build_gemm_step(g, n, ops, opt, s, memo)) return false;
   s.node = node;
   return true;
 }

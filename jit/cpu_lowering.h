@@ -9,6 +9,7 @@
 // A lowering for another device sits beside this one, taking the same
 // FusionPlan and giving its own steps.
 #pragma once
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -40,9 +41,21 @@ FusionRules cpu_fusion_rules(const KernelOptions& opt);
 bool restore_op_step(const Graph& g, int32_t node, PlanStep& s);
 /// A row step; `pair` >= 0: the log_softmax node paired with softmax `node`.
 bool restore_row_step(const Graph& g, int32_t node, int32_t pair, const KernelOptions& opt, PlanStep& s);
+/// The last GEMM call restore_gemm_step planned (cpu::plan_gemm is a pure
+/// function of these, up to eager's cache handing out its generated GEMM),
+/// so a reader restoring many steps of one problem asks eager's GEMM cache
+/// (a lock, a lookup) once, not once per step.
+struct GemmCallMemo {
+  bool valid = false;
+  bool f64 = false;
+  int64_t m = 0, n = 0, k = 0, rs[2] = {0, 0}, cs[2] = {0, 0};
+  std::optional<cpu::GemmCall> call;
+};
 /// A gemm step for matmul `node` with operands `ops` (checked: each base is
 /// the matmul's input, or, transposed, the input of a permute {1, 0} it reads).
-bool restore_gemm_step(const Graph& g, int32_t node, const GemmOperands& ops, const KernelOptions& opt, PlanStep& s);
+/// `memo` (may be null): the last call planned, reused for the same problem.
+bool restore_gemm_step(const Graph& g, int32_t node, const GemmOperands& ops, const KernelOptions& opt, PlanStep& s,
+                       GemmCallMemo* memo = nullptr);
 /// A column-sum step.
 bool restore_column_sum_step(const Graph& g, int32_t node, PlanStep& s);
 /// The static loop of a fused step: operands (contiguous values, outputs

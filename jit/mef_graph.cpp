@@ -145,15 +145,30 @@ namespace {
 // attributes' encoded bytes (one canonical encoding per Attrs value).
 class TypeCheck {
  public:
-  // The result type index `result` of a node with this key is right (else throws).
+  // The result type index `result` of a node with this key is right (else
+  // throws). `key` is padded with zero bytes to a multiple of 8 (its
+  // length without them is `len`).
   template <class Fail>
-  void check(std::string_view key, OpId op, std::span<const uint32_t> operands, const Attrs& attrs, uint32_t result,
-             const std::vector<TensorType>& types, Fail&& fail) {
-    auto it = seen_.find(key_.assign(key));
-    if (it != seen_.end()) {
-      if (it->second != result && !(types[it->second] == types[result]))
-        fail(std::string(op_name(op)) + " result type " + types[result].str() + " but the op gives " +
-             types[it->second].str());
+  void check(std::string_view key, size_t len, OpId op, std::span<const uint32_t> operands, const Attrs& attrs,
+             uint32_t result, const std::vector<TensorType>& types, Fail&& fail) {
+    // the keys met last first (a graph repeats a few in a cycle), then the table
+    int found = -1;
+    for (int i = 0; i < kRecent && found < 0; ++i)
+      if (recent_[i] > 0 && same(entries_[recent_[i] - 1], key, len)) found = static_cast<int>(recent_[i] - 1);
+    uint64_t h = 0;
+    if (found < 0) {
+      h = hash(key);
+      for (size_t slot = static_cast<size_t>(h) & mask_; !slots_.empty() && slots_[slot] != 0; slot = (slot + 1) & mask_)
+        if (entries_[slots_[slot] - 1].hash == h && same(entries_[slots_[slot] - 1], key, len)) {
+          found = static_cast<int>(slots_[slot] - 1);
+          remember(slots_[slot]);
+          break;
+        }
+    }
+    if (found >= 0) {
+      const uint32_t r = entries_[static_cast<size_t>(found)].result;
+      if (r != result && !(types[r] == types[result]))
+        fail(std::string(op_name(op)) + " result type " + types[result].str() + " but the op gives " + types[r].str());
       return;
     }
     in_.resize(operands.size());
@@ -167,13 +182,66 @@ class TypeCheck {
     const TensorType& got = types[result];
     if (want.dtype != got.dtype || want.shape != got.shape || !(want.device == got.device))
       fail(std::string(op_name(op)) + " result type " + got.str() + " but the op gives " + TensorType(want).str());
-    seen_.emplace(key_, result);
+    insert(key, len, h, result);
   }
 
  private:
-  std::string key_;
+  // The keys seen, in an open-addressing table of entry indices (+1; 0 is
+  // free) at most half full, and the last few met: a lookup compares a few
+  // words, no string built or allocated per node.
+  struct Entry {
+    uint64_t hash;
+    uint32_t off, len, result;
+  };
+  static constexpr int kRecent = 4;
+  bool same(const Entry& e, std::string_view key, size_t len) const {
+    if (e.len != len) return false;
+    const char* a = keys_.data() + e.off;
+    for (size_t i = 0; i < key.size(); i += 8) {
+      uint64_t x, y;
+      std::memcpy(&x, a + i, 8);
+      std::memcpy(&y, key.data() + i, 8);
+      if (x != y) return false;
+    }
+    return true;
+  }
+  static uint64_t hash(std::string_view k) {  // k.size() % 8 == 0
+    uint64_t h = 0x9e3779b97f4a7c15ull;
+    for (size_t i = 0; i < k.size(); i += 8) {
+      uint64_t w;
+      std::memcpy(&w, k.data() + i, 8);
+      h = (h ^ w) * 0xff51afd7ed558ccdull;
+      h ^= h >> 32;
+    }
+    return h;
+  }
+  void remember(uint32_t index) {
+    for (int i = kRecent - 1; i > 0; --i) recent_[i] = recent_[i - 1];
+    recent_[0] = index;
+  }
+  void insert(std::string_view key, size_t len, uint64_t h, uint32_t result) {
+    if (keys_.size() + key.size() > UINT32_MAX) return;  // (not remembered: checked again when met again)
+    if (2 * (entries_.size() + 1) > slots_.size()) {
+      slots_.assign(slots_.empty() ? 16 : 2 * slots_.size(), 0);
+      mask_ = slots_.size() - 1;
+      for (size_t i = 0; i < entries_.size(); ++i) place(entries_[i].hash, static_cast<uint32_t>(i + 1));
+    }
+    entries_.push_back({h, static_cast<uint32_t>(keys_.size()), static_cast<uint32_t>(len), result});
+    keys_.append(key);
+    place(h, static_cast<uint32_t>(entries_.size()));
+    remember(static_cast<uint32_t>(entries_.size()));
+  }
+  void place(uint64_t h, uint32_t index) {
+    size_t slot = static_cast<size_t>(h) & mask_;
+    while (slots_[slot] != 0) slot = (slot + 1) & mask_;
+    slots_[slot] = index;
+  }
   std::vector<TensorLayout> in_;
-  std::unordered_map<std::string, uint32_t> seen_;
+  std::vector<Entry> entries_;
+  std::string keys_;
+  std::vector<uint32_t> slots_;
+  size_t mask_ = 0;
+  uint32_t recent_[kRecent] = {};
 };
 
 }  // namespace
@@ -335,7 +403,9 @@ std::shared_ptr<Graph> decode_graph_binary(std::string_view payload, const std::
       std::memcpy(key.data() + 4, &m, 4);
       if (m) std::memcpy(key.data() + 8, operand_types.data(), 4 * static_cast<size_t>(m));
       key.append(attr_bytes);
-      check.check(key, n.op, operand_types, a, t, types, [&](const std::string& msg) {
+      const size_t key_len = key.size();
+      key.resize((key_len + 7) / 8 * 8, '\0');
+      check.check(key, key_len, n.op, operand_types, a, t, types, [&](const std::string& msg) {
         fail(what, "section " + tag_str("GRPB") + " fails verification: node " + std::to_string(idx) + " (" +
                        std::string(op_name(n.op)) + ", at byte " + std::to_string(at) + "): " + msg);
       });

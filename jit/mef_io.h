@@ -125,10 +125,13 @@ struct Cursor {
   // so a corrupted count cannot make us allocate more than the file holds.
   uint32_t count(const char* field, size_t min_bytes) {
     uint32_t n = u32(field);
-    if (static_cast<uint64_t>(n) * min_bytes > left())
-      bad(std::string(field) + " says " + std::to_string(n) + " items, but only " + std::to_string(left()) +
-          " bytes remain");
+    if (static_cast<uint64_t>(n) * min_bytes > left()) [[unlikely]]
+      too_many(field, n);
     return n;
+  }
+  [[noreturn, gnu::cold, gnu::noinline]] void too_many(const char* field, uint32_t n) const {
+    bad(std::string(field) + " says " + std::to_string(n) + " items, but only " + std::to_string(left()) +
+        " bytes remain");
   }
   DType dtype() {
     uint8_t d = u8("a dtype");

@@ -200,10 +200,14 @@ DType get_dtype(Cursor& c, const char* field) {
   return static_cast<DType>(d);
 }
 
-bool get_bool(Cursor& c, const char* field) {
+[[noreturn, gnu::cold, gnu::noinline]] void not_bool(const Cursor& c, size_t at, const char* field, uint8_t b) {
+  c.bad_at(at, std::string(field) + ": " + std::to_string(b) + " is not 0 or 1");
+}
+inline bool get_bool(Cursor& c, const char* field) {
   const size_t at = c.pos;
   const uint8_t b = c.u8(field);
-  if (b > 1) c.bad_at(at, std::string(field) + ": " + std::to_string(b) + " is not 0 or 1");
+  if (b > 1) [[unlikely]]
+    not_bool(c, at, field, b);
   return b != 0;
 }
 
@@ -328,22 +332,39 @@ ElementwiseProgram get_program(Cursor& c) {
 }
 
 // A value id read from the section, in range of the graph.
-int32_t get_value(Cursor& c, size_t nv, const char* field, bool allow_none = false) {
+// (the messages out of line: the checks run for every id read)
+[[noreturn, gnu::cold, gnu::noinline]] void value_out_of_range(const Cursor& c, size_t at, const char* field, int32_t v,
+                                                              size_t nv) {
+  c.bad_at(at, std::string(field) + ": value " + std::to_string(v) + " is out of range (the graph has " +
+                   std::to_string(nv) + " values)");
+}
+[[noreturn, gnu::cold, gnu::noinline]] void node_out_of_range(const Cursor& c, size_t at, const char* field, uint32_t n,
+                                                             size_t nn) {
+  c.bad_at(at, std::string(field) + ": node " + std::to_string(n) + " is out of range (the graph has " +
+                   std::to_string(nn) + " nodes)");
+}
+inline int32_t get_value(Cursor& c, size_t nv, const char* field, bool allow_none = false) {
   const size_t at = c.pos;
   const int32_t v = c.i32(field);
   if (allow_none && v == -1) return v;
-  if (v < 0 || static_cast<size_t>(v) >= nv)
-    c.bad_at(at, std::string(field) + ": value " + std::to_string(v) + " is out of range (the graph has " +
-                     std::to_string(nv) + " values)");
+  if (v < 0 || static_cast<size_t>(v) >= nv) [[unlikely]]
+    value_out_of_range(c, at, field, v, nv);
   return v;
 }
-int32_t get_node(Cursor& c, size_t nn, const char* field) {
+inline int32_t get_node(Cursor& c, size_t nn, const char* field) {
   const size_t at = c.pos;
   const uint32_t n = c.u32(field);
-  if (n >= nn)
-    c.bad_at(at, std::string(field) + ": node " + std::to_string(n) + " is out of range (the graph has " +
-                     std::to_string(nn) + " nodes)");
+  if (n >= nn) [[unlikely]]
+    node_out_of_range(c, at, field, n, nn);
   return static_cast<int32_t>(n);
+}
+
+// A graph constant's bytes (a realized tensor read where it is, without
+// Tensor::data_ptr's checks).
+const void* constant_bytes(const Tensor& t) {
+  if (!t.is_realized()) return t.data_ptr();
+  const detail::TensorImpl& i = t.impl();
+  return static_cast<const char*>(i.storage.data()) + i.offset * static_cast<int64_t>(size_of(i.dtype));
 }
 
 struct Program {
@@ -436,6 +457,7 @@ class PlanReader {
   std::vector<Program> programs_;
   std::vector<EpilogueGemm> gemms_;
   std::vector<std::array<int64_t, 8>> seeded_;  // GEMM problems offered to eager's cache
+  codegen::GemmCallMemo gemm_memo_;             // the last GEMM call planned (steps repeat one problem)
 
   const codegen::CodeImage* image(const std::string& text) const {
     if (!images_ || opt_.dump) return nullptr;
@@ -477,7 +499,7 @@ void PlanReader::gemm_part(PlanStep& s, size_t at) {
                                      [&](const codegen::SmallGemmKey& key) { return image(key.str()); });
     }
   }
-  if (!codegen::restore_gemm_step(g_, node, ops, opt_, s))
+  if (!codegen::restore_gemm_step(g_, node, ops, opt_, s, &gemm_memo_))
     bad_step(at, step_, "node " + std::to_string(node) + " with these operands is not a GEMM this kiln runs as one call");
   const cpu::GemmCall& gc = s.gemm;
   if (small && (gc.m != call[0] || gc.n != call[1] || gc.k != call[2] || gc.lda != call[3] || gc.ldb != call[4] ||
@@ -553,7 +575,7 @@ void PlanReader::fused_part(PlanStep& s, size_t at, bool loop) {
                 break;
               }
               uint64_t bits = 0;
-              std::memcpy(&bits, prod.data.data_ptr(), size_of(g_.type(v).dtype));
+              std::memcpy(&bits, constant_bytes(prod.data), size_of(g_.type(v).dtype));
               const uint64_t got = s.imm_table[static_cast<size_t>(src.arg)];
               if (got != bits) {
                 char want_s[24], got_s[24];

@@ -96,17 +96,27 @@ void ExecutionPlan::init_run_tables() {
     if (again) output_take_[k] = 0;  // handed out again below: copy here
   }
   reusable_bytes_.assign(g.num_values(), 0);
+  // Values often share one type-table entry (a graph read from a MEF file's
+  // GRPB section: a few types for a thousand values): the entry's bytes are
+  // worked out once per run of values of one entry.
+  const TensorType* last = nullptr;
+  size_t last_bytes = 0;
   for (size_t v = 0; v < g.num_values(); ++v) {
     const TensorType& t = g.type(static_cast<int32_t>(v));
-    if (!t.device.is_cpu()) continue;
-    int64_t n = 0;
-    try {
-      n = checked_numel(t.shape);
-    } catch (const Error&) {
-      continue;  // destination() raises it, as before
+    if (&t != last) {
+      last = &t;
+      last_bytes = 0;
+      if (!t.device.is_cpu()) continue;
+      int64_t n = 0;
+      try {
+        n = checked_numel(t.shape);
+      } catch (const Error&) {
+        continue;  // destination() raises it, as before
+      }
+      const size_t nbytes = static_cast<size_t>(n) * size_of(t.dtype);
+      if (nbytes <= kReusedOutputBytes) last_bytes = nbytes;
     }
-    const size_t nbytes = static_cast<size_t>(n) * size_of(t.dtype);
-    if (nbytes <= kReusedOutputBytes) reusable_bytes_[v] = nbytes;
+    reusable_bytes_[v] = last_bytes;
   }
   // The bindings: bind_to with each value's slot marked by a tagged id
   // ((id << 2) | 1, | 2 when written); the constant tables' addresses are
@@ -123,7 +133,8 @@ void ExecutionPlan::init_run_tables() {
     const BoundStep b = bind_to(
         k, [&](int32_t v) { return tag(v, 0); }, [&](int32_t v) { return tag(v, 2); },
         [](int32_t) { return Tensor(); });
-    std::vector<BindPatch> values;  // (plan time)
+    std::array<BindPatch, kMaxFusedOperands> values;  // the slots read by value (no allocation per step)
+    size_t nvalues = 0;
     for (size_t j = 0; j < b.base.size(); ++j) {
       const uintptr_t x = reinterpret_cast<uintptr_t>(b.base[j]);
       if (!(x & 1)) {
@@ -135,10 +146,13 @@ void ExecutionPlan::init_run_tables() {
       p.out = (x & 2) != 0;
       p.value = static_cast<int32_t>(x >> 2);
       p.arena_offset = arena_offset_[static_cast<size_t>(p.value)];
-      (p.arena_offset >= 0 ? bind_patches_ : values).push_back(p);
+      if (p.arena_offset >= 0)
+        bind_patches_.push_back(p);
+      else
+        values[nvalues++] = p;
     }
     bind_values_first_[k] = static_cast<uint32_t>(bind_patches_.size());
-    bind_patches_.insert(bind_patches_.end(), values.begin(), values.end());
+    bind_patches_.insert(bind_patches_.end(), values.begin(), values.begin() + static_cast<std::ptrdiff_t>(nvalues));
   }
   bind_first_[S] = static_cast<uint32_t>(bind_patches_.size());
 }

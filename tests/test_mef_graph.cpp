@@ -297,6 +297,49 @@ TEST_SUITE("mef graph") {
     CHECK(contains(decode_error(o), "exp result type float32[3, 1] cpu but the op gives float32[3] cpu"));
   }
 
+  TEST_CASE("the type check remembers many keys: a repeat met after 20 others is found and checked") {
+    // 20 exp nodes on %0 that differ in their (unused) axis attribute: 20
+    // keys, more than the check keeps at hand and its table's first size;
+    // then exp with axis 0 again, of the right type or of float32[3, 1]
+    auto payload = [](uint32_t last_type) {
+      std::string o;
+      put_u32(o, 1);
+      put_str(o, "main");
+      put_u32(o, 1);
+      put_str(o, "exp");
+      put_u32(o, 2);
+      put_f32_3(o);
+      o += static_cast<char>(DType::float32);
+      o += static_cast<char>(DeviceType::cpu);
+      put_u32(o, 0);
+      put_u32(o, 2);
+      for (int i = 0; i < 8; ++i) o += static_cast<char>(i == 0 ? 3 : 0);
+      for (int i = 0; i < 8; ++i) o += static_cast<char>(i == 0 ? 1 : 0);
+      put_u32(o, 1);  // inputs
+      put_u32(o, 0);
+      put_u32(o, 21);  // nodes
+      put_u64(o, 0);   // no constants
+      for (uint32_t k = 0; k < 21; ++k) {
+        o += static_cast<char>(1);  // op node: exp of %0
+        put_u32(o, 0);
+        put_u32(o, 1);
+        put_u32(o, 0);
+        o += static_cast<char>(2);  // attribute mask: axis
+        put_u64(o, k < 20 ? k : 0);
+        put_u32(o, k < 20 ? 0 : last_type);
+      }
+      put_u32(o, 1);
+      put_u32(o, 21);
+      return o;
+    };
+    CHECK(decode_error(payload(0)) == "(no error)");
+    const std::shared_ptr<Graph> g = mef::decode_graph_binary(payload(0), "g.mef");
+    CHECK(g->num_nodes() == 22);
+    CHECK_NOTHROW(g->verify());
+    CHECK(contains(decode_error(payload(1)), "fails verification: node 21 (exp, at byte"));
+    CHECK(contains(decode_error(payload(1)), "exp result type float32[3, 1] cpu but the op gives float32[3] cpu"));
+  }
+
   TEST_CASE("single-byte damage anywhere in GRPB: a ValueError naming GRPB, or a graph that verifies; never a crash") {
     CompiledCallable run = cases()[1].make();
     const std::string bin = mef::encode_graph_binary(run.engine_model().artifact().graph());

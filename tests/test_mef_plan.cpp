@@ -8,6 +8,7 @@
 // ValueError naming 'PLAN', the byte offset and the field, never a crash.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -167,6 +168,43 @@ void set_u64(std::string& b, size_t at, uint64_t v) { std::memcpy(b.data() + at,
 }  // namespace
 
 TEST_SUITE("mef plan") {
+  TEST_CASE("ImmTable (a step's constant table) holds what a std::vector holds: inside up to 2, then on the heap") {
+    std::vector<uint64_t> ref;
+    codegen::ImmTable t;
+    CHECK(t.empty());
+    CHECK(sizeof(codegen::ImmTable) == sizeof(std::vector<uint64_t>));
+    for (uint64_t k = 0; k < 9; ++k) {
+      const uint64_t v = 0x9e3779b97f4a7c15ull * (k + 1);
+      ref.push_back(v);
+      t.push_back(v);
+      REQUIRE(t.size() == ref.size());
+      CHECK(std::equal(t.begin(), t.end(), ref.begin()));
+      codegen::ImmTable copy(t);  // copies, then moves, at every size (inline and heap)
+      CHECK(copy == t);
+      codegen::ImmTable moved(std::move(copy));
+      CHECK(moved == t);
+      CHECK(copy.empty());
+      codegen::ImmTable assigned;
+      assigned.push_back(1);
+      assigned = moved;
+      CHECK(assigned == t);
+      assigned = std::move(moved);
+      CHECK(assigned == t);
+      CHECK(moved.empty());
+      assigned[0] ^= 1;
+      CHECK(!(assigned == t));
+    }
+    codegen::ImmTable r;
+    r.resize(3);
+    CHECK(r.size() == 3);
+    CHECK((r[0] == 0 && r[1] == 0 && r[2] == 0));
+    r[2] = 7;
+    r.resize(1);
+    r.resize(2);
+    CHECK(r[1] == 0);  // entries past the size are zeroed when it grows again
+    CHECK(r.data() != nullptr);
+  }
+
   TEST_CASE("a read with PLAN (and CODE) restores the compiled plan: no planning, no code generated, the same bits") {
     std::set<codegen::PlanStep::Kind> kinds;
     for (const Case& k : cases()) {
