@@ -235,6 +235,11 @@ class ExecutionPlan {
     size_t arena_bytes = 0;
   };
   ExecutionPlan(std::shared_ptr<const Graph> graph, const KernelOptions& options, Parts parts);
+  // Its bindings point into its own steps (a constant table of up to 2
+  // entries lives inside the PlanStep): a copy or move would leave them
+  // pointing at the source. Plans are held by shared_ptr.
+  ExecutionPlan(const ExecutionPlan&) = delete;
+  ExecutionPlan& operator=(const ExecutionPlan&) = delete;
 
   /// Weight slots in the order run() expects them: (name, type).
   const std::vector<std::pair<std::string, TensorType>>& weight_slots() const { return weight_slots_; }
