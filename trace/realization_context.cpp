@@ -1386,7 +1386,18 @@ RealizationScope::RealizationScope(RealizationContext& ctx) : ctx_(&ctx) {
 }
 RealizationScope::~RealizationScope() { pop(ctx_); }
 
-LazyScope::LazyScope() : ctx_(std::make_shared<LazyRealizationContext>()) { scope_.emplace(*ctx_); }
+LazyScope::LazyScope() : ctx_(std::make_shared<LazyRealizationContext>()) {
+  // Inside a trace every op is already recorded into the graph and compiled
+  // together; a lazy context under it could only realize the trace's
+  // symbolic values (impossible), which failed later with "realize: can't
+  // realize from a graph context" naming nothing the user wrote (tester t17 F6).
+  if (in_graph_context())
+    throw RealizationError("kiln::lazy(): a lazy scope opened inside a traced function (jit, compile or a subgraph "
+                           "trace, recording graph '" + current_realization_context().graph().name() +
+                           "') is not supported: the trace already defers and fuses every op in it; remove the "
+                           "lazy() scope from the traced function (or open it around the call instead)");
+  scope_.emplace(*ctx_);
+}
 LazyScope::~LazyScope() { scope_.reset(); }
 LazyScope lazy() { return LazyScope(); }
 
