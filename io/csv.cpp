@@ -29,13 +29,25 @@ constexpr const char* kOp = "read_csv_dataset: ";
   throw IoError(kOp + path + " line " + std::to_string(line) + ": " + what);
 }
 
-std::string plain_contents(const std::string& path) {
+/// The file's bytes. A file that is not regular (a device, a FIFO) has no
+/// size to bound the read, so each chunk of it that is not gzip data is
+/// checked as it comes: a NUL byte is binary data, not CSV text, and ends the
+/// read (tester t17 F4: /dev/zero was read until memory ran out).
+std::string plain_contents(const std::string& path, bool regular) {
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
   if (!f) fail(path, std::string("cannot open (") + std::strerror(errno) + ")");
   std::string out;
   char chunk[1 << 16];
   size_t n;
-  while ((n = std::fread(chunk, 1, sizeof chunk, f.get())) > 0) out.append(chunk, n);
+  while ((n = std::fread(chunk, 1, sizeof chunk, f.get())) > 0) {
+    out.append(chunk, n);
+    const bool gzip = out.size() >= 2 && static_cast<unsigned char>(out[0]) == 0x1f &&
+                      static_cast<unsigned char>(out[1]) == 0x8b;
+    if (!regular && !gzip)
+      if (const void* z = std::memchr(out.data() + out.size() - n, '\0', n))
+        fail(path, "byte " + std::to_string(static_cast<const char*>(z) - out.data()) +
+                       " is a NUL byte: binary data, not CSV text (it is not a regular file, so reading stops here)");
+  }
   if (std::ferror(f.get())) fail(path, std::string("cannot read (") + std::strerror(errno) + ")");
   return out;
 }
@@ -91,7 +103,7 @@ std::string file_contents(const std::string& path) {
   auto st = std::filesystem::status(path, ec);
   if (!std::filesystem::exists(st)) fail(path, "no such file");
   if (std::filesystem::is_directory(st)) fail(path, "is a directory, expected a CSV file");
-  std::string bytes = plain_contents(path);
+  std::string bytes = plain_contents(path, std::filesystem::is_regular_file(st));
   const bool gzip = bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f &&
                     static_cast<unsigned char>(bytes[1]) == 0x8b;
   return gzip ? gunzip(path, bytes) : bytes;

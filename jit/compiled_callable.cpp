@@ -307,6 +307,11 @@ CompiledCallable CompiledCallable::from_mef(const std::string& path, std::map<st
   auto art = engine::read(path, session);
   const engine::Signature& s = *art->signature();
   check_weight_names(*art, weights, "from_mef '" + path + "'", true);
+  // Two write-back weights bound to one tensor (or overlapping ones): each
+  // would be read and written back separately, losing a write (tester t17
+  // F2); refused here, where the binding is made, as a call would refuse it.
+  if (auto a = detail::find_write_alias({}, s.writes, {}, {}, weights, {}))
+    throw ValueError(detail::write_alias_message("from_mef '" + path + "'", *a, s.in_tree, {}));
   auto model = std::make_shared<engine::Model>(art, weights, "from_mef '" + path + "'",
                                                "the weights given to from_mef (its `weights` map)");
   CompiledCallable c =

@@ -307,7 +307,46 @@ std::vector<Tensor> Model::execute(std::span<const Tensor> inputs) const {
   return out;
 }
 
+namespace {
+std::string layout_str(const Tensor& t) {
+  std::string s = std::string(name(t.dtype())) + shape_str(t.shape()) + " " + t.device().str();
+  if (!t.is_realized()) return s + " (unrealized)";
+  if (t.is_contiguous()) return s + " contiguous";
+  std::string st;
+  for (int64_t x : t.strides()) st += (st.empty() ? "" : ", ") + std::to_string(x);
+  return s + " with strides [" + st + "] (not contiguous)";
+}
+
+// F1 (tester t17): the plan computes output k into a defined outputs[k]
+// through its data pointer as a contiguous tensor of output k's type (and
+// the CUDA path replaces it), so a wrong dtype was reinterpreted, a smaller
+// shape written past its buffer, a strided view filled in memory order.
+// Each defined output is checked as the inputs are; the message names
+// `who`, the output index, the layout expected and what came.
+void check_given_outputs(const Graph& g, std::span<const Tensor> outputs, const char* who) {
+  const auto& ids = g.output_ids();
+  if (outputs.size() > ids.size())
+    throw ValueError(std::string(who) + ": " + std::to_string(outputs.size()) + " output tensors given, the graph has " +
+                     std::to_string(ids.size()) + " outputs");
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    const Tensor& t = outputs[k];
+    if (!t.defined()) continue;  // computed into memory of its own
+    const TensorType& want = g.type(ids[k]);
+    const std::string head = std::string(who) + ": output " + std::to_string(k) + ": expected " + want.str() +
+                             " contiguous (or an undefined tensor), got " + layout_str(t);
+    if (t.dtype() != want.dtype) throw DTypeError(head);
+    if (!(t.device() == want.device)) throw DeviceError(head);
+    if (t.shape() != want.shape) throw ShapeError(head);
+    if (!t.is_realized()) throw ValueError(head + "; realize it first (.realize())");
+    if (!t.is_contiguous())
+      throw ValueError(head + "; the result is written in memory order, so pass a contiguous tensor (a strided view "
+                              "would get its elements in the wrong places)");
+  }
+}
+}  // namespace
+
 void Model::execute_into(std::span<const Tensor> inputs, std::vector<Tensor>& out) const {
+  check_given_outputs(artifact_->plan().graph(), out, "engine::Model::execute_into");
   run_into(inputs, out, false);
 }
 

@@ -170,7 +170,13 @@ class Model {
   std::vector<Tensor> execute(std::span<const Tensor> inputs) const;
   /// As execute, with `outputs` given: a defined outputs[k] (contiguous, of
   /// output k's type) is computed into where the plan allows it
-  /// (ExecutionPlan::run); `outputs` then holds the results.
+  /// (ExecutionPlan::run); `outputs` then holds the results. Each defined
+  /// outputs[k] is checked first (the message names the output index, the
+  /// layout expected and the one given): DTypeError for another dtype,
+  /// DeviceError for another device, ShapeError for another shape,
+  /// ValueError for a non-contiguous (strided, transposed, flipped) or
+  /// unrealized tensor and for more tensors than outputs. Undefined entries
+  /// get memory of their own.
   void execute_into(std::span<const Tensor> inputs, std::vector<Tensor>& outputs) const;
   const CompiledModel& artifact() const { return *artifact_; }
   const std::shared_ptr<const CompiledModel>& artifact_ptr() const { return artifact_; }

@@ -11,6 +11,10 @@ bool identical_tensors(const Tensor& a, const Tensor& b) {
          a.dtype() == b.dtype() && a.shape() == b.shape() && a.strides() == b.strides();
 }
 
+namespace {
+std::string type_str(const Tensor& t) { return TensorType(t.dtype(), t.shape(), t.device()).str(); }
+}  // namespace
+
 std::optional<WriteAlias> find_write_alias(TensorRefs args, const std::vector<WriteBack>& writes,
                                            const std::vector<WriteReads>& reads, const std::vector<int32_t>& same_as,
                                            const std::map<std::string, Tensor>& weights,
@@ -68,6 +72,30 @@ std::optional<WriteAlias> find_write_alias(TensorRefs args, const std::vector<Wr
           a.other_argument = static_cast<int32_t>(j);
           return a;
         }
+      // Tester t17 F2: a written mutable weight (a captured tensor written
+      // while tracing, or a write-back weight of a MEF file) sharing memory
+      // with another weight (two captured handles or views of one buffer;
+      // two write-back weights bound to one tensor) or a captured constant
+      // read after the write: each is read and written back separately.
+      for (const auto& [name, t] : weights)
+        if (name != w.weight && may_share_memory(t, it->second) && read_weight(name)) {
+          WriteAlias a;
+          a.written_weight = w.weight;
+          a.written_type = type_str(it->second);
+          a.other = WriteAlias::Other::weight;
+          a.other_weight = name;
+          a.other_type = type_str(t);
+          return a;
+        }
+      for (size_t c = 0; c < captured.size(); ++c)
+        if (may_share_memory(captured[c].source, it->second) && read_captured(c)) {
+          WriteAlias a;
+          a.written_weight = w.weight;
+          a.written_type = type_str(it->second);
+          a.other = WriteAlias::Other::captured;
+          a.other_captured = c;
+          return a;
+        }
     }
   }
   return std::nullopt;
@@ -96,9 +124,29 @@ std::string write_alias_message(const std::string& who, const WriteAlias& a, con
   } else if (a.written >= 0) {
     m += arg(a.written) + " overlaps in memory with weight '" + a.other_weight + "' and the function writes " +
          arg(a.written) + " in place";
-  } else {
+  } else if (a.other == WriteAlias::Other::argument) {
     m += arg(a.other_argument) + " overlaps in memory with the captured tensor the function writes in place "
          "(bound as weight '" + a.written_weight + "')";
+  } else {
+    // Two captured tensors (or two weights bound to one tensor): no argument
+    // to pass a copy for; jit runs such a function eagerly.
+    const std::string written = "the tensor bound as weight '" + a.written_weight + "' (" + a.written_type +
+                                ": a captured tensor the function writes in place, or a write-back weight of a MEF file)";
+    std::string other;
+    if (a.other == WriteAlias::Other::weight) {
+      other = "the tensor bound as weight '" + a.other_weight + "' (" + a.other_type + ")";
+    } else {
+      other = "captured constant " + std::to_string(a.other_captured);
+      if (a.other_captured < captured.size()) {
+        const Tensor& s = captured[a.other_captured].source;
+        other += " (" + type_str(s) + ", graph value %" + std::to_string(captured[a.other_captured].value) + ")";
+      }
+    }
+    return m + written + " and " + other + " share memory (two handles or overlapping views of one buffer, or one "
+           "tensor bound to two weights) and the function reads or writes the second after writing the first; the "
+           "compiled code reads and writes back each as a separate tensor, so a write would be lost or a read see the "
+           "old value. Capture (or bind) one tensor and take the views inside the function, pass them as arguments, "
+           "or call the function through jit(fn), which runs such a call eagerly";
   }
   m += "; the compiled code reads each argument, captured tensor and weight as a separate tensor, so a read of one "
        "after the write to the other would see the old value where an eager call sees the new one. Pass a copy "

@@ -36,6 +36,9 @@ struct WriteAlias {
   int32_t other_argument = -1;  ///< Other::argument
   size_t other_captured = 0;    ///< Other::captured: index into StagedGraph::captured
   std::string other_weight;     ///< Other::weight
+  /// For a written mutable weight that overlaps another weight or a captured
+  /// constant: the types of the tensors (for the message).
+  std::string written_type, other_type;
 };
 
 /// The first overlap (numpy's may_share_memory, byte ranges) between a write
@@ -43,7 +46,9 @@ struct WriteAlias {
 /// `reads`, StagedGraph::write_reads; every tensor when `reads` is empty):
 /// for a written argument, the other arguments (except those traced as the
 /// same tensor, `same_as`), the captured constants and the weights; for a
-/// written mutable weight, the arguments. nullopt when none; `writes` empty
+/// written mutable weight, the arguments, the other weights (two captured
+/// handles or views of one buffer; two MEF write-back weights bound to one
+/// tensor) and the captured constants. nullopt when none; `writes` empty
 /// costs nothing.
 std::optional<WriteAlias> find_write_alias(TensorRefs args, const std::vector<WriteBack>& writes,
                                            const std::vector<WriteReads>& reads, const std::vector<int32_t>& same_as,

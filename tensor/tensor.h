@@ -154,11 +154,19 @@ class Tensor {
   }
 
   /// The value of a one-element tensor converted to T (default double).
-  /// Throws ShapeError when numel() != 1. A tensor on a device is copied to
-  /// the CPU first (this waits for the work that computes it); so is it for
+  /// Throws ShapeError when numel() != 1. The conversion is cast()'s (ops.h:
+  /// numpy's astype), never a range check: into an integer T a float is
+  /// truncated toward zero (1.7 -> 1), and a value T cannot hold wraps or
+  /// saturates silently (300 as int8_t is 44; 1e30, NaN or infinity as
+  /// int64_t is INT64_MIN); bool is value != 0. Unlike full / masked_fill,
+  /// which refuse an out-of-range scalar with ValueError, and LibTorch's
+  /// item<T>(), which raises on overflow: when the range is not known, read into
+  /// the tensor's own C++ type (or double for floats) and check it there. A tensor on a device is copied to the
+  /// CPU first (this waits for the work that computes it); so is it for
   /// to_vector and printing.
   template <class T = double> T item() const;
-  /// All elements in row-major order, converted to T.
+  /// All elements in row-major order, each converted to T as item() does
+  /// (cast()'s wrapping, no range check).
   template <class T> std::vector<T> to_vector() const;
   /// This tensor if contiguous, else a contiguous copy.
   Tensor contiguous() const;

@@ -307,7 +307,7 @@ TEST_SUITE("cli") {
       Run b = kiln("bench '" + mef + "' --samples 2");
       CHECK_MESSAGE(b.code == 0, b.err);
       const char* names[] = {"contiguous", "broadcast", "transposed", "general"};
-      CHECK(b.out.find(std::string("checked call: arguments laid out as compiled (0 ") + names[static_cast<int>(c)]) !=
+      CHECK(b.out.find(std::string("checked call: arguments laid out as compiled (argument 0 ") + names[static_cast<int>(c)]) !=
             std::string::npos);
       CHECK(b.out.find("checked call   median") != std::string::npos);
       CHECK(b.out.find("execute_raw    median") != std::string::npos);

@@ -44,6 +44,54 @@ TEST_SUITE("fast path checks") {
     CHECK_THROWS_AS(run.execute_raw(std::vector<Buffer>{small.buffer(), x.buffer()}), Error);
   }
 
+  TEST_CASE("Model::execute_into checks each defined output (tester t17 F1)") {
+    CompiledCallable cc = compile([](Tensor x) { return x * 2.0f + 1.0f; })(TensorLayout(DType::float32, {2, 3}));
+    const std::vector<Tensor> in{arange(6).to(DType::float32).reshape({2, 3})};
+    const std::vector<float> want{1, 3, 5, 7, 9, 11};  // 2 * i + 1, i = 0..5
+    const engine::Model& m = cc.engine_model();
+    // an int32[5] view inside a sentinel buffer: refused, the buffer untouched
+    const Tensor sentinel = full({12}, -7, DType::int32);
+    std::vector<Tensor> o1{sentinel.index({Slice(4, 9)})};
+    CHECK_THROWS_WITH_AS(m.execute_into(in, o1),
+                         "engine::Model::execute_into: output 0: expected float32[2, 3] cpu contiguous (or an undefined "
+                         "tensor), got int32[5] cpu contiguous",
+                         DTypeError);
+    CHECK(sentinel.to_vector<int32_t>() == std::vector<int32_t>(12, -7));
+    // right dtype, wrong shape (a 1-element buffer for 6 results)
+    std::vector<Tensor> o2{zeros({1})};
+    CHECK_THROWS_AS(m.execute_into(in, o2), ShapeError);
+    CHECK(o2[0].item<float>() == 0.0f);
+    std::vector<Tensor> o2b{zeros({3, 2})};  // same count, other shape
+    CHECK_THROWS_AS(m.execute_into(in, o2b), ShapeError);
+    // transposed and flipped views of the right type: not contiguous
+    std::vector<Tensor> o3{zeros({3, 2}).transpose()};
+    CHECK_THROWS_WITH_AS(m.execute_into(in, o3),
+                         "engine::Model::execute_into: output 0: expected float32[2, 3] cpu contiguous (or an undefined "
+                         "tensor), got float32[2, 3] cpu with strides [1, 2] (not contiguous); the result is written in "
+                         "memory order, so pass a contiguous tensor (a strided view would get its elements in the wrong "
+                         "places)",
+                         ValueError);
+    const Tensor s2 = full({12}, -7.0f);
+    std::vector<Tensor> o4{flip(s2.index({Slice(3, 9)}).reshape({2, 3}), {1})};
+    CHECK_THROWS_AS(m.execute_into(in, o4), ValueError);
+    CHECK(s2.to_vector<float>() == std::vector<float>(12, -7.0f));
+    // more tensors than outputs
+    std::vector<Tensor> o5{Tensor(), zeros({2, 3})};
+    CHECK_THROWS_AS(m.execute_into(in, o5), ValueError);
+    // a right output is computed into (same buffer), an undefined one made
+    const Tensor dst = zeros({2, 3});
+    std::vector<Tensor> o6{dst};
+    m.execute_into(in, o6);
+    CHECK(dst.to_vector<float>() == want);
+    CHECK(o6[0].to_vector<float>() == want);
+    std::vector<Tensor> o7{Tensor()};
+    m.execute_into(in, o7);
+    CHECK(o7[0].to_vector<float>() == want);
+    // reusing the last call's outputs (as a loop would) still works
+    m.execute_into(in, o7);
+    CHECK(o7[0].to_vector<float>() == want);
+  }
+
   TEST_CASE("a DType code outside the enum raises DTypeError when named, printed or sized") {
     const DType bad = static_cast<DType>(200);
     CHECK_THROWS_WITH_AS(name(bad), "dtype name: invalid dtype code 200 (expected 0 <= code < 13)", DTypeError);

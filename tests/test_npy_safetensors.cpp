@@ -243,3 +243,94 @@ TEST_SUITE("npy_safetensors") {
     CHECK(st_error(good + "x").find("after the last tensor, 'c' [12, 28]") != std::string::npos);
   }
 }
+
+// Tester t17 F4: the readers read a file whole before checking it, so an
+// endless one (/dev/zero; `kiln run --input /dev/zero`) ran until memory ran
+// out. The magic / header length is now checked on the first bytes and only
+// what the header declares is read; a file that is not regular is read at
+// most one byte past that.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "../io/csv.h"
+
+namespace {
+std::string io_error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const IoError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+}  // namespace
+
+TEST_SUITE("npy_safetensors") {
+  TEST_CASE("endless and huge malformed files are refused from their first bytes (tester t17 F4)") {
+    if (std::filesystem::exists("/dev/zero")) {
+      CHECK(io_error_of([] { read_npy("/dev/zero"); }) ==
+            "read_npy: '/dev/zero': not a .npy file (it does not start with \"\\x93NUMPY\")");
+      // eight zero bytes: a header length of 0, an empty header (not JSON)
+      CHECK(io_error_of([] { read_safetensors("/dev/zero"); }).find("read_safetensors: '/dev/zero': the header is not valid JSON") == 0);
+      const std::string csv = io_error_of([] { read_csv_dataset("/dev/zero", 1); });
+      CHECK(csv == "read_csv_dataset: /dev/zero: byte 0 is a NUL byte: binary data, not CSV text (it is not a regular "
+                   "file, so reading stops here)");
+    }
+    // a regular file whose 8 length bytes are garbage (0xff...): refused by
+    // safetensors' header limit, not by reading 2^64 - 1 bytes first
+    const std::string dir = (std::filesystem::temp_directory_path() / ("kiln_t17_f4_" + std::to_string(::getpid()))).string();
+    std::filesystem::create_directories(dir);
+    const std::string garbage = dir + "/garbage.safetensors";
+    {
+      std::ofstream f(garbage, std::ios::binary);
+      f << std::string(4096, '\xff');
+    }
+    CHECK(io_error_of([&] { read_safetensors(garbage); }) ==
+          "read_safetensors: '" + garbage + "': the header length 18446744073709551615 is over safetensors' limit of "
+          "100000000 bytes: not a safetensors file, or a corrupt one");
+    // a FIFO (not a regular file): a right .npy through it reads right; one
+    // with bytes past what its header declares is refused after one of them
+    const float v[3] = {1.5f, -2.0f, 4.25f};
+    const std::string npy = npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }", le_bytes(v, 12));
+    const std::string fifo = dir + "/pipe.npy";
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    const auto old_pipe = std::signal(SIGPIPE, SIG_IGN);  // a reader that stops early: EPIPE, not a kill
+    for (const std::string& extra : {std::string(), std::string(100, 'x')}) {
+      std::thread writer([&] {
+        const int fd = ::open(fifo.c_str(), O_WRONLY);
+        if (fd < 0) return;
+        const std::string all = npy + extra;
+        size_t at = 0;
+        while (at < all.size()) {
+          const ssize_t k = ::write(fd, all.data() + at, all.size() - at);
+          if (k <= 0) break;  // the reader closed early (EPIPE is ignored below)
+          at += static_cast<size_t>(k);
+        }
+        ::close(fd);
+      });
+      std::string err;
+      Tensor t;
+      try {
+        t = read_npy(fifo);
+      } catch (const IoError& e) {
+        err = e.what();
+      }
+      writer.join();
+      if (extra.empty()) {
+        REQUIRE(err.empty());
+        CHECK(t.to_vector<float>() == std::vector<float>{1.5f, -2.0f, 4.25f});
+      } else {
+        CHECK(err == "read_npy: '" + fifo + "': more bytes follow the " + std::to_string(npy.size()) +
+                         " its header declares (it is not a regular file: a device or a stream that does not end?)");
+      }
+    }
+    std::signal(SIGPIPE, old_pipe);
+    std::filesystem::remove_all(dir);
+  }
+}

@@ -371,3 +371,29 @@ TEST_SUITE("realization") {
     CHECK(t.item<float>() == 2.f);
   }
 }
+
+// Tester t17 F6: a kiln::lazy() scope opened inside a traced function failed
+// with "realize: can't realize from a graph context", naming nothing the user
+// wrote; lazy() now says it was opened inside a trace. Around the call it works.
+TEST_SUITE("realization") {
+  TEST_CASE("kiln::lazy() inside a traced function says so; around the call it works") {
+    const Tensor x = Tensor::from_vector(std::vector<float>{1, 2, 3});
+    auto jg = jit([](Tensor t) {
+      Tensor r;
+      {
+        auto s = kiln::lazy();
+        r = t * 2.0f;
+      }
+      return r + 1.0f;
+    });
+    CHECK_THROWS_WITH_AS(jg(x), doctest::Contains("kiln::lazy(): a lazy scope opened inside a traced function"),
+                         RealizationError);
+    auto jf = jit([](Tensor t) { return t * 2.0f + 1.0f; });
+    Tensor r;
+    {
+      auto s = kiln::lazy();
+      r = jf(x).tensor();
+    }
+    CHECK(r.to_vector<float>() == std::vector<float>{3, 5, 7});  // 2 * x + 1
+  }
+}

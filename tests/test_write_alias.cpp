@@ -457,3 +457,123 @@ TEST_SUITE("write aliasing") {
     CHECK(vals(w) == std::vector<double>{0, 1, 2});
   }
 }
+
+// Tester t17 F2: two captured tensors sharing memory, at least one written in
+// place (two handles of one view, overlapping views, a written view and a
+// read overlapping one), and two MEF write-back weights bound to one tensor,
+// were traced as separate sources: one write was lost. jit now gives eager's
+// answer (an eager call), compile and from_mef a ValueError naming both.
+TEST_SUITE("write aliasing") {
+  TEST_CASE("two captured tensors sharing memory, one written: eager's answer through jit, an error compiled") {
+    // A: two handles of one view, both written (eager: a.mul_ then b.add_ on the same 4 elements)
+    for (int mode = 0; mode < 2; ++mode) {
+      Tensor base = iota(8);
+      Tensor a = base.index({Slice(0, 4)}), b = base.index({Slice(0, 4)});
+      auto f = [&](Tensor g) {
+        a.mul_(2.0f);
+        b.add_(g);
+        return sum(b);
+      };
+      Tensor e = iota(8);
+      Tensor ea = e.index({Slice(0, 4)}), eb = e.index({Slice(0, 4)});
+      ea.mul_(2.0f);
+      eb.add_(ones({4}));
+      const double want = sum(eb).item<double>();
+      CHECK(want == 16.0);  // (0+1) + (2+1) + (4+1) + (6+1)
+      CHECK(vals(e) == std::vector<double>{1, 3, 5, 7, 4, 5, 6, 7});
+      if (mode == 0) {
+        auto jf = jit(f);
+        CHECK(jf(ones({4})).tensor().item<double>() == want);
+        CHECK(vals(base) == vals(e));
+        CHECK(jf.stats().eager_calls == 1);
+      } else {
+        CompiledCallable c = compile(f)(f32({4}));
+        std::string msg;
+        try {
+          c(ones({4}));
+        } catch (const ValueError& err) {
+          msg = err.what();
+        }
+        CHECK(msg.find("compiled call of 'main': the tensor bound as weight 'mutable.0' (float32[4] cpu: a captured "
+                       "tensor the function writes in place") != std::string::npos);
+        CHECK(msg.find("and the tensor bound as weight 'mutable.1' (float32[4] cpu) share memory") != std::string::npos);
+        CHECK(vals(base) == std::vector<double>{0, 1, 2, 3, 4, 5, 6, 7});  // nothing ran
+      }
+    }
+  }
+
+  TEST_CASE("a written captured view and a read overlapping one, and a tied weight under two shapes (jit)") {
+    // B: write a = base[0:4], read b = base[2:6] after
+    Tensor base = iota(8), be = iota(8);
+    Tensor a = base.index({Slice(0, 4)}), b = base.index({Slice(2, 6)});
+    auto f = [&](Tensor g) {
+      a.add_(g);
+      return b * 1.0f;
+    };
+    auto jf = jit(f);
+    Tensor r = jf(ones({4}) * 100.0f);
+    be.index({Slice(0, 4)}).add_(ones({4}) * 100.0f);
+    const Tensor re = be.index({Slice(2, 6)}) * 1.0f;
+    CHECK(vals(re) == std::vector<double>{102, 103, 4, 5});
+    CHECK(vals(r) == vals(re));
+    CHECK(vals(base) == vals(be));
+    CHECK(jf.stats().eager_calls == 1);
+    CompiledCallable c = compile(f)(f32({4}));
+    CHECK_THROWS_WITH_AS(c(ones({4})), doctest::Contains("share memory"), ValueError);
+
+    // C: a parameter list holding a tied weight and a reshaped view of it; an SGD step
+    Tensor W = iota(6).reshape({2, 3}), We = W.clone();
+    std::vector<Tensor> ps{W, W.reshape({3, 2})}, pe{We, We.reshape({3, 2})};
+    auto step = jit([&](Tensor g0, Tensor g1) {
+      ps[0].sub_(g0 * 0.5f);
+      ps[1].sub_(g1 * 0.5f);
+      return sum(ps[0]);
+    });
+    const Tensor g0 = ones({2, 3}), g1 = ones({3, 2}) * 2.0f;
+    const double rs = step(g0, g1).tensor().item<double>();
+    pe[0].sub_(g0 * 0.5f);
+    pe[1].sub_(g1 * 0.5f);
+    CHECK(vals(We) == std::vector<double>{-1.5, -0.5, 0.5, 1.5, 2.5, 3.5});  // i - 0.5 - 1
+    CHECK(vals(W) == vals(We));
+    CHECK(rs == 6.0);
+    CHECK(step.stats().eager_calls == 1);
+  }
+
+  TEST_CASE("from_mef with two write-back weights bound to one tensor: a ValueError naming both") {
+    Tensor w = ones({4}), v = zeros({4});
+    auto step = [&](Tensor g) {
+      v.mul_(0.9f).add_(g);
+      w -= 0.1f * v;
+      return sum(w * w);
+    };
+    const std::string path = (std::filesystem::temp_directory_path() /
+                              ("kiln_t17_mut2_" + std::to_string(::getpid()) + ".mef")).string();
+    compile(step)(f32({4})).export_mef(path);
+    Tensor same = ones({4});
+    std::string msg;
+    try {
+      CompiledCallable::from_mef(path, {{"mutable.0", same}, {"mutable.1", same}});
+    } catch (const ValueError& e) {
+      msg = e.what();
+    }
+    CHECK(msg.find("from_mef '" + path + "': the tensor bound as weight 'mutable.") != std::string::npos);
+    CHECK(msg.find("and the tensor bound as weight 'mutable.") != std::string::npos);
+    CHECK(msg.find("share memory") != std::string::npos);
+    // separate tensors: accepted, and the answer of an eager step with separate w, v
+    Tensor w2 = ones({4}), v2 = zeros({4});
+    CompiledCallable back = CompiledCallable::from_mef(path, {{"mutable.0", v2}, {"mutable.1", w2}});
+    std::filesystem::remove(path);
+    const Tensor g = iota(4);
+    const double r = back(g).tensor().item<double>();
+    Tensor we = ones({4}), ve = zeros({4});
+    ve.mul_(0.9f).add_(g);
+    we -= 0.1f * ve;
+    // (float32; the compiled code may contract w - 0.1 * v into one FMA)
+    CHECK(r == doctest::Approx(sum(we * we).item<double>()).epsilon(1e-6));
+    const std::vector<double> vw = vals(w2), vv = vals(v2), ew = vals(we), ev = vals(ve);
+    for (size_t i = 0; i < 4; ++i) {  // v is written first: 'mutable.0'
+      CHECK(vv[i] == ev[i]);
+      CHECK(vw[i] == doctest::Approx(ew[i]).epsilon(1e-6));
+    }
+  }
+}

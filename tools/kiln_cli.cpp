@@ -416,7 +416,7 @@ int cmd_bench(const Args& a) {
     checked.push_back(with_stride_class(in[i], l.stride_class, skipped));
     if (!skipped.empty()) skipped = "argument " + std::to_string(i) + " (" + layout_str(l) + "): " + skipped;
     else if (!l.is_contiguous())
-      laid_out += (laid_out.empty() ? "" : ", ") + std::to_string(i) + " " + class_name(l.stride_class);
+      laid_out += (laid_out.empty() ? "argument " : ", argument ") + std::to_string(i) + " " + class_name(l.stride_class);
   }
   if (!skipped.empty()) {
     std::cout << "checked call: skipped (" << skipped << ")\n";

@@ -1217,6 +1217,22 @@ std::string constant_read(GraphRealizationContext& g, int32_t c, const Tensor& t
 
 void make_mutable_for_write(GraphRealizationContext& g, const Tensor& t, const char* who, int32_t view,
                             const std::vector<char>* written) {
+  // A mutable source is bound (and written back) as a contiguous weight, so
+  // a captured non-contiguous view (a transpose, a column, a reversed view)
+  // cannot be one; say so here, naming the op, instead of the compile's
+  // "weight 'mutable.0' must be contiguous" (tester t17 F3).
+  if (!g.is_mutable_source(t) && t.is_realized() && !t.is_contiguous()) {
+    std::string st;
+    for (int64_t x : t.strides()) st += (st.empty() ? "" : ", ") + std::to_string(x);
+    throw RealizationError(
+        std::string(who) + ": writing " +
+        (view >= 0 ? "through a view (graph value %" + std::to_string(view) + ") of" : std::string("into")) +
+        " a captured tensor that is a non-contiguous view (" + TensorType(t.dtype(), t.shape(), t.device()).str() +
+        ", strides [" + st + "]) is not supported in a traced function: a captured tensor written in place "
+        "becomes a source read and written back whole, which needs contiguous memory; capture its base (the "
+        "contiguous tensor it is a view of) and take the view inside the function, pass the view as an argument, "
+        "or run eagerly (a .contiguous() copy would not write the original)");
+  }
   if (!g.is_mutable_source(t))
     for (const auto& [s, c] : g.sources())
       if (&s.impl() == &t.impl()) {
@@ -1370,7 +1386,18 @@ RealizationScope::RealizationScope(RealizationContext& ctx) : ctx_(&ctx) {
 }
 RealizationScope::~RealizationScope() { pop(ctx_); }
 
-LazyScope::LazyScope() : ctx_(std::make_shared<LazyRealizationContext>()) { scope_.emplace(*ctx_); }
+LazyScope::LazyScope() : ctx_(std::make_shared<LazyRealizationContext>()) {
+  // Inside a trace every op is already recorded into the graph and compiled
+  // together; a lazy context under it could only realize the trace's
+  // symbolic values (impossible), which failed later with "realize: can't
+  // realize from a graph context" naming nothing the user wrote (tester t17 F6).
+  if (in_graph_context())
+    throw RealizationError("kiln::lazy(): a lazy scope opened inside a traced function (jit, compile or a subgraph "
+                           "trace, recording graph '" + current_realization_context().graph().name() +
+                           "') is not supported: the trace already defers and fuses every op in it; remove the "
+                           "lazy() scope from the traced function (or open it around the call instead)");
+  scope_.emplace(*ctx_);
+}
 LazyScope::~LazyScope() { scope_.reset(); }
 LazyScope lazy() { return LazyScope(); }
 
