@@ -325,6 +325,45 @@ TEST_SUITE("realization") {
     }
   }
 
+  TEST_CASE("capture realizes an unrealized lazy input first, as any read does; a traced one is refused") {
+    auto f = [](Tensor a) { return exp(a) * 2.0f; };
+    CompiledCallable run = compile(f)(TensorLayout(DType::float32, {3}));
+    const engine::Model& m = run.engine_model();
+    Tensor a;
+    {
+      auto scope = lazy();
+      a = Tensor::from_vector(std::vector<float>{0.0f, 1.0f, 2.0f}) * 0.5f;
+    }
+    REQUIRE_FALSE(a.is_realized());
+    std::vector<Tensor> outs = m.capture(3, std::vector<Tensor>{a});
+    CHECK(a.is_realized());  // the caller's handle: replay is given it again
+    for (int i = 0; i < 3; ++i) CHECK(outs[0].to_vector<float>()[i] == doctest::Approx(std::exp(0.5 * i) * 2.0));
+    a.data<float>()[0] = 1.0f;
+    m.replay(3, std::vector<Tensor>{a});
+    CHECK(outs[0].to_vector<float>()[0] == doctest::Approx(std::exp(1.0) * 2.0));
+    // inside its own open scope: the scope's recorded ops up to it run first (as a compiled call's arguments)
+    {
+      auto scope = lazy();
+      Tensor b = Tensor::from_vector(std::vector<float>{1.0f, 2.0f, 3.0f}) - 1.0f;
+      std::vector<Tensor> o2 = m.capture(4, std::vector<Tensor>{b});
+      CHECK(b.is_realized());
+      CHECK(o2[0].to_vector<float>()[2] == doctest::Approx(std::exp(2.0) * 2.0));
+    }
+    // a traced value has no buffer to capture: RealizationError naming capture
+    std::string msg;
+    try {
+      (void)stage([&](Tensor x) {
+        (void)m.capture(5, std::vector<Tensor>{x});
+        return x;
+      })(TensorLayout(DType::float32, {3}));
+    } catch (const RealizationError& e) {
+      msg = e.what();
+    }
+    CHECK(msg.find("capture") != std::string::npos);
+    CHECK(msg.find("traced value") != std::string::npos);
+    CHECK(m.num_captures() == 2);
+  }
+
   TEST_CASE("lazy: an ended scope's results read after it is opened again are its values") {
     // Reading one result parks the other's value; opening the context again
     // (ops may record against the results) hands it over first.
