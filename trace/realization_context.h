@@ -319,6 +319,9 @@ class GraphRealizationContext : public RealizationContext {
   /// Output tree per dedup key, to rebuild a cached call's results without
   /// tracing the body again.
   std::map<std::string, TreeDef> subgraph_out_defs;
+  /// Every subgraph call traces its body again and a trace that differs from
+  /// the body serving its key throws ValueError (StageOptions::check_subgraph_bodies).
+  bool check_subgraph_bodies = false;
 
   /// The layout set for root value `v` (an argument's, from its stride
   /// class: detail::set_traced_value_layout; or the layout a value written in
