@@ -6,6 +6,7 @@
 
 #include "../backends/cpu/copy.h"
 #include "../backends/cuda/graph_capture.h"
+#include "../tensor/realize_hook.h"
 #include "cuda_executable.h"
 
 namespace kiln::engine {
@@ -29,7 +30,13 @@ void check_capture_inputs(const Graph& g, std::span<const Tensor> inputs, uint64
     const Tensor& t = inputs[i];
     const std::string arg = who + "argument " + std::to_string(i) + ": ";
     if (!t.defined()) throw ValueError(arg + "an undefined tensor");
-    if (!t.is_realized()) throw ValueError(arg + "an unrealized tensor (capture needs real buffers)");
+    if (!t.is_realized()) {
+      // A lazy result is read like any other: realized first (in its own
+      // open scope too, as a compiled call's arguments are). A traced value
+      // has no buffer: realize_for's RealizationError names capture.
+      kiln::detail::EagerGuard eager;
+      kiln::detail::realize_for(t, ("capture(" + key_str(key) + ") argument " + std::to_string(i)).c_str());
+    }
     TensorType got(t.dtype(), t.shape(), t.device());
     if (!(got == g.type(ids[i]))) throw ValueError(arg + "expected " + g.type(ids[i]).str() + ", got " + got.str());
     if (!t.is_contiguous()) throw ValueError(arg + "must be contiguous (pass .contiguous() and capture that buffer)");

@@ -219,7 +219,11 @@ class Model {
   /// capture under that key. Returns the output tensors: replay(key, ...)
   /// overwrites them in place, so copy what you need before the next replay.
   /// Throws ValueError for no inputs, a wrong count, or an input whose dtype,
-  /// shape, device or contiguity differs from the graph's.
+  /// shape, device or contiguity differs from the graph's. An unrealized
+  /// input (a kiln::lazy() result) is realized first, as any read of it
+  /// (inside its own open scope the scope's recorded ops up to it run, as for
+  /// a compiled call's arguments); that handle is then the captured buffer.
+  /// A traced value (inside jit/compile/stage) is a RealizationError.
   std::vector<Tensor> capture(uint64_t key, std::span<const Tensor> inputs) const;
   /// Reruns the capture under `key` and rewrites its output tensors (as
   /// returned by capture, also captured_outputs(key)). The only check is that

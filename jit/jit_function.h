@@ -55,8 +55,13 @@ struct JitOptions {
   /// the new graph differs from the cached one (a captured C++ number,
   /// container or tensor *variable* changed since tracing, which the
   /// compiled function cannot see), naming the first differing constant.
-  /// Costs a trace per sampled call. Also on when the environment variable
-  /// KILN_JIT_CHECK_CAPTURES is 1.
+  /// The re-trace also traces every call of a subgraph body (as_subgraph,
+  /// nn::Module calls) again, where a body without constants is otherwise
+  /// traced once per key and reused: a call whose body traces differently
+  /// from the one serving its key (it branches on a captured C++ value that
+  /// changed between calls) throws ValueError naming the body and the first
+  /// differing line. Costs a trace per sampled call. Also on when the
+  /// environment variable KILN_JIT_CHECK_CAPTURES is 1.
   bool check_captures = false;
 };
 
@@ -213,7 +218,7 @@ class JitFunction {
           return call_aliased(std::vector<Tensor>(leaves.begin(), leaves.end()), tree, layouts_of(leaves), args...);
         if (cache_->sample_capture_check()) {
           const auto& co = cache_->options().compile;
-          detail::check_same_trace(fn->staged(), stage(fn_, StageOptions{co.name, co.allow_subgraphs, {}})(args...));
+          detail::check_same_trace(fn->staged(), stage(fn_, StageOptions{co.name, co.allow_subgraphs, {}, true})(args...));
         }
         return fn->call_fixed(leaves, tree);
       }
@@ -249,7 +254,7 @@ class JitFunction {
       return call_aliased(leaves, tree, layouts, args...);
     if (!compiled && cache_->sample_capture_check()) {
       const auto& co = cache_->options().compile;
-      detail::check_same_trace(fn->staged(), stage(fn_, StageOptions{co.name, co.allow_subgraphs, {}})(args...));
+      detail::check_same_trace(fn->staged(), stage(fn_, StageOptions{co.name, co.allow_subgraphs, {}, true})(args...));
     }
     return fn->call_flat(leaves, tree);
   }
@@ -276,7 +281,7 @@ class JitFunction {
       if (!detail::write_alias_observed(*fn, leaves)) {
         if (!compiled && cache_->sample_capture_check())
           detail::check_same_trace(fn->staged(),
-                                   stage(fn_, StageOptions{co.name, co.allow_subgraphs, same_as})(args...));
+                                   stage(fn_, StageOptions{co.name, co.allow_subgraphs, same_as, true})(args...));
         return fn->call_flat(leaves, tree);
       }
     }

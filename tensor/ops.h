@@ -212,6 +212,11 @@ Tensor argmin(const Tensor& x, std::optional<int64_t> axis = std::nullopt, bool 
 /// deviations), divided by max(count - correction, 0) as numpy does: a
 /// count not above the correction gives inf (or NaN when the deviations are 0).
 Tensor var(const Tensor& x, const Axes& axes = {}, double correction = 1.0, bool keepdim = false);
+/// sqrt(var(x, axes, correction, keepdim)). Named as numpy's and PyTorch's
+/// std; under `using namespace kiln` an unqualified call `std(x)` does not
+/// compile ("reference to 'std' is ambiguous": C++ finds the namespace std
+/// and this function together and cannot choose). Write `kiln::std(x)` or
+/// `x.std()` (tests/compile_checks/std_name.cpp).
 Tensor std(const Tensor& x, const Axes& axes = {}, double correction = 1.0, bool keepdim = false);
 /// log(sum(exp(x))) computed as m + log(sum(exp(x - m))), m = max (m = 0
 /// where the max is not finite: all -inf gives -inf, any +inf gives +inf).

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ostream>
+#include <thread>
 
 #include "dispatch.h"
 #include "kernel_registry.h"
@@ -17,6 +18,36 @@ std::ostream& operator<<(std::ostream& os, const TensorLayout& l) {
   static constexpr const char* kClass[] = {"contiguous", "broadcast", "transposed", "general"};
   return os << "TensorLayout(" << l.dtype << ", " << shape_str(l.shape) << ", " << l.device << ", "
             << kClass[static_cast<int>(l.stride_class)] << ")";
+}
+
+// ---- PendingState (tensor.h) ----------------------------------------------------------
+uint8_t detail::PendingState::lock() const noexcept {
+  uint8_t b = bits_.load(std::memory_order_relaxed);
+  for (int spins = 0;; ++spins) {
+    if (!(b & kLocked) &&
+        bits_.compare_exchange_weak(b, static_cast<uint8_t>(b | kLocked), std::memory_order_acquire,
+                                    std::memory_order_relaxed))
+      return b;
+    if (b & kLocked) {
+      if (spins > 64) std::this_thread::yield();  // held for a pointer copy: rarely for long
+      b = bits_.load(std::memory_order_relaxed);
+    }
+  }
+}
+
+std::shared_ptr<RealizationState> detail::PendingState::get() const {
+  if (!pending()) return nullptr;  // realized: a pending state is set only by the recording thread
+  const uint8_t b = lock();
+  std::shared_ptr<RealizationState> s = ptr_;
+  bits_.store(static_cast<uint8_t>(b & kPending), std::memory_order_release);
+  return s;
+}
+
+void detail::PendingState::set(std::shared_ptr<RealizationState> s) {
+  (void)lock();
+  ptr_.swap(s);
+  bits_.store(ptr_ ? kPending : uint8_t(0), std::memory_order_release);
+  // s (the old state) is released here, after the unlock
 }
 
 void detail::throw_undefined_tensor() {

@@ -1,6 +1,8 @@
 // kiln: Tensor (a cheap handle to shape, strides and shared storage) and
 // TensorLayout (what a compiled function is specialised on).
 #pragma once
+#include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 #include <iosfwd>
@@ -60,6 +62,50 @@ enum class Casting : uint8_t {
 };
 
 namespace detail {
+/// TensorImpl::state: the RealizationState of an unrealized tensor, null
+/// once it is realized. A tensor of an ended kiln::lazy() scope becomes
+/// realized in whichever thread reads it first while other threads may be
+/// reading it too (copies of a handle share the TensorImpl), so the field
+/// is read atomically: `pending()` (also `if (state)`, `state == nullptr`)
+/// is one acquire load of a byte -- all the eager fast path pays per input
+/// -- and get() (also `state->...`) copies the pointer under a per-tensor
+/// spin lock held for that copy only, so the state it returns stays valid
+/// when another thread realizes the tensor meanwhile. The realizing thread
+/// writes storage and strides first, then reset(): its release publishes
+/// them, so a thread that sees !pending() sees them too. Other changes of
+/// the state (recording, in-place writes while tracing) happen on the one
+/// thread that records into the tensor's context.
+class PendingState {
+ public:
+  PendingState() = default;
+  PendingState(const PendingState&) = delete;
+  PendingState& operator=(const PendingState&) = delete;
+  /// set(s)
+  PendingState& operator=(std::shared_ptr<RealizationState> s) {
+    set(std::move(s));
+    return *this;
+  }
+  /// True while the tensor is unrealized (one acquire load).
+  bool pending() const noexcept { return (bits_.load(std::memory_order_acquire) & kPending) != 0; }
+  explicit operator bool() const noexcept { return pending(); }
+  friend bool operator==(const PendingState& s, std::nullptr_t) noexcept { return !s.pending(); }
+  /// A copy of the state (null when realized): the value at one instant,
+  /// kept alive by the copy.
+  std::shared_ptr<RealizationState> get() const;
+  /// get()->...: the copy lives until the end of the full expression.
+  std::shared_ptr<RealizationState> operator->() const { return get(); }
+  /// Replaces the state (null: realized). The old one is released after
+  /// the lock is dropped (releasing it may destroy its context).
+  void set(std::shared_ptr<RealizationState> s);
+  void reset() { set(nullptr); }
+
+ private:
+  static constexpr uint8_t kPending = 1, kLocked = 2;
+  uint8_t lock() const noexcept;  // returns the bits before locking
+  mutable std::atomic<uint8_t> bits_{0};
+  std::shared_ptr<RealizationState> ptr_;  // read and written only under the lock
+};
+
 struct TensorImpl {
   DType dtype = DType::float32;
   Shape shape;
@@ -67,7 +113,7 @@ struct TensorImpl {
   int64_t offset = 0;   // element offset of index (0, ..., 0) into storage
   Buffer storage;       // realized data
   Device device = Device::cpu();
-  std::shared_ptr<RealizationState> state;  // set while unrealized
+  PendingState state;   // set while unrealized (read atomically: see PendingState)
 };
 // Raises ValueError "use of an undefined tensor" (Tensor::impl's cold path).
 [[noreturn, gnu::cold, gnu::noinline]] void throw_undefined_tensor();
@@ -190,7 +236,11 @@ class Tensor {
   static Tensor from_graph_value(const GraphValue& v);
 
   // Realization (see trace/realization_context.h).
-  bool is_realized() const { return impl().state == nullptr; }
+  /// False while the tensor is unrealized. One atomic (acquire) load: safe
+  /// while another thread realizes the tensor (an ended lazy scope's result
+  /// read by several threads); once it returns true, storage and strides
+  /// are set and stay so.
+  bool is_realized() const { return !impl().state.pending(); }
   /// Realizes this tensor in its context (no-op when realized). Returns *this.
   const Tensor& realize() const;
 

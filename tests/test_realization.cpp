@@ -245,6 +245,125 @@ TEST_SUITE("realization") {
     }
   }
 
+  TEST_CASE("many threads read the same unrealized lazy tensor at once") {
+    // 8 threads read ONE unrealized result of an ended scope (each through
+    // its own copy of the handle: copies share the tensor) in different
+    // ways at once: item of an eager reduction, to_vector, data_ptr after
+    // polling is_realized(), strides(), printing, an op on it inside the
+    // thread's own lazy scope. One of them realizes it; the others must
+    // see it either unrealized (and wait on the scope's lock) or fully
+    // realized. Before the fix the tensor's realization state was a plain
+    // field written by the realizing thread while the others read it (a
+    // data race: ThreadSanitizer reports it; in a release build a reader
+    // could dereference the state just released). Reference: float64 loops.
+    constexpr int kThreads = 8, kRounds = 40, kN = 96;
+    Tensor x = arange(0.0, double(kN), 1.0) * 0.02f - 1.0f;
+    const std::vector<float> xs = x.to_vector<float>();
+    std::vector<double> ref(kN);
+    double ref_sum = 0;
+    for (int i = 0; i < kN; ++i) {
+      ref[i] = std::exp(double(xs[i])) * 2.0 + 1.0;
+      ref_sum += ref[i];
+    }
+    for (int round = 0; round < kRounds; ++round) {
+      Tensor t, other;
+      {
+        auto scope = lazy();
+        t = exp(x) * 2.0f + 1.0f;
+        other = t * 3.0f;  // a second pending result of the same scope
+      }
+      std::vector<double> got(kThreads, -1);
+      std::vector<std::string> errs(kThreads);
+      std::atomic<int> ready{0};
+      std::vector<std::thread> ts;
+      for (int k = 0; k < kThreads; ++k)
+        ts.emplace_back([&, k] {
+          const Tensor mine = t;  // a copy of the handle: the same tensor
+          ++ready;
+          while (ready < kThreads) std::this_thread::yield();  // start together
+          try {
+            switch (k % 6) {
+              case 0: got[k] = sum(mine).item<double>(); break;
+              case 1: got[k] = mine.to_vector<float>().at(kN - 1); break;
+              case 2: {
+                for (int spin = 0; spin < 100000 && !mine.is_realized(); ++spin)  // until another thread realizes it
+                  std::this_thread::yield();
+                got[k] = static_cast<const float*>(mine.data_ptr())[kN - 1];
+                break;
+              }
+              case 3: {
+                std::ostringstream os;
+                os << mine;
+                got[k] = mine.strides() == Strides{1} && !os.str().empty() ? mine.to_vector<double>().at(kN - 1) : -2;
+                break;
+              }
+              case 4: {
+                Tensor y;
+                {
+                  auto own = lazy();  // another context reading it: realized in its own first
+                  y = mine * 1.0f;
+                }
+                got[k] = y.to_vector<float>().at(kN - 1);
+                break;
+              }
+              default: got[k] = (mine + 0.0f).to_vector<float>().at(kN - 1); break;
+            }
+          } catch (const std::exception& e) {
+            errs[k] = e.what();
+          }
+        });
+      for (auto& th : ts) th.join();
+      for (int k = 0; k < kThreads; ++k) {
+        INFO("round " << round << ", thread " << k << ": " << errs[k]);
+        CHECK(errs[k].empty());
+        CHECK(got[k] == doctest::Approx(k % 6 == 0 ? ref_sum : ref[kN - 1]).epsilon(1e-5));
+      }
+      CHECK(t.is_realized());
+      const std::vector<float> tv = t.to_vector<float>();
+      for (int i = 0; i < kN; ++i) CHECK(tv[i] == doctest::Approx(ref[i]).epsilon(1e-6));
+      CHECK(other.to_vector<float>().at(0) == doctest::Approx(ref[0] * 3.0).epsilon(1e-6));
+    }
+  }
+
+  TEST_CASE("capture realizes an unrealized lazy input first, as any read does; a traced one is refused") {
+    auto f = [](Tensor a) { return exp(a) * 2.0f; };
+    CompiledCallable run = compile(f)(TensorLayout(DType::float32, {3}));
+    const engine::Model& m = run.engine_model();
+    Tensor a;
+    {
+      auto scope = lazy();
+      a = Tensor::from_vector(std::vector<float>{0.0f, 1.0f, 2.0f}) * 0.5f;
+    }
+    REQUIRE_FALSE(a.is_realized());
+    std::vector<Tensor> outs = m.capture(3, std::vector<Tensor>{a});
+    CHECK(a.is_realized());  // the caller's handle: replay is given it again
+    for (int i = 0; i < 3; ++i) CHECK(outs[0].to_vector<float>()[i] == doctest::Approx(std::exp(0.5 * i) * 2.0));
+    a.data<float>()[0] = 1.0f;
+    m.replay(3, std::vector<Tensor>{a});
+    CHECK(outs[0].to_vector<float>()[0] == doctest::Approx(std::exp(1.0) * 2.0));
+    // inside its own open scope: the scope's recorded ops up to it run first (as a compiled call's arguments)
+    {
+      auto scope = lazy();
+      Tensor b = Tensor::from_vector(std::vector<float>{1.0f, 2.0f, 3.0f}) - 1.0f;
+      std::vector<Tensor> o2 = m.capture(4, std::vector<Tensor>{b});
+      CHECK(b.is_realized());
+      CHECK(o2[0].to_vector<float>()[2] == doctest::Approx(std::exp(2.0) * 2.0));
+    }
+    // a traced value has no buffer to capture: RealizationError naming capture
+    std::string msg;
+    try {
+      (void)stage([&](Tensor x) {
+        (void)m.capture(5, std::vector<Tensor>{x});
+        return x;
+      })(TensorLayout(DType::float32, {3}));
+    } catch (const RealizationError& e) {
+      msg = e.what();
+    }
+    CHECK(msg.find("capture") != std::string::npos);
+    CHECK(msg.find("traced value") != std::string::npos);
+    CHECK(m.num_captures() == 2);
+  }
+
   TEST_CASE("lazy: an ended scope's results read after it is opened again are its values") {
     // Reading one result parks the other's value; opening the context again
     // (ops may record against the results) hands it over first.

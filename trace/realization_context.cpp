@@ -124,7 +124,7 @@ Tensor detail::context_apply(RealizationContext* ctx, OpId op, std::span<const T
 }
 
 Tensor detail::recorded_copy(const Tensor& t, bool always) {
-  const auto& st = t.impl().state;
+  const auto st = t.impl().state.get();
   RealizationContext* cur = active_context();
   if (!st || !cur || st->context() != cur) return Tensor();
   Attrs a;
@@ -150,7 +150,9 @@ thread_local const detail::TensorImpl* t_realize_target = nullptr;
 }  // namespace
 
 void detail::realize_tensor(const Tensor& t) {
-  const auto& st = t.impl().state;
+  // A copy of the state: another thread reading this tensor may realize it
+  // (and release the state) meanwhile; the copy keeps the context alive.
+  const auto st = t.impl().state.get();
   if (!st) return;
   RealizationContext* c = st->context();
   if (!c) throw RealizationError("realize: the realization context that recorded this tensor no longer exists");
@@ -167,7 +169,7 @@ void detail::realize_tensor(const Tensor& t) {
 }
 
 void detail::realize_for(const Tensor& t, const char* who) {
-  const auto& st = t.impl().state;
+  const auto st = t.impl().state.get();
   if (!st) return;
   if (auto* g = dynamic_cast<GraphRealizationContext*>(st->context()))
     throw RealizationError(std::string(who) + ": the tensor is a traced value of graph '" + g->graph().name() +
@@ -205,17 +207,21 @@ LazyLock& lazy_lock(const LazyRealizationContext* c) {
 // `p` takes the value `v` computed for it (it becomes realized).
 void hand_over(detail::TensorImpl& p, const Tensor& v) {
   const detail::TensorImpl& r = v.impl();
+  // Other threads may be reading p meanwhile (copies of one handle share
+  // it): they read storage and strides only once they see it realized,
+  // which reset() publishes (release); offset and device they may read at
+  // any time (inline accessors), so those are written only where they change.
   p.storage = r.storage;
   p.strides = r.strides;
-  p.offset = r.offset;
-  p.device = r.device;
+  if (p.offset != r.offset) p.offset = r.offset;
+  if (!(p.device == r.device)) p.device = r.device;
   p.state.reset();  // may release the last reference to the context: callers hold one
 }
 
 // Hands every parked value of `L`, context `c`'s, to its tensor (L.mu held).
 void hand_over_all(LazyLock& L, const RealizationContext* c) {
   for (auto& [key, pk] : L.parked)
-    if (auto p = pk.tensor.lock(); p && p->state && p->state->context() == c) hand_over(*p, pk.value);
+    if (auto p = pk.tensor.lock(); p && p->state.pending() && p->state->context() == c) hand_over(*p, pk.value);
   L.parked.clear();
 }
 
@@ -339,7 +345,7 @@ thread_local size_t t_lazy_write_mark = 0;
 detail::WriteMode detail::begin_write(const Tensor& dst, const char* who) {
   RealizationContext* cur = active_context();
   if (cur && dynamic_cast<LazyRealizationContext*>(cur)) t_lazy_write_mark = cur->graph().num_values();
-  if (const auto& st = dst.impl().state) {
+  if (const auto st = dst.impl().state.get()) {
     RealizationContext* owner = st->context();
     if (owner && owner == cur && dynamic_cast<LazyRealizationContext*>(cur) && cur->is_view_value(st->values[0].id))
       bind_lazy_view_of_source(*cur, dst);  // a view of a realized tensor: written eagerly, as outside lazy()
@@ -413,7 +419,7 @@ void detail::functional_write(const Tensor& dst, const Tensor& value) {
     v = apply(OpId::Cast, v, a);
   }
   if (!v.is_realized() && v.impl().state->link() == st->link()) {
-    st = v.impl().state;
+    st = v.impl().state.get();
   } else {
     st = cur.add_source(v.is_realized() ? v : v.realize());
   }
@@ -457,7 +463,7 @@ Tensor RealizationContext::create_unrealized(std::vector<GraphValue> values, std
 }
 
 GraphValue RealizationContext::value_of(const Tensor& t) {
-  const auto& st = t.impl().state;
+  const auto st = t.impl().state.get();
   if (st) {
     if (st->link() == link_) return st->values[0];
     t.realize();  // another context's tensor: realize it there, then it is a source here
@@ -478,7 +484,8 @@ Tensor RealizationContext::apply_op(OpId op, std::span<const Tensor> in, const A
   if (in.size() == 1 && !t_plain_reshape && op_info(op).category == OpCategory::View &&
       dynamic_cast<LazyRealizationContext*>(this)) {
     const Tensor& x = in[0];
-    const bool other = x.defined() && x.impl().state && x.impl().state->link() != link_;
+    const auto xs = x.defined() ? x.impl().state.get() : nullptr;  // (another thread may realize x meanwhile)
+    const bool other = xs && xs->link() != link_;
     if (other) x.realize();  // throws where that is impossible (a graph context's value)
     if (x.defined() && x.is_realized()) {
       Shape s2;
@@ -490,7 +497,10 @@ Tensor RealizationContext::apply_op(OpId op, std::span<const Tensor> in, const A
   // Reshape decides view or copy as eagerly, from the input's strides where
   // they are known; where not, and it could be either, it is marked ambiguous.
   if (op == OpId::Reshape && in.size() == 1 && !t_plain_reshape &&
-      (in[0].is_realized() || in[0].impl().state->link() == link_)) {
+      (in[0].is_realized() || [&] {
+        const auto st = in[0].impl().state.get();  // null: realized meanwhile by another thread
+        return st && st->link() == link_;
+      }())) {
     const KnownLayout l = known_layout(*this, in[0]);
     bool copy = false, ambiguous = false;
     if (l.strides) {
@@ -695,7 +705,7 @@ void RealizationContext::write_through_view(const Tensor& view, const Tensor& va
   inherit_layout(*this, root, now);  // the same memory eagerly: views rebound below keep eager's layout
   mark_superseded(root);
   if (auto b = g->base.lock(); b && b->state && b->state->link() == link_ && b->state->values[0].id == root) {
-    b->state = fresh.impl().state;
+    b->state = fresh.impl().state.get();
   } else if (rebind_source(root, now)) {
     auto it = source_groups_.find(root);
     if (it != source_groups_.end()) {
@@ -755,7 +765,7 @@ void RealizationContext::rebind_views(AliasGroup& g, int32_t old_root, int32_t n
       throw;
     }
     t_plain_reshape = false;
-    h->state = t.impl().state;
+    h->state = t.impl().state.get();
   }
 }
 
@@ -1003,7 +1013,7 @@ detail::TracedLayout root_layout(GraphRealizationContext& g, int32_t root) {
 }  // namespace
 
 std::optional<detail::TracedLayout> detail::traced_layout(const Tensor& t) {
-  const auto& st = t.impl().state;
+  const auto st = t.impl().state.get();
   if (!st || st->values.size() != 1) return std::nullopt;
   auto* g = dynamic_cast<GraphRealizationContext*>(st->context());
   if (!g || st->values[0].graph != &g->graph()) return std::nullopt;
@@ -1435,7 +1445,7 @@ void Graph::output(const std::vector<Tensor>& ts) {
   for (size_t i = 0; i < ts.size(); ++i) {
     const Tensor& t = ts[i];
     if (!t.defined()) throw ValueError("Graph::output: result " + std::to_string(i) + " is an undefined tensor");
-    const auto& st = t.impl().state;
+    const auto st = t.impl().state.get();
     if (st && st->values[0].graph == this) {
       vs.push_back(st->values[0]);
     } else if (!st) {

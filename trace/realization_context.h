@@ -208,13 +208,15 @@ class EagerRealizationContext : public RealizationContext {
 /// shared dependency is computed once; tensors that died are dropped.
 ///
 /// Threads: once the scope has ended, several threads may read its
-/// (different) unrealized results at once. The computation runs once, under
-/// the context's lock; the others wait for it and take their values. A
-/// result becomes realized (is_realized()) in the thread that reads it: the
-/// values of results no thread has read yet are kept by the context (reading
-/// one runs nothing) and handed over on first read. One unrealized tensor
-/// (a handle, or copies of it) must not be read by two threads at once: read
-/// it once first.
+/// unrealized results at once, the same result included (through one handle
+/// or copies of it). The computation runs once, under the context's lock;
+/// the others wait for it and take their values. A result becomes realized
+/// (is_realized()) in the first thread that reads it, and the others then
+/// see it realized: the tensor's state is read atomically (one acquire load
+/// on the fast path; detail::PendingState, tensor/tensor.h). The values of
+/// results no thread has read yet are kept by the context (reading one runs
+/// nothing) and handed over on first read. Writing into a result while
+/// another thread reads it is a data race, as for any tensor.
 class LazyRealizationContext : public RealizationContext,
                                public std::enable_shared_from_this<LazyRealizationContext> {
  public:
@@ -317,6 +319,9 @@ class GraphRealizationContext : public RealizationContext {
   /// Output tree per dedup key, to rebuild a cached call's results without
   /// tracing the body again.
   std::map<std::string, TreeDef> subgraph_out_defs;
+  /// Every subgraph call traces its body again and a trace that differs from
+  /// the body serving its key throws ValueError (StageOptions::check_subgraph_bodies).
+  bool check_subgraph_bodies = false;
 
   /// The layout set for root value `v` (an argument's, from its stride
   /// class: detail::set_traced_value_layout; or the layout a value written in

@@ -42,7 +42,7 @@ uint64_t content_hash(const Tensor& t) {
 namespace kiln::detail {
 
 TraceSession::TraceSession(const std::string& name, const std::vector<TensorLayout>& in_layouts,
-                           bool allow_subgraphs, std::vector<int32_t> same_as)
+                           bool allow_subgraphs, std::vector<int32_t> same_as, bool check_subgraph_bodies)
     : graph_(std::make_shared<Graph>(name)), same_as_(std::move(same_as)) {
   if (!same_as_.empty()) {
     if (same_as_.size() != in_layouts.size())
@@ -60,6 +60,7 @@ TraceSession::TraceSession(const std::string& name, const std::vector<TensorLayo
   for (const auto& l : in_layouts) graph_->add_input(TensorType(l));
   ctx_.emplace(*graph_);
   if (allow_subgraphs) ctx_->subgraph_cache = std::make_shared<std::map<std::string, std::string>>();
+  ctx_->check_subgraph_bodies = check_subgraph_bodies;
   for (const auto& v : graph_->inputs()) inputs_.push_back(ctx_->create_unrealized({v}));
   std::map<int32_t, int> broadcast;
   for (size_t i = 0; i < in_layouts.size(); ++i)

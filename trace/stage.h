@@ -97,6 +97,13 @@ struct StageOptions {
   /// the other, as eagerly. ValueError when an entry is not -1 and not the
   /// index of an earlier leaf of the same layout.
   std::vector<int32_t> same_as = {};
+  /// Traces every call of a subgraph body (as_subgraph, nn::Module calls)
+  /// again, also one without constants that would be traced once per key
+  /// and reused, and throws ValueError when a later call traced differently
+  /// from the body that serves its key (the body branches on a captured C++
+  /// value that changed between calls). JitOptions::check_captures sets it
+  /// on its re-trace.
+  bool check_subgraph_bodies = false;
 };
 
 namespace detail {
@@ -118,7 +125,7 @@ void check_specs(const std::vector<TensorLayout>& layouts, const TreeDef& tree);
 class TraceSession {
  public:
   TraceSession(const std::string& name, const std::vector<TensorLayout>& in_layouts, bool allow_subgraphs,
-               std::vector<int32_t> same_as = {});
+               std::vector<int32_t> same_as = {}, bool check_subgraph_bodies = false);
   ~TraceSession();
   /// Unrealized tensors for the graph's inputs.
   const std::vector<Tensor>& inputs() const { return inputs_; }
@@ -156,7 +163,8 @@ class Stager {
     std::tuple<Specs...> spec_tuple(specs...);
     auto [layouts, in_tree] = tree_flatten_layouts(spec_tuple);
     detail::check_specs(layouts, in_tree);
-    detail::TraceSession session(opts_.name, layouts, opts_.allow_subgraphs, opts_.same_as);
+    detail::TraceSession session(opts_.name, layouts, opts_.allow_subgraphs, opts_.same_as,
+                                 opts_.check_subgraph_bodies);
     detail::LeafSource src{session.inputs().data(), session.inputs().size(), 0};
     Args args = detail::rebuild_node<Args>(spec_tuple, src);
     auto result = std::apply(fn_, args);

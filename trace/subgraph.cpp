@@ -2,6 +2,7 @@
 
 #include <bit>
 #include <cstring>
+#include <sstream>
 
 #include "../tensor/realize_hook.h"
 
@@ -69,6 +70,27 @@ bool has_constants(const Graph& g) {
   return false;
 }
 
+// The first line where the text forms of bodies `a` and `b` differ (their
+// names, on the first line, left out), as "line N was `...`, is now `...`".
+std::string first_difference(const Graph& a, const Graph& b) {
+  std::istringstream sa(a.to_text()), sb(b.to_text());
+  std::string la, lb;
+  std::getline(sa, la);
+  std::getline(sb, lb);
+  int line = 1;
+  while (true) {
+    const bool ga = static_cast<bool>(std::getline(sa, la)), gb = static_cast<bool>(std::getline(sb, lb));
+    ++line;
+    if (!ga || !gb || la != lb) {
+      if (!ga) la = "(end of graph)";
+      if (!gb) lb = "(end of graph)";
+      break;
+    }
+  }
+  auto trim = [](std::string s) { return s.substr(std::min(s.find_first_not_of(' '), s.size())); };
+  return "line " + std::to_string(line) + " was `" + trim(la) + "`, is now `" + trim(lb) + "`";
+}
+
 }  // namespace
 
 std::vector<Tensor> call_subgraph(
@@ -90,7 +112,11 @@ std::vector<Tensor> call_subgraph(
   // body without constants depends on its arguments (and weights named
   // through the prefix) alone and is reused without tracing again.
   const Graph* cached = it != cache.end() ? parent.graph().root()->subgraph(it->second) : nullptr;
-  if (cached && !has_constants(*cached)) {
+  // Checking (StageOptions::check_subgraph_bodies, JitOptions::check_captures'
+  // re-trace): a body without constants is traced again too, and must give
+  // the body that serves its key (see below).
+  const bool reuse = cached && !has_constants(*cached);
+  if (reuse && !parent.check_subgraph_bodies) {
     name = it->second;
     out_tree = parent.subgraph_out_defs.at(key);
   } else {
@@ -145,6 +171,19 @@ std::vector<Tensor> call_subgraph(
     } catch (...) {
       parent.graph().remove_subgraph(name);
       throw;
+    }
+    if (reuse && !same_body(*cached, body)) {
+      // Unchecked, this call would have been served by `cached`, traced on
+      // an earlier call with the same key: the compiled function computes
+      // that body here, not what the function does now.
+      const std::string diff = first_difference(*cached, body);
+      const std::string served = it->second;
+      parent.graph().remove_subgraph(name);
+      throw ValueError("jit: check_captures: subgraph body '" + base_name + "' traced differently on this call than "
+                       "on an earlier call with the same argument types (body '" + served + "', which serves every "
+                       "such call, since a body without constants is traced once per key): it depends on a captured "
+                       "C++ value that changed between calls; pass that value as an argument, or compile with "
+                       "allow_subgraphs = false to trace each call inline. Body " + diff);
     }
     // An existing body that is the same graph (same constants) serves this call.
     std::string same;

@@ -15,7 +15,9 @@
 // the call prefix) is traced once per key and reused as is: pass weights as
 // arguments (or use an nn::Module marked set_subgraph) to keep that saving.
 // A body must not depend on anything else that varies between calls (control
-// flow on a captured C++ value that embeds no constant is not seen).
+// flow on a captured C++ value that embeds no constant is not seen; the jit's
+// JitOptions::check_captures re-trace traces every call of a body again and
+// reports a call that traces differently: StageOptions::check_subgraph_bodies).
 #pragma once
 #include <atomic>
 #include <functional>
