@@ -9,6 +9,8 @@
 //    (a result eager makes new never aliases an argument or weight: the
 //    compiled graph copies one the optimiser reduced to an input,
 //    jit/fresh_results.h, so no call looks at result memory for that);
+//  - which results are a captured tensor the function does not write, or a
+//    view of one: the call returns that tensor (a view of it), as eagerly;
 //  - the result tree, shared by every CallResult (no TreeDef copy per call);
 //  - the last argument type whose type-determined tree (pytree_fixed.h) was
 //    found equal to the signature, so a call with the same C++ argument
@@ -43,6 +45,24 @@ struct CallPlan {
     std::vector<std::pair<OpId, Attrs>> chain;
   };
   std::vector<ViewOfWritten> views_of_written;
+  /// A result that is a captured tensor the function does not write, or a
+  /// view of one (`return state;`, `return state[1];`), held outside the
+  /// trace (a tensor the function made while traced, `zeros(...)`, is new
+  /// memory on each eager call, so it stays the graph's copy): eagerly that
+  /// tensor or a view of it, so the call returns StagedGraph::captured[captured]
+  /// .source with `chain` (view ops, in order) replayed on it, eager's
+  /// strides included, in place of the graph's copy of the baked-in
+  /// constant (equal contents: the call checked its hash). Found on the
+  /// staged graph (a callable rebuilt from a compiled artifact or MEF file
+  /// has no captured tensors: its constants are the file's). The contents
+  /// check stays (a call after the tensor changed throws, as for any
+  /// captured tensor). Ascending by result.
+  struct CapturedResult {
+    uint32_t result = 0;
+    uint32_t captured = 0;
+    std::vector<std::pair<OpId, Attrs>> chain;
+  };
+  std::vector<CapturedResult> captured_results;
   /// StagedGraph::writes.size(): the trailing results that are written values.
   size_t num_writes = 0;
   /// StagedGraph::out_tree, shared by the CallResults of every call.

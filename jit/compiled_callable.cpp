@@ -351,15 +351,30 @@ inline uint64_t captured_hash(const Tensor& t) {
 void CompiledCallable::check_captured() const {
   for (size_t i = 0; i < staged_.captured.size(); ++i) {
     const CapturedConstant& c = staged_.captured[i];
-    if (captured_hash(c.source) != c.hash)
+    if (captured_hash(c.source) != c.hash) {
+      // A tensor also bound as a weight that the function captured itself
+      // (`lin.state_dict().at("weight")`, not the module's call): say so.
+      std::string bound;
+      for (const auto& [name, w] : weights_)
+        if (w.defined() && w.is_realized() && w.buffer() == c.source.buffer() && w.offset() == c.source.offset() &&
+            w.shape() == c.source.shape() && w.strides() == c.source.strides() && w.dtype() == c.source.dtype()) {
+          bound = name;
+          break;
+        }
       throw ValueError("compiled call: captured constant " + std::to_string(i) + " (" +
                        TensorType(c.source.dtype(), c.source.shape(), c.source.device()).str() +
                        ", graph value %" + std::to_string(c.value) +
                        ") changed since the function was traced" +
                        (c.source.buffer().version() != c.version ? std::string(" (it was written in place)") : "") +
-                       "; its old value is baked into the compiled code. "
-                       "Pass the tensor as an argument, or bind it as a named weight (CompileOptions::weights), "
-                       "or compile again");
+                       "; its old value is baked into the compiled code. " +
+                       (bound.empty()
+                            ? std::string("Pass the tensor as an argument, or bind it as a named weight "
+                                          "(CompileOptions::weights), or compile again")
+                            : "It is bound as weight '" + bound +
+                                  "', but the function captured the tensor itself rather than reading the weight "
+                                  "(a module's call reads its parameters as weights): read it through the module, "
+                                  "pass it as an argument, or compile again"));
+    }
   }
 }
 
@@ -510,6 +525,14 @@ CallResult CompiledCallable::inline_call(GraphRealizationContext& outer, detail:
     for (const auto& [op, attrs] : vw.chain) t = apply(op, t, attrs);
     r.leaves[vw.result] = std::move(t);
   }
+  // A captured tensor returned unwritten (or a view of it) is that tensor, as
+  // eagerly (the view recorded in the outer trace, which captures it too).
+  for (const auto& cr : call_plan_->captured_results) {
+    if (cr.result >= r.leaves.size()) continue;
+    Tensor t = staged_.captured[cr.captured].source;
+    for (const auto& [op, attrs] : cr.chain) t = apply(op, t, attrs);
+    r.leaves[cr.result] = std::move(t);
+  }
   return r;
 }
 
@@ -641,6 +664,21 @@ CallResult CompiledCallable::call_flat(const std::vector<Tensor>& leaves, const 
   return call_checked(leaves, tree, false);
 }
 
+namespace {
+void return_captured(const detail::CallPlan& plan, const StagedGraph& staged, std::vector<Tensor>& results) {
+  // A result that is a captured tensor the function does not write, or a
+  // view of one (`return state;`, `return state[1];`), is that tensor (that
+  // view of it, eager's strides), as eagerly: not the graph's copy of the
+  // baked-in constant (the same contents: check_captured hashed it).
+  for (const auto& cr : plan.captured_results) {
+    if (cr.result >= results.size()) continue;
+    Tensor t = staged.captured[cr.captured].source;
+    for (const auto& [op, attrs] : cr.chain) t = detail::eager_execute(op, std::span<const Tensor>(&t, 1), attrs);
+    results[cr.result] = std::move(t);
+  }
+}
+}  // namespace
+
 CallResult CompiledCallable::call_checked(detail::TensorRefs leaves, const TreeDef& tree, bool fixed_tree) const {
   // Nested tracing: called while a function is traced, the compiled graph is
   // inlined into that trace (as jax.jit inside jax.jit) rather than run.
@@ -690,6 +728,7 @@ CallResult CompiledCallable::call_checked(detail::TensorRefs leaves, const TreeD
   r.leaves = run_model(leaves, true);  // as given: op steps see eager's layouts; fused steps make operands contiguous
   r.tree = call_plan_->out_tree;
   if (!staged_.writes.empty()) write_back(r.leaves, leaves);
+  return_captured(*call_plan_, staged_, r.leaves);
   return r;
 }
 

@@ -33,6 +33,15 @@ bool write_alias_observed(const CompiledCallable& fn, std::span<const Tensor> le
   return find_write_alias(leaves, s.writes, s.write_reads, s.same_as, fn.weights(), s.captured).has_value();
 }
 
+bool write_alias_observed(const StagedGraph& s, const std::map<std::string, Tensor>& weights,
+                          std::span<const Tensor> leaves) {
+  // The weights the callable compiled from `s` would bind (CompiledCallable's constructor).
+  std::map<std::string, Tensor> w = weights;
+  for (const auto& [name, t] : s.mutable_weights) w.emplace(name, t);
+  for (const auto& [name, t] : s.bound_weights) w.emplace(name, t);
+  return find_write_alias(leaves, s.writes, s.write_reads, s.same_as, w, s.captured).has_value();
+}
+
 std::vector<int32_t> identical_alias(const std::vector<Tensor>& leaves) {
   auto g = identical_alias_groups(leaves);
   return g ? *g : std::vector<int32_t>{};
@@ -96,7 +105,7 @@ std::string JitCache::explain(const TreeDef& tree, const std::vector<TensorLayou
 }
 
 std::shared_ptr<const CompiledCallable> JitCache::get(const TreeDef& tree, const std::vector<TensorLayout>& layouts,
-                                                      const std::function<CompiledCallable()>& compile_fn,
+                                                      const std::function<std::shared_ptr<const CompiledCallable>()>& compile_fn,
                                                       const std::string& alias) {
   // An entry matches on its fields (the key of ARCHITECTURE.md): compared
   // field by field, so a hit builds no key string (a cached call's cost).
@@ -105,18 +114,17 @@ std::shared_ptr<const CompiledCallable> JitCache::get(const TreeDef& tree, const
     std::lock_guard<std::mutex> lock(mu_);
     for (auto it = lru_.begin(); it != lru_.end(); ++it)
       if (same(*it)) {
-        ++stats_.hits;
         if (it != lru_.begin()) lru_.splice(lru_.begin(), lru_, it);
         return lru_.front().fn;
       }
-    ++stats_.misses;
     last_miss_ = explain(tree, layouts, alias);
     if (opts_.error_on_recompile && stats_.compiles > 0)
       throw ValueError("jit: recompilation is disabled (error_on_recompile) and this call misses the cache: " +
                        last_miss_);
   }
   // Compile outside the lock: other threads keep using cached entries.
-  auto fn = std::make_shared<const CompiledCallable>(compile_fn());
+  std::shared_ptr<const CompiledCallable> fn = compile_fn();
+  if (!fn) return nullptr;  // not to be cached (the caller runs another entry)
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& e : lru_)
     if (same(e)) return e.fn;  // another thread compiled it meanwhile
@@ -133,6 +141,17 @@ std::shared_ptr<const CompiledCallable> JitCache::get(const TreeDef& tree, const
     ++stats_.evictions;
   }
   return fn;
+}
+
+std::shared_ptr<const CompiledCallable> JitCache::find(const TreeDef& tree, const std::vector<TensorLayout>& layouts,
+                                                       const std::string& alias) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = lru_.begin(); it != lru_.end(); ++it)
+    if (it->alias == alias && it->layouts == layouts && it->tree == tree) {
+      if (it != lru_.begin()) lru_.splice(lru_.begin(), lru_, it);
+      return lru_.front().fn;
+    }
+  return nullptr;
 }
 
 namespace {
@@ -160,7 +179,6 @@ std::shared_ptr<const CompiledCallable> JitCache::find_fixed(const TreeDef& fixe
       if (!(e.tree == fixed_tree)) continue;
       e.fixed_tree = &fixed_tree;  // static storage: later calls compare the address
     }
-    ++stats_.hits;
     if (it != lru_.begin()) lru_.splice(lru_.begin(), lru_, it);
     return lru_.front().fn;
   }
@@ -170,6 +188,9 @@ std::shared_ptr<const CompiledCallable> JitCache::find_fixed(const TreeDef& fixe
 JitStats JitCache::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   JitStats s = stats_;
+  s.hits = hits_.load(std::memory_order_relaxed);
+  s.misses = misses_.load(std::memory_order_relaxed);
+  s.eager_calls = eager_.load(std::memory_order_relaxed);
   s.entries = lru_.size();
   s.code_bytes = 0;
   for (const auto& e : lru_) s.code_bytes += e.fn->engine_model().artifact().plan().code_bytes();
@@ -185,11 +206,6 @@ void JitCache::clear() {
 std::string JitCache::last_miss_explanation() const {
   std::lock_guard<std::mutex> lock(mu_);
   return last_miss_;
-}
-
-void JitCache::count_eager_call() {
-  std::lock_guard<std::mutex> lock(mu_);
-  ++stats_.eager_calls;
 }
 
 bool JitCache::sample_capture_check() {

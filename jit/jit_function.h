@@ -24,9 +24,11 @@
 // argument pays nothing for the check.
 #pragma once
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <list>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -65,10 +67,25 @@ struct JitOptions {
   bool check_captures = false;
 };
 
+/// What a jit function did, counted per call: every call (other than one
+/// inlined into an outer trace, which runs nothing) is exactly one of a hit,
+/// a miss or an eager call, so hits + misses + eager_calls = calls.
 struct JitStats {
-  int64_t hits = 0, misses = 0, compiles = 0, evictions = 0;
+  /// Calls run by an entry already in the cache (compiled by an earlier call).
+  int64_t hits = 0;
+  /// Calls that found no entry for their arguments and ran the one they
+  /// compiled (or that another thread compiled meanwhile).
+  int64_t misses = 0;
+  /// Graphs compiled and cached (a miss compiles one; a call with identical
+  /// arguments that a function writes compiles only the entry traced with
+  /// them as one tensor, see the file comment).
+  int64_t compiles = 0;
+  /// Entries dropped to keep at most JitOptions::max_entries.
+  int64_t evictions = 0;
   /// Calls run eagerly by the aliasing guard (a write the compiled code could
-  /// not order against a read of overlapping memory; see the file comment).
+  /// not order against a read of overlapping memory; see the file comment),
+  /// counted neither as hits nor as misses; an entry compiled on the way is
+  /// counted in `compiles`.
   int64_t eager_calls = 0;
   /// Bytes of generated machine code held by the cached entries.
   size_t code_bytes = 0;
@@ -83,23 +100,33 @@ class JitCache {
     if (opts_.max_entries == 0)
       throw ValueError("jit: JitOptions::max_entries must be at least 1 (the entry being called is kept), got 0");
   }
-  /// Looks up `key`; on a miss runs `compile_fn` (outside the lock) and inserts.
-  /// `alias` (alias_key) is the aliasing pattern the entry is traced for ("" for separate arguments).
+  /// Looks up `key`; on a miss runs `compile_fn` (outside the lock) and
+  /// inserts what it returns; a null return is not cached (get returns null).
+  /// `alias` (alias_key) is the aliasing pattern the entry is traced for
+  /// ("" for separate arguments). Counts compiles, not hits or misses (the
+  /// caller counts each call once: count_hit, count_miss, count_eager_call).
   std::shared_ptr<const CompiledCallable> get(const TreeDef& tree, const std::vector<TensorLayout>& layouts,
-                                              const std::function<CompiledCallable()>& compile_fn,
+                                              const std::function<std::shared_ptr<const CompiledCallable>()>& compile_fn,
                                               const std::string& alias = {});
+  /// The entry for exactly these fields, or null; compiles and counts nothing.
+  std::shared_ptr<const CompiledCallable> find(const TreeDef& tree, const std::vector<TensorLayout>& layouts,
+                                               const std::string& alias);
   /// The cached-call fast path of arguments whose tree is their types'
   /// alone (trace/pytree_fixed.h): `fixed_tree` is fixed_treedef<T>() of
   /// their tuple type (static storage) and `leaves` the defined tensors
   /// gathered from them. On a hit (an entry for separate arguments whose
   /// tree and per-leaf dtype, shape, device and stride class match, compared
   /// field by field; the tree by address once an entry has matched it)
-  /// counts the hit and returns the entry, building nothing and allocating
-  /// nothing; on a miss returns null and counts nothing (the caller then
-  /// calls get(), which counts and explains the miss).
+  /// returns the entry, building nothing and allocating nothing; on a miss
+  /// returns null (the caller then calls get(), which explains the miss).
+  /// Counts nothing.
   std::shared_ptr<const CompiledCallable> find_fixed(const TreeDef& fixed_tree, std::span<const Tensor> leaves);
+  /// Counts a call run by a cached entry (JitStats::hits).
+  void count_hit() { hits_.fetch_add(1, std::memory_order_relaxed); }
+  /// Counts a call that compiled its entry (JitStats::misses).
+  void count_miss() { misses_.fetch_add(1, std::memory_order_relaxed); }
   /// Counts a call the aliasing guard ran eagerly.
-  void count_eager_call();
+  void count_eager_call() { eager_.fetch_add(1, std::memory_order_relaxed); }
   JitStats stats() const;
   void clear();
   /// Why the last miss missed, field by field against the most recent entry
@@ -124,7 +151,8 @@ class JitCache {
   JitOptions opts_;
   mutable std::mutex mu_;
   std::list<Entry> lru_;  // most recent first
-  JitStats stats_;
+  JitStats stats_;  // compiles and evictions (under mu_); the per-call counts are below
+  std::atomic<int64_t> hits_{0}, misses_{0}, eager_{0};
   std::string last_miss_;
   int64_t cached_calls_ = 0;
 };
@@ -135,6 +163,9 @@ std::string jit_key(const TreeDef& tree, const std::vector<TensorLayout>& layout
 /// The aliasing guard (jit/write_alias.h): true when `fn` writes in place a
 /// tensor that shares memory with another tensor this call reads.
 bool write_alias_observed(const CompiledCallable& fn, std::span<const Tensor> leaves);
+/// The same for `s` before it is compiled with the registry `weights`.
+bool write_alias_observed(const StagedGraph& s, const std::map<std::string, Tensor>& weights,
+                          std::span<const Tensor> leaves);
 /// StageOptions::same_as for `leaves` when every pair that may share memory
 /// is identical (same memory, dtype, shape, strides); empty otherwise.
 std::vector<int32_t> identical_alias(const std::vector<Tensor>& leaves);
@@ -220,6 +251,7 @@ class JitFunction {
           const auto& co = cache_->options().compile;
           detail::check_same_trace(fn->staged(), stage(fn_, StageOptions{co.name, co.allow_subgraphs, {}, true})(args...));
         }
+        cache_->count_hit();
         return fn->call_fixed(leaves, tree);
       }
       return call_general(std::vector<Tensor>(leaves.begin(), leaves.end()), tree, args...);
@@ -243,19 +275,33 @@ class JitFunction {
   template <class... Args>
   CallResult call_general(const std::vector<Tensor>& leaves, const TreeDef& tree, const Args&... args) const {
     const std::vector<TensorLayout> layouts = layouts_of(leaves);
+    const auto& co = cache_->options().compile;
     bool compiled = false;
-    auto fn = cache_->get(tree, layouts, [&] {
-      compiled = true;
-      const auto& co = cache_->options().compile;
-      return compile(fn_, co)(args...);
-    });
-    // The aliasing guard: only a function that writes in place looks.
-    if (!fn->staged().writes.empty() && detail::write_alias_observed(*fn, leaves))
-      return call_aliased(leaves, tree, layouts, args...);
-    if (!compiled && cache_->sample_capture_check()) {
-      const auto& co = cache_->options().compile;
-      detail::check_same_trace(fn->staged(), stage(fn_, StageOptions{co.name, co.allow_subgraphs, {}, true})(args...));
+    auto fn = cache_->find(tree, layouts, {});
+    if (!fn) {
+      // Identical arguments with no entry for separate ones: a function that
+      // writes one runs the entry traced with them as one tensor (call_aliased).
+      const std::vector<int32_t> same_as = detail::identical_alias(leaves);
+      if (!same_as.empty())
+        if (auto afn = cache_->find(tree, layouts, detail::alias_key(same_as));
+            afn && !detail::write_alias_observed(*afn, leaves))
+          return call_aliased(leaves, tree, layouts, args...);
+      fn = cache_->get(tree, layouts, [&]() -> std::shared_ptr<const CompiledCallable> {
+        compiled = true;
+        StagedGraph s = stage(fn_, StageOptions{co.name, co.allow_subgraphs, {}})(args...);
+        // A function that writes one of identical arguments runs the entry
+        // traced with them as one tensor: this one would never run it.
+        if (!same_as.empty() && !s.writes.empty() && detail::write_alias_observed(s, co.weights, leaves))
+          return nullptr;
+        return std::make_shared<const CompiledCallable>(std::move(s), co.weights, co.session);
+      });
     }
+    // The aliasing guard: only a function that writes in place looks.
+    if (!fn || (!fn->staged().writes.empty() && detail::write_alias_observed(*fn, leaves)))
+      return call_aliased(leaves, tree, layouts, args...);
+    if (!compiled && cache_->sample_capture_check())
+      detail::check_same_trace(fn->staged(), stage(fn_, StageOptions{co.name, co.allow_subgraphs, {}, true})(args...));
+    compiled ? cache_->count_miss() : cache_->count_hit();
     return fn->call_flat(leaves, tree);
   }
 
@@ -274,14 +320,15 @@ class JitFunction {
           tree, layouts,
           [&] {
             compiled = true;
-            return CompiledCallable(stage(fn_, StageOptions{co.name, co.allow_subgraphs, same_as})(args...),
-                                    co.weights, co.session);
+            return std::make_shared<const CompiledCallable>(
+                stage(fn_, StageOptions{co.name, co.allow_subgraphs, same_as})(args...), co.weights, co.session);
           },
           detail::alias_key(same_as));
       if (!detail::write_alias_observed(*fn, leaves)) {
         if (!compiled && cache_->sample_capture_check())
           detail::check_same_trace(fn->staged(),
                                    stage(fn_, StageOptions{co.name, co.allow_subgraphs, same_as, true})(args...));
+        compiled ? cache_->count_miss() : cache_->count_hit();
         return fn->call_flat(leaves, tree);
       }
     }

@@ -297,6 +297,106 @@ TEST_SUITE("result aliasing") {
     CHECK(r1.is_same(state));
   }
 
+  TEST_CASE("a captured tensor returned unwritten, or a view of it, is that tensor (that view), as eagerly") {
+    // state = [[0, 1, 2], [3, 4, 5]]
+    Tensor state = arange(6).to(DType::float32).reshape({2, 3});
+    using R = std::tuple<Tensor, Tensor, Tensor, Tensor>;
+    auto f = [&](Tensor x) { return std::make_tuple(state, state[1], state.transpose(), x + 1.0f); };
+    const R e = f(ones({2}));  // eager: state itself, and views of it
+    REQUIRE(std::get<0>(e).is_same(state));
+    auto same_view = [&](const Tensor& r, const Tensor& want) {
+      CHECK(r.data_ptr() == want.data_ptr());
+      CHECK(r.shape() == want.shape());
+      CHECK(r.strides() == want.strides());
+    };
+    CompiledCallable c = compile(f)(TensorLayout(DType::float32, {2}));
+    auto jf = jit(f);
+    for (int mode = 0; mode < 2; ++mode) {
+      CAPTURE(mode);  // 0 compiled call, 1 jit (second call: the cached entry)
+      R r = mode == 0 ? c(ones({2})).as<R>() : (jf(ones({2})), jf(ones({2})).as<R>());
+      CHECK(std::get<0>(r).is_same(state));
+      same_view(std::get<1>(r), std::get<1>(e));
+      same_view(std::get<2>(r), std::get<2>(e));
+      CHECK(vals(std::get<1>(r)) == std::vector<double>{3, 4, 5});
+      CHECK(vals(std::get<2>(r)) == std::vector<double>{0, 3, 1, 4, 2, 5});
+      CHECK(vals(std::get<3>(r)) == std::vector<double>{2, 2});
+      // writing into the view reaches state, as eagerly
+      std::get<1>(r).fill_(7.0f);
+      CHECK(vals(state) == std::vector<double>{0, 1, 2, 7, 7, 7});
+      state.copy_(arange(6).to(DType::float32).reshape({2, 3}));  // back to the traced contents
+    }
+    // inlined into an outer trace: the outer function returns state (a view of it) too
+    auto outer = jit([&](Tensor x) {
+      R r = c(x).as<R>();
+      return std::make_tuple(std::get<0>(r), std::get<1>(r), std::get<3>(r) * 2.0f);
+    });
+    auto [o0, o1, o2] = outer(ones({2})).as<std::tuple<Tensor, Tensor, Tensor>>();
+    CHECK(o0.is_same(state));
+    same_view(o1, std::get<1>(e));
+    CHECK(vals(o2) == std::vector<double>{4, 4});
+    // the contents check still holds: a call after state changed throws
+    state.fill_(9.0f);
+    CHECK_THROWS_AS(c(ones({2})), ValueError);
+  }
+
+  TEST_CASE("a returned tensor bound under CompileOptions::weights is that weight (a view of it), also from MEF") {
+    // a captured tensor that is also a registry weight: returned as itself
+    nn::Linear lin(2, 3);
+    CompileOptions o;
+    o.weights = lin.state_dict();
+    const Tensor W = lin.state_dict().at("weight");  // float32[3, 2]
+    auto g = [&](Tensor x) { return std::make_tuple(lin.state_dict().at("weight"), lin.state_dict().at("weight")[2], x * 2.0f); };
+    using R3 = std::tuple<Tensor, Tensor, Tensor>;
+    const R3 e = g(ones({1}));
+    CompiledCallable cw = compile(g, o)(TensorLayout(DType::float32, {1}));
+    R3 r = cw(ones({1})).as<R3>();
+    CHECK(std::get<0>(r).data_ptr() == W.data_ptr());
+    CHECK(std::get<0>(r).strides() == W.strides());
+    CHECK(std::get<1>(r).data_ptr() == std::get<1>(e).data_ptr());
+    CHECK(std::get<1>(r).strides() == std::get<1>(e).strides());
+    std::get<0>(r).fill_(0.5f);  // writing into the result reaches the weight, as eagerly
+    CHECK(vals(lin.state_dict().at("weight")) == std::vector<double>(6, 0.5));
+    // still a captured tensor (not read as the weight): the next call throws, naming the binding
+    CHECK_THROWS_WITH_AS(cw(ones({1})), doctest::Contains("It is bound as weight 'weight', but the function captured"),
+                         ValueError);
+
+    // a module parameter read as a graph weight, returned with a transposed view: the same on a
+    // checked call and on a callable read back from MEF with the weights bound
+    struct P : nn::Module {
+      P() { register_parameter("w", arange(6).to(DType::float32).reshape({2, 3})); }
+      Tensor forward(const Tensor& x) override { (void)x; return param("w"); }
+    } m;
+    const Tensor w = m.state_dict().at("w");
+    auto h = [&](Tensor x) { Tensor p = m(x); return std::make_tuple(p, p.transpose(), p[1], x + 1.0f); };
+    using R4 = std::tuple<Tensor, Tensor, Tensor, Tensor>;
+    const R4 eh = h(ones({1}));
+    REQUIRE(std::get<0>(eh).is_same(w));
+    CompileOptions om;
+    om.weights = m.state_dict();
+    CompiledCallable cm = compile(h, om)(TensorLayout(DType::float32, {1}));
+    TempFile f("weights.mef");
+    cm.export_mef(f.path);
+    CompiledCallable back = CompiledCallable::from_mef(f.path, m.state_dict());
+    for (int path = 0; path < 2; ++path) {
+      CAPTURE(path);  // 0 checked call, 1 from_mef's checked call
+      R4 rm = (path == 0 ? cm : back)(ones({1})).as<R4>();
+      CHECK(std::get<0>(rm).data_ptr() == w.data_ptr());
+      CHECK(std::get<0>(rm).strides() == w.strides());
+      for (int k : {1, 2}) {
+        const Tensor& got = k == 1 ? std::get<1>(rm) : std::get<2>(rm);
+        const Tensor& want = k == 1 ? std::get<1>(eh) : std::get<2>(eh);
+        CHECK(got.data_ptr() == want.data_ptr());
+        CHECK(got.shape() == want.shape());
+        CHECK(got.strides() == want.strides());
+        CHECK(vals(got) == vals(want));
+      }
+      CHECK(vals(std::get<3>(rm)) == std::vector<double>{2});
+      std::get<2>(rm).fill_(path == 0 ? 10.0f : 20.0f);  // reaches the parameter, as eagerly
+      const double v = path == 0 ? 10.0 : 20.0;
+      CHECK(vals(w) == std::vector<double>{0, 1, 2, v, v, v});
+    }
+  }
+
   TEST_CASE("the engine model's results of a callable reduced to its input are new memory (no CompiledCallable check)") {
     CompiledCallable c = compile([](Tensor x) { return -(-x); })(TensorLayout(DType::float32, {3, 4}));
     const Tensor x = x12();

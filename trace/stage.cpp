@@ -199,13 +199,21 @@ StagedGraph TraceSession::finish(const std::vector<Tensor>& outs, TreeDef out_tr
   // A result that is a mutable source (a realized tensor written while
   // tracing, `state.add_(x); return state;`) is its final value, not a
   // constant of its contents at trace time.
+  // Any other realized result (a captured tensor returned as it is) is a
+  // captured source like those the function read (StagedGraph::captured):
+  // one constant per tensor, and the compiled call knows which tensor it is
+  // (returned as that tensor: jit/call_plan.h).
   for (Tensor& t : all)
-    if (t.is_realized())
+    if (t.is_realized()) {
+      bool is_mutable = false;
       for (const auto& m : ctx_->mutable_sources())
         if (m.tensor.is_same(t)) {
           t = ctx_->create_unrealized({GraphValue{graph_.get(), m.value}});
+          is_mutable = true;
           break;
         }
+      if (!is_mutable) t = ctx_->create_unrealized(ctx_->add_source(t)->values);
+    }
   const auto& gin = graph_->input_ids();
   for (size_t i = 0; i < inputs_.size(); ++i) {
     if (!same_as_.empty() && same_as_[i] >= 0) continue;  // written back through the first of its group
