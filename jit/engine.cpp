@@ -10,6 +10,7 @@
 #include <mutex>
 #include <set>
 
+#include "../tensor/mutation.h"
 #include "../trace/passes/passes.h"
 #include "../trace/treedef_io.h"
 #include "capture.h"
@@ -342,6 +343,16 @@ void check_given_outputs(const Graph& g, std::span<const Tensor> outputs, const 
       throw ValueError(head + "; the result is written in memory order, so pass a contiguous tensor (a strided view "
                               "would get its elements in the wrong places)");
   }
+  // Two outputs in one memory: each is computed into it, so one would hold
+  // the other's value (the same graph value given twice is harmless).
+  for (size_t k = 0; k < outputs.size(); ++k)
+    for (size_t j = 0; j < k; ++j)
+      if (outputs[k].defined() && outputs[j].defined() && may_share_memory(outputs[k], outputs[j]) &&
+          !(ids[k] == ids[j] && kiln::detail::identical_tensors(outputs[k], outputs[j])))
+        throw ValueError(std::string(who) + ": outputs " + std::to_string(j) + " and " + std::to_string(k) +
+                         " share memory (" + layout_str(outputs[j]) + ", " + layout_str(outputs[k]) +
+                         "); each output is computed into the memory given for it, so one would hold the other's "
+                         "value. Pass separate tensors, or an undefined tensor for one of them");
 }
 }  // namespace
 

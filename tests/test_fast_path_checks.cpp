@@ -92,6 +92,39 @@ TEST_SUITE("fast path checks") {
     CHECK(o7[0].to_vector<float>() == want);
   }
 
+  TEST_CASE("Model::execute_into refuses two outputs in one memory (tester t18 N3)") {
+    // x.add_(1); return x * 2: output 0 the result, output 1 the write-back (x + 1)
+    CompiledCallable wc = compile([](Tensor x) {
+      x.add_(1.0f);
+      return x * 2.0f;
+    })(TensorLayout(DType::float32, {4}));
+    const engine::Model& m = wc.engine_model();
+    const std::vector<Tensor> in{zeros({4})};
+    const Tensor b = full({4}, -3.0f), big = full({8}, -3.0f);
+    for (std::vector<Tensor> out : {std::vector<Tensor>{b, b}, std::vector<Tensor>{big.index({Slice(0, 4)}),
+                                                                               big.index({Slice(2, 6)})}}) {
+      CHECK_THROWS_WITH_AS(m.execute_into(in, out), doctest::Contains("outputs 0 and 1 share memory"), ValueError);
+      CHECK(b.to_vector<float>() == std::vector<float>(4, -3.0f));  // nothing ran
+      CHECK(big.to_vector<float>() == std::vector<float>(8, -3.0f));
+    }
+    // separate memory: 2 and 1, as eagerly ((0 + 1) * 2, 0 + 1)
+    std::vector<Tensor> ok{zeros({4}), zeros({4})};
+    m.execute_into(in, ok);
+    CHECK(ok[0].to_vector<float>() == std::vector<float>(4, 2.0f));
+    CHECK(ok[1].to_vector<float>() == std::vector<float>(4, 1.0f));
+    // one graph value returned twice, given one tensor for both: harmless, allowed
+    CompiledCallable twice = compile([](Tensor x) {
+      Tensor y = x * 3.0f;
+      return std::make_tuple(y, y);
+    })(TensorLayout(DType::float32, {4}));
+    std::vector<Tensor> same{zeros({4}), Tensor()};
+    same[1] = same[0];
+    const std::vector<Tensor> ones4{ones({4})};
+    twice.engine_model().execute_into(ones4, same);
+    CHECK(same[0].to_vector<float>() == std::vector<float>(4, 3.0f));
+    CHECK(same[1].to_vector<float>() == std::vector<float>(4, 3.0f));
+  }
+
   TEST_CASE("a DType code outside the enum raises DTypeError when named, printed or sized") {
     const DType bad = static_cast<DType>(200);
     CHECK_THROWS_WITH_AS(name(bad), "dtype name: invalid dtype code 200 (expected 0 <= code < 13)", DTypeError);

@@ -528,6 +528,34 @@ TEST_SUITE("write aliasing") {
     }
   }
 
+  TEST_CASE("a captured view read before the function writes its base: eager's answer every call (tester t18 N1)") {
+    // y = x WT with WT = W^T captured, then W -= 0.1: each call reads the W
+    // the previous call left (eagerly); the compiled code's constant would
+    // be the first call's.
+    Tensor W = iota(6).reshape({2, 3}), We = W.clone();
+    Tensor WT = W.transpose(), WTe = We.transpose();
+    auto f = [&](Tensor x) {
+      Tensor y = matmul(x, WT);
+      W.sub_(0.1f);
+      return y;
+    };
+    auto jf = jit(f);
+    for (int call = 0; call < 3; ++call) {
+      CAPTURE(call);
+      const Tensor x = ones({1, 3});
+      const Tensor got = jf(x).tensor();
+      const Tensor want = matmul(x, WTe);
+      We.sub_(0.1f);
+      CHECK(vals(got) == vals(want));
+      CHECK(vals(W) == vals(We));
+    }
+    CHECK(jf.stats().eager_calls == 3);
+    const std::vector<double> before = vals(W);
+    CompiledCallable c = compile(f)(f32({1, 3}));
+    CHECK_THROWS_WITH_AS(c(ones({1, 3})), doctest::Contains("share memory"), ValueError);
+    CHECK(vals(W) == before);  // nothing ran
+  }
+
   TEST_CASE("a written captured view and a read overlapping one, and a tied weight under two shapes (jit)") {
     // B: write a = base[0:4], read b = base[2:6] after
     Tensor base = iota(8), be = iota(8);
