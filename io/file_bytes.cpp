@@ -4,10 +4,13 @@
 #include <cerrno>
 #include <cstdio>
 #include <memory>
+#include <new>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+
+#include <unistd.h>
 
 #include "csv.h"  // IoError
 
@@ -27,6 +30,14 @@ std::string read_file_bytes(const std::string& path, const std::string& op) {
     throw IoError(op + ": reading '" + path + "' failed: " + e.what());
   }
 }
+
+namespace {
+// Physical memory in bytes (UINT64_MAX when unknown).
+uint64_t memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : UINT64_MAX;
+}
+}  // namespace
 
 std::string read_file_bytes_bounded(const std::string& path, const std::string& op,
                                     const std::function<uint64_t(std::string_view)>& want) {
@@ -50,13 +61,29 @@ std::string read_file_bytes_bounded(const std::string& path, const std::string& 
       n -= k;
     }
   };
+  const bool regular = std::filesystem::is_regular_file(st);
   for (;;) {
     const uint64_t need = want(b);
     if (need <= b.size() || eof) break;
-    read_more(need - b.size());
+    // A header declaring more than this machine's memory: a stream (a FIFO,
+    // a device) would be read until allocation fails (tester t18 N2). A
+    // regular file shorter than that stops at its end (the parser then
+    // reports the truncation).
+    if (need > memory_bytes()) {
+      const uint64_t size = regular ? std::filesystem::file_size(path, ec) : 0;
+      if (!regular || (!ec && size >= need))
+        throw IoError(op + ": '" + path + "': its header declares " + std::to_string(need) +
+                      " bytes, more than this machine's memory (" + std::to_string(memory_bytes()) + " bytes)");
+    }
+    try {
+      read_more(need - b.size());
+    } catch (const std::bad_alloc&) {
+      throw IoError(op + ": '" + path + "': out of memory after " + std::to_string(b.size()) + " of the " +
+                    std::to_string(need) + " bytes its header declares");
+    }
   }
   if (eof) return b;
-  if (std::filesystem::is_regular_file(st)) {
+  if (regular) {
     const uint64_t size = std::filesystem::file_size(path, ec);
     if (!ec && size > b.size()) b.reserve(static_cast<size_t>(size));
     read_more(UINT64_MAX);
