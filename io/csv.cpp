@@ -52,6 +52,10 @@ std::string plain_contents(const std::string& path, bool regular) {
   return out;
 }
 
+[[noreturn]] void twice(const std::string& path) {
+  fail(path, "it inflates to gzip data again (compressed twice?); expected CSV text inside the gzip stream");
+}
+
 /// `bytes` (a gzip file's contents) inflated. zlib's gzread is not used: it
 /// skips whatever follows the last gzip member without a word, so a file
 /// with trailing garbage would read as good. inflate() on the bytes in
@@ -73,7 +77,15 @@ std::string gunzip(const std::string& path, const std::string& bytes) {
     zs.avail_out = static_cast<uInt>(buf.size());
     const int rc = inflate(&zs, Z_NO_FLUSH);
     pos += chunk - zs.avail_in;
-    out.append(reinterpret_cast<const char*>(buf.data()), buf.size() - zs.avail_out);
+    const size_t got = buf.size() - zs.avail_out;
+    if (out.empty() && got >= 2 && buf[0] == 0x1f && buf[1] == 0x8b) twice(path);
+    // CSV text holds no NUL byte: a gzip of binary data (or of zeros, which
+    // inflates a thousandfold) is refused at its first chunk instead of
+    // inflated whole into memory (tester t18 N5).
+    if (const void* z = std::memchr(buf.data(), '\0', got))
+      fail(path, "inflated byte " + std::to_string(out.size() + static_cast<size_t>(static_cast<const unsigned char*>(z) - buf.data())) +
+                     " is a NUL byte: binary data, not CSV text inside the gzip stream (inflating stops here)");
+    out.append(reinterpret_cast<const char*>(buf.data()), got);
     if (rc == Z_OK) continue;
     if (rc == Z_STREAM_END) {
       if (pos == bytes.size()) break;
@@ -92,7 +104,7 @@ std::string gunzip(const std::string& path, const std::string& bytes) {
                    (zs.msg ? zs.msg : "error " + std::to_string(rc)) + ")");
   }
   if (out.size() >= 2 && static_cast<unsigned char>(out[0]) == 0x1f && static_cast<unsigned char>(out[1]) == 0x8b)
-    fail(path, "it inflates to gzip data again (compressed twice?); expected CSV text inside the gzip stream");
+    twice(path);
   return out;
 }
 

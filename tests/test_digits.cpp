@@ -300,6 +300,16 @@ TEST_SUITE("digits") {
     // A file gzip-compressed twice says so instead of quoting binary as CSV.
     CHECK_THROWS_WITH_AS(read_csv_dataset(tmp.write_gzip("twice.gz", gz), 10),
                          doctest::Contains("inflates to gzip data again (compressed twice?)"), IoError);
+    // A gzip of 64 MiB of zeros (~64 KiB compressed) is refused at its first
+    // inflated chunk, not inflated whole (tester t18 N5), as is one whose
+    // text turns binary later.
+    const std::string zeros = tmp.write_gzip("zeros_inside.gz", std::string(size_t{64} << 20, '\0'));
+    CHECK_THROWS_WITH_AS(read_csv_dataset(zeros, 10),
+                         doctest::Contains("inflated byte 0 is a NUL byte: binary data, not CSV text inside the gzip "
+                                           "stream"),
+                         IoError);
+    CHECK_THROWS_WITH_AS(read_csv_dataset(tmp.write_gzip("late_nul.gz", std::string("0,1\n2,3\n") + '\0' + "4,5\n"), 10),
+                         doctest::Contains("inflated byte 8 is a NUL byte"), IoError);
 
     // An empty path.
     CHECK_THROWS_WITH_AS(read_csv_dataset("", 10),
