@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "../tensor/realize_hook.h"
+#include "../trace/text_diff.h"
 #include "plan.h"
 #include "write_alias.h"
 
@@ -223,24 +224,10 @@ void check_same_trace(const StagedGraph& cached, const StagedGraph& now) {
   if (a == b) return;
   // The first differing line of the two texts: a constant (its %id, bytes
   // and type) when a captured value changed.
-  std::istringstream sa(a), sb(b);
-  std::string la, lb;
-  int line = 0;
-  while (true) {
-    const bool ga = static_cast<bool>(std::getline(sa, la)), gb = static_cast<bool>(std::getline(sb, lb));
-    ++line;
-    if (!ga || !gb || la != lb) {
-      if (!ga) la = "(end of graph)";
-      if (!gb) lb = "(end of graph)";
-      break;
-    }
-  }
-  auto trim = [](std::string s) { return s.substr(std::min(s.find_first_not_of(' '), s.size())); };
   throw ValueError("jit: check_captures: the function traced differently on this call than when it was compiled "
                    "(a captured C++ number, container or tensor variable changed since tracing, or the function "
                    "draws random numbers; the compiled function keeps the traced values: pass them as arguments): "
-                   "graph line " + std::to_string(line) +
-                   " was `" + trim(la) + "`, is now `" + trim(lb) + "`");
+                   "graph " + first_differing_line(a, b));
 }
 
 }  // namespace kiln::detail

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "../tensor/realize_hook.h"
+#include "text_diff.h"
 
 namespace kiln::detail {
 
@@ -73,22 +74,7 @@ bool has_constants(const Graph& g) {
 // The first line where the text forms of bodies `a` and `b` differ (their
 // names, on the first line, left out), as "line N was `...`, is now `...`".
 std::string first_difference(const Graph& a, const Graph& b) {
-  std::istringstream sa(a.to_text()), sb(b.to_text());
-  std::string la, lb;
-  std::getline(sa, la);
-  std::getline(sb, lb);
-  int line = 1;
-  while (true) {
-    const bool ga = static_cast<bool>(std::getline(sa, la)), gb = static_cast<bool>(std::getline(sb, lb));
-    ++line;
-    if (!ga || !gb || la != lb) {
-      if (!ga) la = "(end of graph)";
-      if (!gb) lb = "(end of graph)";
-      break;
-    }
-  }
-  auto trim = [](std::string s) { return s.substr(std::min(s.find_first_not_of(' '), s.size())); };
-  return "line " + std::to_string(line) + " was `" + trim(la) + "`, is now `" + trim(lb) + "`";
+  return detail::first_differing_line(a.to_text(), b.to_text(), 1);
 }
 
 }  // namespace
