@@ -36,91 +36,9 @@ class SmallGemm;  // backends/cpu/jit/small_gemm.h
 /// a vector of uint64_t that keeps up to 2 entries inside the step (most
 /// programs read one or two constants), so restoring a plan from a MEF file
 /// and freeing it cost no allocation per step for it. Same size as a
-/// std::vector; the subset of its interface the plan uses. Its data()
+/// std::vector. Its data()
 /// moves with the step (bindings take it once the plan's steps are placed).
-class ImmTable {
- public:
-  ImmTable() noexcept {}
-  ImmTable(const ImmTable& o) { assign(o.begin(), o.end()); }
-  ImmTable(ImmTable&& o) noexcept { steal(o); }
-  ImmTable& operator=(const ImmTable& o) {
-    if (this != &o) assign(o.begin(), o.end());
-    return *this;
-  }
-  ImmTable& operator=(ImmTable&& o) noexcept {
-    if (this != &o) {
-      release();
-      steal(o);
-    }
-    return *this;
-  }
-  ~ImmTable() { release(); }
-
-  size_t size() const noexcept { return size_; }
-  bool empty() const noexcept { return size_ == 0; }
-  uint64_t* data() noexcept { return cap_ > kInline ? heap_ : inline_; }
-  const uint64_t* data() const noexcept { return cap_ > kInline ? heap_ : inline_; }
-  uint64_t* begin() noexcept { return data(); }
-  uint64_t* end() noexcept { return data() + size_; }
-  const uint64_t* begin() const noexcept { return data(); }
-  const uint64_t* end() const noexcept { return data() + size_; }
-  uint64_t& operator[](size_t i) noexcept { return data()[i]; }
-  const uint64_t& operator[](size_t i) const noexcept { return data()[i]; }
-  void push_back(uint64_t v) {
-    if (size_ == cap_) grow(2 * static_cast<size_t>(cap_));
-    data()[size_++] = v;
-  }
-  void clear() noexcept { size_ = 0; }
-  void resize(size_t n) {
-    if (n > cap_) grow(n);
-    for (size_t i = size_; i < n; ++i) data()[i] = 0;
-    size_ = static_cast<uint32_t>(n);
-  }
-  friend bool operator==(const ImmTable& a, const ImmTable& b) noexcept {
-    if (a.size_ != b.size_) return false;
-    for (uint32_t i = 0; i < a.size_; ++i)
-      if (a[i] != b[i]) return false;
-    return true;
-  }
-
- private:
-  static constexpr uint32_t kInline = 2;
-  void assign(const uint64_t* first, const uint64_t* last) {
-    clear();
-    const size_t n = static_cast<size_t>(last - first);
-    if (n > cap_) grow(n);
-    for (size_t i = 0; i < n; ++i) data()[i] = first[i];
-    size_ = static_cast<uint32_t>(n);
-  }
-  void grow(size_t n) {
-    if (n > UINT32_MAX) throw std::length_error("ImmTable: too many constants");
-    uint64_t* p = new uint64_t[n];
-    for (uint32_t i = 0; i < size_; ++i) p[i] = data()[i];
-    release();
-    heap_ = p;
-    cap_ = static_cast<uint32_t>(n);
-  }
-  void release() noexcept {
-    if (cap_ > kInline) delete[] heap_;
-    cap_ = kInline;
-  }
-  void steal(ImmTable& o) noexcept {  // requires cap_ == kInline
-    size_ = o.size_;
-    if (o.cap_ > kInline) {
-      heap_ = o.heap_;
-      cap_ = o.cap_;
-    } else {
-      for (uint32_t i = 0; i < o.size_; ++i) inline_[i] = o.inline_[i];
-    }
-    o.size_ = 0;
-    o.cap_ = kInline;
-  }
-  uint32_t size_ = 0, cap_ = kInline;  // cap_ == kInline: the entries are in inline_
-  union {
-    uint64_t inline_[kInline] = {};
-    uint64_t* heap_;
-  };
-};
+using ImmTable = SmallVector<uint64_t, 2>;
 
 struct PlanStep {
   /// op: the eager kernel; fused: a generated elementwise group; row: a

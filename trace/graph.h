@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "../tensor/op_table.h"
+#include "small_vector.h"
 #include "../tensor/tensor.h"
 
 namespace kiln {
@@ -81,130 +82,7 @@ enum class NodeKind : uint8_t {
 /// node, and removing a node frees two blocks fewer. Same size as a
 /// std::vector; converts to and from std::vector<int32_t>, compares with ==,
 /// and views as a std::span<const int32_t>.
-class ValueList {
- public:
-  using value_type = int32_t;
-  using size_type = size_t;
-  using difference_type = std::ptrdiff_t;
-  using reference = int32_t&;
-  using const_reference = const int32_t&;
-  using pointer = int32_t*;
-  using const_pointer = const int32_t*;
-  using iterator = int32_t*;
-  using const_iterator = const int32_t*;
-
-  ValueList() noexcept {}
-  ValueList(std::initializer_list<int32_t> il) { assign(il.begin(), il.end()); }
-  ValueList(const std::vector<int32_t>& v) { assign(v.begin(), v.end()); }  // NOLINT: implicit, as the old vector
-  ValueList(const ValueList& o) { assign(o.begin(), o.end()); }
-  ValueList(ValueList&& o) noexcept { steal(o); }
-  ValueList& operator=(const ValueList& o) {
-    if (this != &o) assign(o.begin(), o.end());
-    return *this;
-  }
-  ValueList& operator=(ValueList&& o) noexcept {
-    if (this != &o) {
-      release();
-      steal(o);
-    }
-    return *this;
-  }
-  ValueList& operator=(std::initializer_list<int32_t> il) {
-    assign(il.begin(), il.end());
-    return *this;
-  }
-  ~ValueList() { release(); }
-
-  size_t size() const noexcept { return size_; }
-  bool empty() const noexcept { return size_ == 0; }
-  size_t capacity() const noexcept { return cap_; }
-  int32_t* data() noexcept { return cap_ > kInline ? heap_ : inline_; }
-  const int32_t* data() const noexcept { return cap_ > kInline ? heap_ : inline_; }
-  iterator begin() noexcept { return data(); }
-  iterator end() noexcept { return data() + size_; }
-  const_iterator begin() const noexcept { return data(); }
-  const_iterator end() const noexcept { return data() + size_; }
-  const_iterator cbegin() const noexcept { return begin(); }
-  const_iterator cend() const noexcept { return end(); }
-  int32_t& operator[](size_t i) noexcept { return data()[i]; }
-  const int32_t& operator[](size_t i) const noexcept { return data()[i]; }
-  int32_t& at(size_t i) {
-    if (i >= size_) throw std::out_of_range("ValueList::at");
-    return data()[i];
-  }
-  const int32_t& at(size_t i) const {
-    if (i >= size_) throw std::out_of_range("ValueList::at");
-    return data()[i];
-  }
-  int32_t& front() noexcept { return data()[0]; }
-  const int32_t& front() const noexcept { return data()[0]; }
-  int32_t& back() noexcept { return data()[size_ - 1]; }
-  const int32_t& back() const noexcept { return data()[size_ - 1]; }
-
-  void push_back(int32_t v) {
-    if (size_ == cap_) grow(2 * static_cast<size_t>(cap_));
-    data()[size_++] = v;
-  }
-  void emplace_back(int32_t v) { push_back(v); }
-  void pop_back() noexcept { --size_; }
-  void clear() noexcept { size_ = 0; }
-  void reserve(size_t n) {
-    if (n > cap_) grow(n);
-  }
-  void resize(size_t n, int32_t v = 0) {
-    reserve(n);
-    for (size_t i = size_; i < n; ++i) data()[i] = v;
-    size_ = static_cast<uint32_t>(n);
-  }
-  template <class It>
-  void assign(It first, It last) {
-    clear();
-    if constexpr (std::is_base_of_v<std::forward_iterator_tag,
-                                    typename std::iterator_traits<It>::iterator_category>)
-      reserve(static_cast<size_t>(std::distance(first, last)));
-    for (; first != last; ++first) push_back(*first);
-  }
-
-  operator std::vector<int32_t>() const { return std::vector<int32_t>(begin(), end()); }  // NOLINT: implicit
-  friend bool operator==(const ValueList& a, const ValueList& b) noexcept {
-    if (a.size_ != b.size_) return false;
-    for (uint32_t i = 0; i < a.size_; ++i)
-      if (a[i] != b[i]) return false;
-    return true;
-  }
-
- private:
-  static constexpr uint32_t kInline = 4;
-  void grow(size_t n) {
-    if (n > UINT32_MAX) throw std::length_error("ValueList: too many values");
-    int32_t* p = new int32_t[n];
-    for (uint32_t i = 0; i < size_; ++i) p[i] = data()[i];
-    release();
-    heap_ = p;
-    cap_ = static_cast<uint32_t>(n);
-  }
-  void release() noexcept {
-    if (cap_ > kInline) delete[] heap_;
-    cap_ = kInline;
-  }
-  // Requires cap_ == kInline (released): takes o's ids, leaves o empty.
-  void steal(ValueList& o) noexcept {
-    size_ = o.size_;
-    if (o.cap_ > kInline) {
-      heap_ = o.heap_;
-      cap_ = o.cap_;
-    } else {
-      for (uint32_t i = 0; i < o.size_; ++i) inline_[i] = o.inline_[i];
-    }
-    o.size_ = 0;
-    o.cap_ = kInline;
-  }
-  uint32_t size_ = 0, cap_ = kInline;  // cap_ == kInline: the ids are in inline_
-  union {
-    int32_t inline_[kInline] = {};
-    int32_t* heap_;
-  };
-};
+using ValueList = SmallVector<int32_t, 4>;
 
 /// One node. Which fields are used depends on `kind`.
 struct Node {
