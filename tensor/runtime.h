@@ -13,10 +13,10 @@ namespace kiln {
 /// batch item, integer matmul) split work so that each output element is
 /// computed the same way by whichever thread gets it, eager and compiled. A
 /// product past the generated GEMM's sizes goes to OpenBLAS, one thread per
-/// call; kiln cuts a large one into blocks of whole 64-element strips of C,
-/// one call per thread, and the BLAS sums each element over k as in the
-/// whole product (measured bitwise equal at 1 and 2 threads for OpenBLAS's
-/// Haswell and SkylakeX sgemm/dgemm; tests/test_batched_matmul.cpp). linalg
+/// call; kiln cuts a large one into blocks of whole 64-element strips of C
+/// chosen from the sizes alone (never from the thread count), one call per
+/// block, and the threads share the blocks, so each block's bits are the
+/// same whichever thread runs it (tests/test_linalg.cpp). linalg
 /// solve runs LAPACK's gesv on one thread. Which kernel runs depends on the
 /// shapes and dtypes only, never on the thread count or on what the process
 /// ran before.

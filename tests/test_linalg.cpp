@@ -388,9 +388,12 @@ TEST_SUITE("linalg") {
     ThreadGuard guard;
     // Up to 256^3 multiply-adds kiln runs its generated GEMM (or Eigen's,
     // per batch item). A larger product goes to OpenBLAS on one thread per
-    // call, cut by kiln into blocks of whole 64-element strips (runtime.h):
+    // call, cut by kiln into blocks chosen from the sizes alone (runtime.h):
     // OpenBLAS's own threading (0.3.21, Haswell and SkylakeX kernels) gives
-    // other bits at 2 threads for 257..1000-sized sgemm, dgemm and dgesv.
+    // other bits at 2 threads for 257..1000-sized sgemm, dgemm and dgesv, and
+    // a cut made per thread did too (Haswell sgemm 300 and 512, Cooperlake
+    // dgemm 300). Run this case with OPENBLAS_CORETYPE=Haswell, SkylakeX and
+    // Cooperlake where the CPU has them.
     const Tensor a = random::normal({256, 256}), b = random::normal({256, 256});
     const Tensor ba = random::normal({16, 40, 50}), bb = random::normal({16, 50, 30});
     const Tensor a3 = random::normal({300, 301}), b3 = random::normal({301, 299});

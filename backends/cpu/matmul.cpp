@@ -12,6 +12,7 @@
 
 #include <Eigen/Core>
 #include <algorithm>
+#include <bit>
 #include <climits>
 #include <cstring>
 #include <type_traits>
@@ -170,39 +171,49 @@ void blas_call(const Gemm<T>& g) {
 }
 
 // C = A B through the BLAS: from kBlasSplitMacs on, the longer of C's two
-// sides is cut into one block per OpenMP thread, each block one BLAS call on
-// one thread. A block's elements are summed over k as the whole product
-// sums them (the BLAS blocks k the same way for any rows or columns taken),
-// so the bits do not depend on the thread count.
+// sides is cut into blocks of whole 64-element strips, each block one BLAS
+// call on one thread, and the OpenMP threads share the blocks. The cut
+// depends on the problem's sizes only, never on the thread count: a BLAS
+// kernel may sum a block's elements over k in another order than the whole
+// product's (OpenBLAS 0.3.21's Haswell sgemm and Cooperlake dgemm kernels
+// do, for 300- and 512-sized products), so the same cut with any number of
+// threads is what keeps the bits. Two blocks, or a power of two up to
+// eight of at least 512 each (2048: 4, 4096: 8): each call packs the other
+// operand whole again, which costs about 12/(block length) of the block's
+// time on one thread (matmul 1024, one thread: 1 block 20.4 ms, 4 blocks
+// 21.5, 8 blocks 22.8), and a power of two shares evenly among 2 or 4
+// threads.
+constexpr int64_t kBlasMinBlock = 512, kBlasMaxBlocks = 8;
+
 template <class T>
 void blas_gemm(const Gemm<T>& g) {
   blas_one_thread();
-  const int threads = omp_get_max_threads();
   const bool by_rows = g.m >= g.n;
   const int64_t len = by_rows ? g.m : g.n;
-  // blocks of whole 64-element strips (the kernels' unrolls divide 64)
-  const int64_t parts = std::min<int64_t>(threads, (len + 63) / 64);
-  if (parts <= 1 || omp_in_parallel() || double(g.m) * double(g.n) * double(g.k) < kBlasSplitMacs) {
+  const int64_t strips = (len + 63) / 64;
+  const int64_t parts = std::min<int64_t>(
+      strips, std::clamp<int64_t>(int64_t(std::bit_floor(uint64_t(len / kBlasMinBlock))), 2, kBlasMaxBlocks));
+  if (parts <= 1 || double(g.m) * double(g.n) * double(g.k) < kBlasSplitMacs) {
     blas_call(g);
     return;
   }
-  const int64_t strips = (len + 63) / 64;
-  parallel_ranges(parts, int64_t{1} << 40, [&](int64_t p0, int64_t p1) {
-    for (int64_t p = p0; p < p1; ++p) {
-      const int64_t s0 = strips * p / parts * 64, s1 = std::min(len, strips * (p + 1) / parts * 64);
-      if (s0 >= s1) continue;
-      Gemm<T> b = g;
-      if (by_rows) {
-        b.m = s1 - s0;
-        b.a += s0 * (g.ga.trans ? 1 : g.ga.ld);
-        b.c += s0 * g.ldc;
-      } else {
-        b.n = s1 - s0;
-        b.b += s0 * (g.gb.trans ? g.gb.ld : 1);
-        b.c += s0;
-      }
-      blas_call(b);
+  auto block = [&](int64_t p) {
+    const int64_t s0 = strips * p / parts * 64, s1 = std::min(len, strips * (p + 1) / parts * 64);
+    if (s0 >= s1) return;
+    Gemm<T> b = g;
+    if (by_rows) {
+      b.m = s1 - s0;
+      b.a += s0 * (g.ga.trans ? 1 : g.ga.ld);
+      b.c += s0 * g.ldc;
+    } else {
+      b.n = s1 - s0;
+      b.b += s0 * (g.gb.trans ? g.gb.ld : 1);
+      b.c += s0;
     }
+    blas_call(b);
+  };
+  parallel_ranges(parts, int64_t{1} << 40, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) block(p);
   });
 }
 #endif
