@@ -15,6 +15,39 @@ namespace {
 std::string type_str(const Tensor& t) { return TensorType(t.dtype(), t.shape(), t.device()).str(); }
 }  // namespace
 
+bool MemoryOverlaps::span_of(const Tensor& t, Span& s) {
+  if (!t.defined() || !t.is_realized()) return false;
+  const TensorImpl& i = t.impl();
+  // may_share_memory's byte span: [offset + the negative strides' reach,
+  // offset + the positive ones' reach + 1 element), in bytes.
+  int64_t lo = i.offset, hi = i.offset;
+  for (size_t d = 0; d < i.shape.size(); ++d) {
+    if (i.shape[d] == 0) return false;
+    const int64_t r = i.strides[d] * (i.shape[d] - 1);
+    (r < 0 ? lo : hi) += r;
+  }
+  const int64_t w = static_cast<int64_t>(size_of(i.dtype));
+  s.base = reinterpret_cast<uintptr_t>(i.storage.data());
+  s.lo = lo * w;
+  s.hi = (hi + 1) * w;
+  return true;
+}
+
+void MemoryOverlaps::add(const Tensor& t, int32_t tag) {
+  Span s;
+  if (!span_of(t, s)) return;
+  s.tag = tag;
+  spans_.push_back(s);
+}
+
+void MemoryOverlaps::build() {
+  std::sort(spans_.begin(), spans_.end(),
+            [](const Span& a, const Span& b) { return a.base != b.base ? a.base < b.base : a.lo < b.lo; });
+  for (size_t j = 0; j < spans_.size(); ++j)
+    spans_[j].max_hi = j > 0 && spans_[j - 1].base == spans_[j].base ? std::max(spans_[j - 1].max_hi, spans_[j].hi)
+                                                                      : spans_[j].hi;
+}
+
 std::optional<WriteAlias> find_write_alias(TensorRefs args, const std::vector<WriteBack>& writes,
                                            const std::vector<WriteReads>& reads, const std::vector<int32_t>& same_as,
                                            const std::map<std::string, Tensor>& weights,
@@ -23,6 +56,38 @@ std::optional<WriteAlias> find_write_alias(TensorRefs args, const std::vector<Wr
     return i < same_as.size() && same_as[i] >= 0 ? static_cast<size_t>(same_as[i]) : i;
   };
   const bool known = reads.size() == writes.size();
+  // Many writes and many tensors (50 captured tensors, each written): the
+  // tensors sorted by memory first, so a destination overlapping none of the
+  // others is passed over without a test per pair (MemoryOverlaps). The
+  // tests below then run only for a destination something overlaps, so the
+  // first overlap found is the same.
+  const size_t others = args.size() + captured.size() + weights.size();
+  const bool indexed = writes.size() * others > MemoryOverlaps::kWorthwhilePairs;
+  MemoryOverlaps index;
+  std::vector<const Tensor*> tagged;  // tag -> tensor
+  if (indexed) {
+    tagged.reserve(others);
+    auto add = [&](const Tensor& t) {
+      index.add(t, static_cast<int32_t>(tagged.size()));
+      tagged.push_back(&t);
+    };
+    for (size_t j = 0; j < args.size(); ++j) add(args[j]);
+    for (const CapturedConstant& c : captured) add(c.source);
+    for (const auto& [name, t] : weights) add(t);
+    index.build();
+  }
+  // Whether a tensor other than d itself may share d's memory: d is
+  // argument `arg` (by position: borrowed arguments may be one object,
+  // c(x, x)), or (arg < 0) the weight entry d.
+  const size_t first_weight = args.size() + captured.size();
+  auto overlapped = [&](const Tensor& d, int32_t arg) {
+    bool any = false;
+    index.for_each_candidate(d, [&](int32_t tag) {
+      const size_t t = static_cast<size_t>(tag);
+      any = any || (arg >= 0 ? tag != arg : t < first_weight || tagged[t] != &d);
+    });
+    return any;
+  };
   for (size_t k = 0; k < writes.size(); ++k) {
     const WriteBack& w = writes[k];
     const WriteReads* rd = known ? &reads[k] : nullptr;
@@ -39,6 +104,7 @@ std::optional<WriteAlias> find_write_alias(TensorRefs args, const std::vector<Wr
       const size_t i = static_cast<size_t>(w.argument);
       if (i >= args.size()) continue;
       const Tensor& d = args[i];
+      if (indexed && !overlapped(d, static_cast<int32_t>(i))) continue;
       for (size_t j = 0; j < args.size(); ++j)
         if (j != i && root(j) != root(i) && may_share_memory(args[j], d) && read_arg(j)) {
           WriteAlias a;
@@ -64,7 +130,7 @@ std::optional<WriteAlias> find_write_alias(TensorRefs args, const std::vector<Wr
         }
     } else {
       auto it = weights.find(w.weight);
-      if (it == weights.end()) continue;
+      if (it == weights.end() || (indexed && !overlapped(it->second, -1))) continue;
       for (size_t j = 0; j < args.size(); ++j)
         if (may_share_memory(args[j], it->second) && read_arg(j)) {
           WriteAlias a;
