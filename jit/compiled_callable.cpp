@@ -146,14 +146,20 @@ CompiledCallable::WriteBackStats CompiledCallable::write_back_stats() const {
   return {counters_->in_place.load(), counters_->copied.load(), counters_->bytes.load()};
 }
 
+namespace {
+// The tensor write `w` writes back: argument w.argument, or `weight` (the
+// bound weight it names; null when that is undefined: not bound).
+const Tensor* write_destination(const WriteBack& w, const Tensor& weight, detail::TensorRefs args) {
+  if (w.argument >= 0) return &args[static_cast<size_t>(w.argument)];
+  return weight.defined() ? &weight : nullptr;
+}
+}  // namespace
+
 std::vector<const Tensor*> CompiledCallable::destinations(detail::TensorRefs args) const {
   std::vector<const Tensor*> d;
   d.reserve(staged_.writes.size());
-  for (size_t k = 0; k < staged_.writes.size(); ++k) {
-    const WriteBack& w = staged_.writes[k];
-    const Tensor& weight = counters_->written_weights[k];
-    d.push_back(w.argument >= 0 ? &args[static_cast<size_t>(w.argument)] : weight.defined() ? &weight : nullptr);
-  }
+  for (size_t k = 0; k < staged_.writes.size(); ++k)
+    d.push_back(write_destination(staged_.writes[k], counters_->written_weights[k], args));
   return d;
 }
 
@@ -186,6 +192,7 @@ std::vector<Tensor> CompiledCallable::run_model(detail::TensorRefs args, bool ch
       }
       if (!index) {
         index.emplace();
+        index->reserve(noperands);
         for (size_t j = 0; j < noperands; ++j)
           index->add(j < args.size() ? args[j] : bound[j - args.size()], static_cast<int32_t>(j));
         index->build();
@@ -761,7 +768,7 @@ CallResult CompiledCallable::call_checked(detail::TensorRefs leaves, const TreeD
 
 void CompiledCallable::write_back(std::vector<Tensor>& results, detail::TensorRefs args) const {
   const size_t first = results.size() - staged_.writes.size();
-  const std::vector<const Tensor*> dst = destinations(args);  // per write
+  auto dst = [&](size_t k) { return write_destination(staged_.writes[k], counters_->written_weights[k], args); };
   // A result that is (a view of) a tensor about to be written keeps the value
   // it had in the call (a view of an argument returned before the write, or
   // a result computed into the destination's memory), except the results
@@ -772,9 +779,9 @@ void CompiledCallable::write_back(std::vector<Tensor>& results, detail::TensorRe
     while (wi < written.size() && written[wi].first < i) ++wi;
     if (wi < written.size() && written[wi].first == i) continue;
     while (vi < views.size() && views[vi].result < i) ++vi;
-    if (vi < views.size() && views[vi].result == i && dst[views[vi].write]) continue;
-    for (const Tensor* d : dst)
-      if (d && may_share_memory(results[i], *d)) {
+    if (vi < views.size() && views[vi].result == i && dst(views[vi].write)) continue;
+    for (size_t k = 0; k < staged_.writes.size(); ++k)
+      if (const Tensor* d = dst(k); d && may_share_memory(results[i], *d)) {
         results[i] = results[i].clone();
         break;
       }
@@ -782,7 +789,7 @@ void CompiledCallable::write_back(std::vector<Tensor>& results, detail::TensorRe
   for (size_t k = 0; k < staged_.writes.size(); ++k) {
     const WriteBack& w = staged_.writes[k];
     const Tensor& value = results[first + k];
-    if (const Tensor* d = dst[k];
+    if (const Tensor* d = dst(k);
         d && d->is_realized() && value.data_ptr() == d->data_ptr() && value.strides() == d->strides()) {
       ++counters_->in_place;  // computed straight into the destination
       d->buffer().bump_version();
@@ -793,10 +800,11 @@ void CompiledCallable::write_back(std::vector<Tensor>& results, detail::TensorRe
     if (w.argument >= 0) {
       args[static_cast<size_t>(w.argument)].copy_(value);
     } else {
-      if (!dst[k])
+      const Tensor* d = dst(k);
+      if (!d)
         throw ValueError("compiled call: mutable weight '" + w.weight + "' is not bound, so its update cannot be "
                          "written back (pass it in the weights registry)");
-      dst[k]->copy_(value);
+      d->copy_(value);
     }
   }
   // A result that is a written value is the tensor written (`x.exp_();
@@ -804,14 +812,14 @@ void CompiledCallable::write_back(std::vector<Tensor>& results, detail::TensorRe
   // or the bound mutable weight.
   for (const auto& [i, k] : written)
     if (i < first)
-      if (const Tensor* d = dst[k]) results[i] = *d;
+      if (const Tensor* d = dst(k)) results[i] = *d;
   // A result that is a view of a written value is that view of the tensor
   // written (`x.mul_(2); return x[1];`), as eagerly: its view ops replayed on
   // the caller's tensor after the write-back (any layout: the eager view
   // rules give the strides, and a reshape eager would copy copies here too).
   for (const auto& vw : views)
     if (vw.result < first)
-      if (const Tensor* d = dst[vw.write]) {
+      if (const Tensor* d = dst(vw.write)) {
         Tensor t = *d;
         for (const auto& [op, attrs] : vw.chain) t = detail::eager_execute(op, std::span<const Tensor>(&t, 1), attrs);
         results[vw.result] = std::move(t);

@@ -48,36 +48,30 @@ void MemoryOverlaps::build() {
                                                                       : spans_[j].hi;
 }
 
-std::optional<WriteAlias> find_write_alias(TensorRefs args, const std::vector<WriteBack>& writes,
-                                           const std::vector<WriteReads>& reads, const std::vector<int32_t>& same_as,
-                                           const std::map<std::string, Tensor>& weights,
-                                           const std::vector<CapturedConstant>& captured) {
-  auto root = [&](size_t i) {
-    return i < same_as.size() && same_as[i] >= 0 ? static_cast<size_t>(same_as[i]) : i;
-  };
-  const bool known = reads.size() == writes.size();
-  // Many writes and many tensors (50 captured tensors, each written): the
-  // tensors sorted by memory first, so a destination overlapping none of the
-  // others is passed over without a test per pair (MemoryOverlaps). The
-  // tests below then run only for a destination something overlaps, so the
-  // first overlap found is the same.
+namespace {
+// Many writes and many tensors (50 captured tensors, each written): per
+// write, whether a tensor other than its destination may share the
+// destination's memory, from the tensors sorted by memory once
+// (MemoryOverlaps) instead of a test per pair. A write with none cannot
+// alias; find_write_alias tests the others pair by pair as before, so the
+// first overlap it reports is the same.
+std::vector<char> overlapped_writes(TensorRefs args, const std::vector<WriteBack>& writes,
+                                    const std::map<std::string, Tensor>& weights,
+                                    const std::vector<CapturedConstant>& captured) {
   const size_t others = args.size() + captured.size() + weights.size();
-  const bool indexed = writes.size() * others > MemoryOverlaps::kWorthwhilePairs;
   MemoryOverlaps index;
   std::vector<const Tensor*> tagged;  // tag -> tensor
-  if (indexed) {
-    tagged.reserve(others);
-    auto add = [&](const Tensor& t) {
-      index.add(t, static_cast<int32_t>(tagged.size()));
-      tagged.push_back(&t);
-    };
-    for (size_t j = 0; j < args.size(); ++j) add(args[j]);
-    for (const CapturedConstant& c : captured) add(c.source);
-    for (const auto& [name, t] : weights) add(t);
-    index.build();
-  }
-  // Whether a tensor other than d itself may share d's memory: d is
-  // argument `arg` (by position: borrowed arguments may be one object,
+  tagged.reserve(others);
+  index.reserve(others);
+  auto add = [&](const Tensor& t) {
+    index.add(t, static_cast<int32_t>(tagged.size()));
+    tagged.push_back(&t);
+  };
+  for (size_t j = 0; j < args.size(); ++j) add(args[j]);
+  for (const CapturedConstant& c : captured) add(c.source);
+  for (const auto& [name, t] : weights) add(t);
+  index.build();
+  // d is argument `arg` (by position: borrowed arguments may be one object,
   // c(x, x)), or (arg < 0) the weight entry d.
   const size_t first_weight = args.size() + captured.size();
   auto overlapped = [&](const Tensor& d, int32_t arg) {
@@ -88,8 +82,34 @@ std::optional<WriteAlias> find_write_alias(TensorRefs args, const std::vector<Wr
     });
     return any;
   };
+  std::vector<char> r(writes.size(), 0);
   for (size_t k = 0; k < writes.size(); ++k) {
     const WriteBack& w = writes[k];
+    if (w.argument >= 0) {
+      const size_t i = static_cast<size_t>(w.argument);
+      r[k] = i < args.size() && overlapped(args[i], w.argument);
+    } else if (auto it = weights.find(w.weight); it != weights.end()) {
+      r[k] = overlapped(it->second, -1);
+    }
+  }
+  return r;
+}
+}  // namespace
+
+std::optional<WriteAlias> find_write_alias(TensorRefs args, const std::vector<WriteBack>& writes,
+                                           const std::vector<WriteReads>& reads, const std::vector<int32_t>& same_as,
+                                           const std::map<std::string, Tensor>& weights,
+                                           const std::vector<CapturedConstant>& captured) {
+  auto root = [&](size_t i) {
+    return i < same_as.size() && same_as[i] >= 0 ? static_cast<size_t>(same_as[i]) : i;
+  };
+  const bool known = reads.size() == writes.size();
+  std::vector<char> overlapped;  // empty: every write is tested
+  if (writes.size() * (args.size() + captured.size() + weights.size()) > MemoryOverlaps::kWorthwhilePairs)
+    overlapped = overlapped_writes(args, writes, weights, captured);
+  for (size_t k = 0; k < writes.size(); ++k) {
+    const WriteBack& w = writes[k];
+    if (!overlapped.empty() && !overlapped[k]) continue;
     const WriteReads* rd = known ? &reads[k] : nullptr;
     auto read_arg = [&](size_t j) {
       return !rd || (j < rd->arguments.size() && rd->arguments[j]) ||
@@ -104,7 +124,6 @@ std::optional<WriteAlias> find_write_alias(TensorRefs args, const std::vector<Wr
       const size_t i = static_cast<size_t>(w.argument);
       if (i >= args.size()) continue;
       const Tensor& d = args[i];
-      if (indexed && !overlapped(d, static_cast<int32_t>(i))) continue;
       for (size_t j = 0; j < args.size(); ++j)
         if (j != i && root(j) != root(i) && may_share_memory(args[j], d) && read_arg(j)) {
           WriteAlias a;
@@ -130,7 +149,7 @@ std::optional<WriteAlias> find_write_alias(TensorRefs args, const std::vector<Wr
         }
     } else {
       auto it = weights.find(w.weight);
-      if (it == weights.end() || (indexed && !overlapped(it->second, -1))) continue;
+      if (it == weights.end()) continue;
       for (size_t j = 0; j < args.size(); ++j)
         if (may_share_memory(args[j], it->second) && read_arg(j)) {
           WriteAlias a;

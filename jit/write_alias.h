@@ -42,6 +42,8 @@ class MemoryOverlaps {
   /// tensors first (a few microseconds) costs less than a test per pair
   /// (a few nanoseconds each).
   static constexpr size_t kWorthwhilePairs = 64;
+  /// Room for `n` tensors (no reallocation while they are added).
+  void reserve(size_t n) { spans_.reserve(n); }
   /// Adds `t` under `tag` (an undefined, unrealized or empty tensor shares
   /// memory with nothing and is left out).
   void add(const Tensor& t, int32_t tag);

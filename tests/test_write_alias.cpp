@@ -641,29 +641,32 @@ TEST_SUITE("write aliasing") {
       // mode 0: 40 separate buffers, except captured 17 and 33, overlapping
       // views of one; mode 1: 40 disjoint, adjacent slices of one buffer;
       // mode 2: mode 1 plus an argument that is a view of slice 25.
-      Tensor base = iota(4 * 40), other = iota(8);
-      std::vector<Tensor> state;
-      for (int i = 0; i < 40; ++i)
-        state.push_back(mode == 0 ? (i == 17   ? other.index({Slice(0, 4)})
-                                     : i == 33 ? other.index({Slice(2, 6)})
-                                               : iota(4) + static_cast<float>(4 * i))
-                                  : base.index({Slice(4 * i, 4 * i + 4)}));
+      // The 40 captured tensors, in `base` and `other`, and the argument.
+      auto make = [mode](const Tensor& base, const Tensor& other) {
+        std::vector<Tensor> st;
+        for (int i = 0; i < 40; ++i)
+          st.push_back(mode == 0 ? (i == 17   ? other.index({Slice(0, 4)})
+                                    : i == 33 ? other.index({Slice(2, 6)})
+                                              : iota(4) + static_cast<float>(4 * i))
+                                 : base.index({Slice(4 * i, 4 * i + 4)}));
+        st.push_back(mode == 2 ? base.index({Slice(100, 104)}) : ones({4}));
+        return st;
+      };
+      const Tensor base = iota(4 * 40), other = iota(8);
+      std::vector<Tensor> state = make(base, other);
+      const Tensor x = state.back();
+      state.pop_back();
       auto f = [&](Tensor x) {
         for (const Tensor& t : state) t.add_(1.0f);
         x.mul_(2.0f);
         return sum(state[33]) + sum(x);
       };
-      Tensor x = mode == 2 ? base.index({Slice(100, 104)}) : ones({4});
       // eager answer on copies laid out the same way
-      Tensor ebase = iota(4 * 40), eother = iota(8);
-      std::vector<Tensor> estate;
-      for (int i = 0; i < 40; ++i)
-        estate.push_back(mode == 0 ? (i == 17   ? eother.index({Slice(0, 4)})
-                                      : i == 33 ? eother.index({Slice(2, 6)})
-                                                : iota(4) + static_cast<float>(4 * i))
-                                   : ebase.index({Slice(4 * i, 4 * i + 4)}));
+      const Tensor ebase = iota(4 * 40), eother = iota(8);
+      std::vector<Tensor> estate = make(ebase, eother);
+      const Tensor ex = estate.back();
+      estate.pop_back();
       for (const Tensor& t : estate) t.add_(1.0f);
-      Tensor ex = mode == 2 ? ebase.index({Slice(100, 104)}) : ones({4});
       ex.mul_(2.0f);
       const double want = (sum(estate[33]) + sum(ex)).item<double>();
       // by hand: mode 0: other = 0..7, views [0, 4) and [2, 6) each + 1, so
