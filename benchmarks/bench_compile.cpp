@@ -16,6 +16,7 @@
 #include <fstream>
 #include <kiln/kiln.h>
 #include <unistd.h>
+#include <vector>
 
 #include "bench_peers.h"
 #include "bench_report.h"
@@ -180,6 +181,34 @@ void BM_kiln_jit_cached_call_write_1elem(benchmark::State& st) {
   for (auto _ : st) benchmark::DoNotOptimize(f(a, b).leaves[0].data_ptr());
 }
 BENCHMARK(BM_kiln_jit_cached_call_write_1elem);
+// Many tiny in-place writes to captured tensors (tester N8): 50 float32[4]
+// tensors a jit function captures and writes (each a mutable weight the
+// call writes back), vs the same function run eagerly.
+constexpr int kCapturedWrites = 50;
+std::vector<Tensor> captured_state() {
+  std::vector<Tensor> s;
+  for (int i = 0; i < kCapturedWrites; ++i) s.push_back(kiln::zeros({4}));
+  return s;
+}
+Tensor write_captured(const std::vector<Tensor>& s, const Tensor& x) {
+  for (const Tensor& t : s) t.add_(1.0f);
+  return x * 2.0f;
+}
+void BM_kiln_jit_captured_writes_50(benchmark::State& st) {
+  kb::set_threads(1);
+  const std::vector<Tensor> s = captured_state();
+  auto f = kiln::jit([&s](Tensor x) { return write_captured(s, x); });
+  Tensor x = kiln::ones({4});
+  for (auto _ : st) benchmark::DoNotOptimize(f(x).leaves[0].data_ptr());
+}
+BENCHMARK(BM_kiln_jit_captured_writes_50)->Unit(benchmark::kMicrosecond);
+void BM_kiln_eager_captured_writes_50(benchmark::State& st) {
+  kb::set_threads(1);
+  const std::vector<Tensor> s = captured_state();
+  Tensor x = kiln::ones({4});
+  for (auto _ : st) benchmark::DoNotOptimize(write_captured(s, x).data_ptr());
+}
+BENCHMARK(BM_kiln_eager_captured_writes_50)->Unit(benchmark::kMicrosecond);
 void BM_kiln_eager_add_1elem(benchmark::State& st) {
   kb::set_threads(1);
   Tensor a = kiln::ones({1}), b = kiln::ones({1});

@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <optional>
 #include <ostream>
 #include <set>
 #include <string_view>
@@ -121,14 +122,22 @@ CompiledCallable::CompiledCallable(StagedGraph staged, std::map<std::string, Ten
   plan_in_place();
 }
 
+// The callable's write-back state: the counters, and per write a handle on
+// the weight it writes back (weights_'s entry, found once instead of by name
+// on each call; undefined for an argument's write or an unbound weight).
 struct CompiledCallable::WriteCounters {
   std::atomic<int64_t> in_place{0}, copied{0}, bytes{0};
+  std::vector<Tensor> written_weights;
 };
 
 void CompiledCallable::plan_in_place() {
   counters_ = std::make_shared<WriteCounters>();
   call_plan_ = detail::make_call_plan(staged_, model_->artifact().graph());
   if (staged_.writes.empty()) return;
+  for (const WriteBack& w : staged_.writes) {
+    auto it = w.argument >= 0 ? weights_.end() : weights_.find(w.weight);
+    counters_->written_weights.push_back(it == weights_.end() ? Tensor() : it->second);
+  }
   const size_t nres = model_->artifact().graph().output_ids().size() - staged_.writes.size();
   in_place_ = codegen::in_place_writes(model_->artifact().plan(), nres, staged_.writes);
 }
@@ -137,16 +146,20 @@ CompiledCallable::WriteBackStats CompiledCallable::write_back_stats() const {
   return {counters_->in_place.load(), counters_->copied.load(), counters_->bytes.load()};
 }
 
+namespace {
+// The tensor write `w` writes back: argument w.argument, or `weight` (the
+// bound weight it names; null when that is undefined: not bound).
+const Tensor* write_destination(const WriteBack& w, const Tensor& weight, detail::TensorRefs args) {
+  if (w.argument >= 0) return &args[static_cast<size_t>(w.argument)];
+  return weight.defined() ? &weight : nullptr;
+}
+}  // namespace
+
 std::vector<const Tensor*> CompiledCallable::destinations(detail::TensorRefs args) const {
   std::vector<const Tensor*> d;
-  for (const WriteBack& w : staged_.writes) {
-    if (w.argument >= 0) {
-      d.push_back(&args[static_cast<size_t>(w.argument)]);
-    } else {
-      auto it = weights_.find(w.weight);
-      d.push_back(it == weights_.end() ? nullptr : &it->second);
-    }
-  }
+  d.reserve(staged_.writes.size());
+  for (size_t k = 0; k < staged_.writes.size(); ++k)
+    d.push_back(write_destination(staged_.writes[k], counters_->written_weights[k], args));
   return d;
 }
 
@@ -159,13 +172,34 @@ std::vector<Tensor> CompiledCallable::run_model(detail::TensorRefs args, bool ch
     // A destination sharing memory with any other argument or weight keeps
     // the copy: the graph may read that operand after the write. (Other
     // arguments by position: borrowed leaves may be one object, c(x, x).)
+    // Operand j: argument j, then the bound weights.
+    const std::vector<Tensor>& bound = model_->bound_weights();
+    auto shares = [&](const Tensor& d, int32_t self, size_t j) {
+      if (j < args.size()) return static_cast<int32_t>(j) != self && may_share_memory(args[j], d);
+      const Tensor& w = bound[j - args.size()];  // a mutable weight is bound as its own old value
+      return may_share_memory(w, d) && !(w.buffer() == d.buffer() && w.offset() == d.offset() && w.shape() == d.shape());
+    };
+    // Many writes and operands (50 captured tensors, each written): the
+    // operands sorted by memory once, and only those overlapping d tested.
+    const size_t noperands = args.size() + bound.size();
+    const bool indexed = staged_.writes.size() * noperands > detail::MemoryOverlaps::kWorthwhilePairs;
+    std::optional<detail::MemoryOverlaps> index;
     auto shared = [&](const Tensor& d, int32_t self) {
-      for (size_t j = 0; j < args.size(); ++j)
-        if (static_cast<int32_t>(j) != self && may_share_memory(args[j], d)) return true;
-      for (const Tensor& w : model_->bound_weights())  // a mutable weight is bound as its own old value
-        if (may_share_memory(w, d) && !(w.buffer() == d.buffer() && w.offset() == d.offset() && w.shape() == d.shape()))
-          return true;
-      return false;
+      if (!indexed) {
+        for (size_t j = 0; j < noperands; ++j)
+          if (shares(d, self, j)) return true;
+        return false;
+      }
+      if (!index) {
+        index.emplace();
+        index->reserve(noperands);
+        for (size_t j = 0; j < noperands; ++j)
+          index->add(j < args.size() ? args[j] : bound[j - args.size()], static_cast<int32_t>(j));
+        index->build();
+      }
+      bool any = false;
+      index->for_each_candidate(d, [&](int32_t j) { any = any || shares(d, self, static_cast<size_t>(j)); });
+      return any;
     };
     for (size_t k = 0; k < staged_.writes.size(); ++k) {
       const Tensor* d = dst[k];
@@ -734,11 +768,7 @@ CallResult CompiledCallable::call_checked(detail::TensorRefs leaves, const TreeD
 
 void CompiledCallable::write_back(std::vector<Tensor>& results, detail::TensorRefs args) const {
   const size_t first = results.size() - staged_.writes.size();
-  auto destination = [&](const WriteBack& w) -> const Tensor* {
-    if (w.argument >= 0) return &args[static_cast<size_t>(w.argument)];
-    auto it = weights_.find(w.weight);
-    return it == weights_.end() ? nullptr : &it->second;
-  };
+  auto dst = [&](size_t k) { return write_destination(staged_.writes[k], counters_->written_weights[k], args); };
   // A result that is (a view of) a tensor about to be written keeps the value
   // it had in the call (a view of an argument returned before the write, or
   // a result computed into the destination's memory), except the results
@@ -749,9 +779,9 @@ void CompiledCallable::write_back(std::vector<Tensor>& results, detail::TensorRe
     while (wi < written.size() && written[wi].first < i) ++wi;
     if (wi < written.size() && written[wi].first == i) continue;
     while (vi < views.size() && views[vi].result < i) ++vi;
-    if (vi < views.size() && views[vi].result == i && destination(staged_.writes[views[vi].write])) continue;
-    for (const WriteBack& w : staged_.writes)
-      if (const Tensor* d = destination(w); d && may_share_memory(results[i], *d)) {
+    if (vi < views.size() && views[vi].result == i && dst(views[vi].write)) continue;
+    for (size_t k = 0; k < staged_.writes.size(); ++k)
+      if (const Tensor* d = dst(k); d && may_share_memory(results[i], *d)) {
         results[i] = results[i].clone();
         break;
       }
@@ -759,7 +789,7 @@ void CompiledCallable::write_back(std::vector<Tensor>& results, detail::TensorRe
   for (size_t k = 0; k < staged_.writes.size(); ++k) {
     const WriteBack& w = staged_.writes[k];
     const Tensor& value = results[first + k];
-    if (const Tensor* d = destination(w);
+    if (const Tensor* d = dst(k);
         d && d->is_realized() && value.data_ptr() == d->data_ptr() && value.strides() == d->strides()) {
       ++counters_->in_place;  // computed straight into the destination
       d->buffer().bump_version();
@@ -770,11 +800,11 @@ void CompiledCallable::write_back(std::vector<Tensor>& results, detail::TensorRe
     if (w.argument >= 0) {
       args[static_cast<size_t>(w.argument)].copy_(value);
     } else {
-      auto it = weights_.find(w.weight);
-      if (it == weights_.end())
+      const Tensor* d = dst(k);
+      if (!d)
         throw ValueError("compiled call: mutable weight '" + w.weight + "' is not bound, so its update cannot be "
                          "written back (pass it in the weights registry)");
-      it->second.copy_(value);
+      d->copy_(value);
     }
   }
   // A result that is a written value is the tensor written (`x.exp_();
@@ -782,14 +812,14 @@ void CompiledCallable::write_back(std::vector<Tensor>& results, detail::TensorRe
   // or the bound mutable weight.
   for (const auto& [i, k] : written)
     if (i < first)
-      if (const Tensor* d = destination(staged_.writes[k])) results[i] = *d;
+      if (const Tensor* d = dst(k)) results[i] = *d;
   // A result that is a view of a written value is that view of the tensor
   // written (`x.mul_(2); return x[1];`), as eagerly: its view ops replayed on
   // the caller's tensor after the write-back (any layout: the eager view
   // rules give the strides, and a reshape eager would copy copies here too).
   for (const auto& vw : views)
     if (vw.result < first)
-      if (const Tensor* d = destination(staged_.writes[vw.write])) {
+      if (const Tensor* d = dst(vw.write)) {
         Tensor t = *d;
         for (const auto& [op, attrs] : vw.chain) t = detail::eager_execute(op, std::span<const Tensor>(&t, 1), attrs);
         results[vw.result] = std::move(t);

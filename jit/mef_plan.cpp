@@ -889,7 +889,7 @@ std::shared_ptr<codegen::ExecutionPlan> PlanReader::read() {
       if (!ready[static_cast<size_t>(v)]) bad_step(step_at[k], k, "reads value %" + std::to_string(v) + " before it is written");
       last_read[static_cast<size_t>(v)] = static_cast<int>(k);
     });
-    const bool view = s.kind == PlanStep::Kind::op && op_info(s.op).category == OpCategory::View;
+    const bool view = codegen::step_is_view(g_, s);
     for_each_write(s, [&](int32_t v) {
       if (ready[static_cast<size_t>(v)]) bad_step(step_at[k], k, "writes value %" + std::to_string(v) + " a second time");
       if (parts.arena_offset[static_cast<size_t>(v)] >= 0 && (view || is_output[static_cast<size_t>(v)]))

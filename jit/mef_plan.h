@@ -58,8 +58,9 @@ namespace kiln::mef {
 /// The PLAN payload layout this kiln writes and reads (a file of another
 /// layout is planned again, never misread).
 /// 2: gemm_fused steps carry the node of the column sums made in their
-/// epilogue.
-inline constexpr uint32_t kPlanLayoutVersion = 2;
+/// epilogue. 3: a reshape step the plan knows copies (codegen::step_is_view
+/// false) has an arena slot (a reader of 2 would refuse it as a view's).
+inline constexpr uint32_t kPlanLayoutVersion = 3;
 
 /// The key of a plan made with `options` on this CPU: the codegen feature key
 /// (target, strict mode, code generator build) and the fusion flag.

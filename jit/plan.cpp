@@ -16,6 +16,7 @@
 #include <sstream>
 #include <vector>
 
+#include "../tensor/realize_hook.h"
 #include "cpu_lowering.h"
 #include "fusion.h"
 #include "memory_plan.h"
@@ -42,7 +43,7 @@ ExecutionPlan::ExecutionPlan(std::shared_ptr<const Graph> graph, const KernelOpt
   std::vector<StepValues> io(steps_.size());
   for (size_t k = 0; k < steps_.size(); ++k) {
     const PlanStep& s = steps_[k];
-    io[k] = {step_reads(s), step_writes(s), s.kind == PlanStep::Kind::op && op_info(s.op).category == OpCategory::View};
+    io[k] = {step_reads(s), step_writes(s), step_is_view(g, s)};
   }
   // A pair running at once is one step to the memory plan: both steps'
   // reads live until both end, and neither output may take the memory of
@@ -97,6 +98,30 @@ std::vector<int32_t> step_reads(const PlanStep& s) {
   }
   if (s.kind != PlanStep::Kind::fused) return s.inputs;
   return std::vector<int32_t>(s.operands.begin() + s.num_outputs, s.operands.end());
+}
+
+bool step_is_view(const Graph& g, const PlanStep& s) {
+  if (s.kind != PlanStep::Kind::op || op_info(s.op).category != OpCategory::View) return false;
+  if (s.op != OpId::Reshape || s.inputs.empty()) return true;
+  // The input's strides: its view chain replayed from a contiguous base.
+  std::vector<const Node*> chain;
+  int32_t v = s.inputs[0];
+  for (;;) {
+    const Node& n = g.node(static_cast<size_t>(g.producer(v)));
+    if (n.kind != NodeKind::op || op_info(n.op).category != OpCategory::View || n.inputs.empty()) break;
+    chain.push_back(&n);
+    v = n.inputs[0];
+  }
+  Shape shape = g.type(v).shape;
+  Strides strides = contiguous_strides(shape);
+  Shape s2;
+  Strides st2;
+  for (size_t j = chain.size(); j-- > 0;) {
+    detail::view_strides(chain[j]->op, shape, strides, chain[j]->attrs, s2, st2);
+    shape.swap(s2);
+    strides.swap(st2);
+  }
+  return detail::view_strides(OpId::Reshape, shape, strides, s.attrs, s2, st2);
 }
 
 std::vector<int32_t> step_writes(const PlanStep& s) {

@@ -135,6 +135,12 @@ struct BoundStep {
 /// writes the reduction's result, not the reduced value).
 std::vector<int32_t> step_reads(const PlanStep& s);
 std::vector<int32_t> step_writes(const PlanStep& s);
+/// Whether step `s` of `g` makes a view of its input, so its value gets no
+/// memory of its own: an op step of a view op, except a reshape that must
+/// copy for the strides its input has when the graph's inputs, weights and
+/// constants are contiguous (attention's heads merged back: a reshape of a
+/// permuted value), which writes a planned tensor like any op step.
+bool step_is_view(const Graph& g, const PlanStep& s);
 
 class ExecutionPlan {
  public:
@@ -275,6 +281,8 @@ class ExecutionPlan {
   // Per value id: its bytes when a call may reuse an earlier output's memory
   // for it (CPU, 1 .. kReusedOutputBytes), else 0.
   std::vector<size_t> reusable_bytes_;
+  // Per step: step_is_view.
+  std::vector<char> view_steps_;
   void init_run_tables();
   // Outputs of earlier calls, per value id (outputs up to
   // kReusedOutputBytes): a tensor only this holds (the caller dropped every

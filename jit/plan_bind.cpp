@@ -13,7 +13,6 @@
 namespace kiln::codegen {
 
 namespace {
-bool is_view(const PlanStep& s) { return s.kind == PlanStep::Kind::op && op_info(s.op).category == OpCategory::View; }
 // is_contiguous(i.shape, i.strides) (tensor/shape.h's rule), inline.
 inline bool contiguous_impl(const detail::TensorImpl& i) {
   const int64_t* sh = i.shape.data();
@@ -81,6 +80,8 @@ Tensor ExecutionPlan::output_tensor(int32_t v, const TensorType& t) const {
 void ExecutionPlan::init_run_tables() {
   id_ = next_plan_id.fetch_add(1, std::memory_order_relaxed);
   const Graph& g = *graph_;
+  view_steps_.assign(steps_.size(), 0);
+  for (size_t k = 0; k < steps_.size(); ++k) view_steps_[k] = step_is_view(g, steps_[k]);
   for (const Node& n : g.nodes())
     if (n.kind == NodeKind::constant) constants_.emplace_back(n.outputs[0], &n.data);
   const auto& outs = g.output_ids();
@@ -233,11 +234,13 @@ bool ExecutionPlan::bind_all(Bound& b, const Buffer& arena) const {
     b.steps[k].step = &s;
     const uint32_t first = static_cast<uint32_t>(b.args.size());
     for (int32_t v : s.inputs) b.args.push_back(value(v));
-    if (is_view(s)) {
+    if (view_steps_[k]) {
       // A view reads no data: make it now when it shares its input's memory.
-      // One that copies (a reshape of a strided input: attention's heads
-      // merged back, say) would copy data not computed yet: it runs when
-      // reached instead, into its own tensor, like an op step.
+      // One that copies anyway (a reshape of an argument strided otherwise
+      // than the plan assumed: step_is_view) would copy data not computed
+      // yet: it runs when reached instead, into its own tensor, like an op
+      // step. (A reshape the plan knows copies, attention's heads merged
+      // back, is an op step with a planned tensor.)
       const bool strided_reshape = s.op == OpId::Reshape && !b.args[first].is_contiguous();
       if (!strided_reshape) {
         Tensor r = detail::eager_execute(s.op, std::span<const Tensor>(b.args.data() + first, s.inputs.size()), s.attrs);
@@ -281,7 +284,7 @@ void ExecutionPlan::run_bound(const Bound& b, uint64_t* stamps) const {
       execute(bs);
       continue;
     }
-    if (is_view(s) && !b.run_view[k]) continue;
+    if (view_steps_[k] && !b.run_view[k]) continue;
     const auto [first, count] = b.arg_range[k];
     Tensor r;
     {

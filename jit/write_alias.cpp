@@ -15,6 +15,87 @@ namespace {
 std::string type_str(const Tensor& t) { return TensorType(t.dtype(), t.shape(), t.device()).str(); }
 }  // namespace
 
+bool MemoryOverlaps::span_of(const Tensor& t, Span& s) {
+  if (!t.defined() || !t.is_realized()) return false;
+  const TensorImpl& i = t.impl();
+  // may_share_memory's byte span: [offset + the negative strides' reach,
+  // offset + the positive ones' reach + 1 element), in bytes.
+  int64_t lo = i.offset, hi = i.offset;
+  for (size_t d = 0; d < i.shape.size(); ++d) {
+    if (i.shape[d] == 0) return false;
+    const int64_t r = i.strides[d] * (i.shape[d] - 1);
+    (r < 0 ? lo : hi) += r;
+  }
+  const int64_t w = static_cast<int64_t>(size_of(i.dtype));
+  s.base = reinterpret_cast<uintptr_t>(i.storage.data());
+  s.lo = lo * w;
+  s.hi = (hi + 1) * w;
+  return true;
+}
+
+void MemoryOverlaps::add(const Tensor& t, int32_t tag) {
+  Span s;
+  if (!span_of(t, s)) return;
+  s.tag = tag;
+  spans_.push_back(s);
+}
+
+void MemoryOverlaps::build() {
+  std::sort(spans_.begin(), spans_.end(),
+            [](const Span& a, const Span& b) { return a.base != b.base ? a.base < b.base : a.lo < b.lo; });
+  for (size_t j = 0; j < spans_.size(); ++j)
+    spans_[j].max_hi = j > 0 && spans_[j - 1].base == spans_[j].base ? std::max(spans_[j - 1].max_hi, spans_[j].hi)
+                                                                      : spans_[j].hi;
+}
+
+namespace {
+// Many writes and many tensors (50 captured tensors, each written): per
+// write, whether a tensor other than its destination may share the
+// destination's memory, from the tensors sorted by memory once
+// (MemoryOverlaps) instead of a test per pair. A write with none cannot
+// alias; find_write_alias tests the others pair by pair as before, so the
+// first overlap it reports is the same.
+std::vector<char> overlapped_writes(TensorRefs args, const std::vector<WriteBack>& writes,
+                                    const std::map<std::string, Tensor>& weights,
+                                    const std::vector<CapturedConstant>& captured) {
+  const size_t others = args.size() + captured.size() + weights.size();
+  MemoryOverlaps index;
+  std::vector<const Tensor*> tagged;  // tag -> tensor
+  tagged.reserve(others);
+  index.reserve(others);
+  auto add = [&](const Tensor& t) {
+    index.add(t, static_cast<int32_t>(tagged.size()));
+    tagged.push_back(&t);
+  };
+  for (size_t j = 0; j < args.size(); ++j) add(args[j]);
+  for (const CapturedConstant& c : captured) add(c.source);
+  for (const auto& [name, t] : weights) add(t);
+  index.build();
+  // d is argument `arg` (by position: borrowed arguments may be one object,
+  // c(x, x)), or (arg < 0) the weight entry d.
+  const size_t first_weight = args.size() + captured.size();
+  auto overlapped = [&](const Tensor& d, int32_t arg) {
+    bool any = false;
+    index.for_each_candidate(d, [&](int32_t tag) {
+      const size_t t = static_cast<size_t>(tag);
+      any = any || (arg >= 0 ? tag != arg : t < first_weight || tagged[t] != &d);
+    });
+    return any;
+  };
+  std::vector<char> r(writes.size(), 0);
+  for (size_t k = 0; k < writes.size(); ++k) {
+    const WriteBack& w = writes[k];
+    if (w.argument >= 0) {
+      const size_t i = static_cast<size_t>(w.argument);
+      r[k] = i < args.size() && overlapped(args[i], w.argument);
+    } else if (auto it = weights.find(w.weight); it != weights.end()) {
+      r[k] = overlapped(it->second, -1);
+    }
+  }
+  return r;
+}
+}  // namespace
+
 std::optional<WriteAlias> find_write_alias(TensorRefs args, const std::vector<WriteBack>& writes,
                                            const std::vector<WriteReads>& reads, const std::vector<int32_t>& same_as,
                                            const std::map<std::string, Tensor>& weights,
@@ -23,8 +104,12 @@ std::optional<WriteAlias> find_write_alias(TensorRefs args, const std::vector<Wr
     return i < same_as.size() && same_as[i] >= 0 ? static_cast<size_t>(same_as[i]) : i;
   };
   const bool known = reads.size() == writes.size();
+  std::vector<char> overlapped;  // empty: every write is tested
+  if (writes.size() * (args.size() + captured.size() + weights.size()) > MemoryOverlaps::kWorthwhilePairs)
+    overlapped = overlapped_writes(args, writes, weights, captured);
   for (size_t k = 0; k < writes.size(); ++k) {
     const WriteBack& w = writes[k];
+    if (!overlapped.empty() && !overlapped[k]) continue;
     const WriteReads* rd = known ? &reads[k] : nullptr;
     auto read_arg = [&](size_t j) {
       return !rd || (j < rd->arguments.size() && rd->arguments[j]) ||

@@ -15,6 +15,8 @@
 // (StageOptions::same_as) and runs other overlaps eagerly. Calls of
 // functions that write nothing never get here.
 #pragma once
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -26,6 +28,54 @@
 #include "tensor_refs.h"
 
 namespace kiln::detail {
+
+/// The byte spans of a set of tensors, sorted by memory, so that the tensors
+/// that may share memory with a given one are found in O(log n) (plus the
+/// ones found) instead of by testing each: a call writing n tensors in place
+/// with n others bound (50 captured tensors each written) tests n pairs, not
+/// n^2. Every added tensor that may_share_memory with the query is reported;
+/// a few that do not may be too (tensors of two buffers wrapping the same
+/// memory), so callers apply their own test to each candidate.
+class MemoryOverlaps {
+ public:
+  /// Above this many (destination, tensor) pairs to test, sorting the
+  /// tensors first (a few microseconds) costs less than a test per pair
+  /// (a few nanoseconds each).
+  static constexpr size_t kWorthwhilePairs = 64;
+  /// Room for `n` tensors (no reallocation while they are added).
+  void reserve(size_t n) { spans_.reserve(n); }
+  /// Adds `t` under `tag` (an undefined, unrealized or empty tensor shares
+  /// memory with nothing and is left out).
+  void add(const Tensor& t, int32_t tag);
+  /// Sorts the spans; call once after the adds, before the queries.
+  void build();
+  /// Calls f(tag) for each added tensor whose memory may overlap t's.
+  template <class F>
+  void for_each_candidate(const Tensor& t, F&& f) const {
+    Span q;
+    if (!span_of(t, q)) return;
+    // The spans of q's memory starting before q ends, from the last back
+    // while one of them (the running maximum of their ends) reaches q.
+    auto it = std::lower_bound(spans_.begin(), spans_.end(), q, [](const Span& a, const Span& b) {
+      return a.base != b.base ? a.base < b.base : a.lo < b.hi;
+    });
+    for (size_t j = static_cast<size_t>(it - spans_.begin()); j-- > 0;) {
+      const Span& s = spans_[j];
+      if (s.base != q.base || s.max_hi <= q.lo) break;
+      if (s.hi > q.lo) f(s.tag);
+    }
+  }
+
+ private:
+  struct Span {
+    uintptr_t base = 0;          // the buffer's memory
+    int64_t lo = 0, hi = 0;      // bytes [lo, hi) from base
+    int64_t max_hi = 0;          // the largest hi of the spans of base up to this one (sorted)
+    int32_t tag = -1;
+  };
+  static bool span_of(const Tensor& t, Span& s);
+  std::vector<Span> spans_;
+};
 
 /// A written tensor sharing memory with another tensor the call reads.
 struct WriteAlias {

@@ -273,9 +273,10 @@ Tensor eager_view(OpId op, std::span<const Tensor> in, const Attrs& attrs) {
     if (d == 0) { g.offset = im.offset; break; }
   if (!g.needs_copy) return Tensor(im.storage, im.dtype, std::move(g.shape), std::move(g.strides), g.offset);
   // Reshape that no strides can express: copy in row-major order. The copy
-  // is written through a view of the result with the input's shape.
+  // is written through a view of the result with the input's shape (at the
+  // result's offset: a compiled plan's destination may lie inside its arena).
   Tensor out = detail::output_tensor(g.shape, im.dtype, im.device);
-  Tensor as_input(out.buffer(), im.dtype, im.shape, contiguous_strides(im.shape), 0);
+  Tensor as_input(out.buffer(), im.dtype, im.shape, contiguous_strides(im.shape), out.offset());
   copy_into(x, as_input);
   return out;
 }

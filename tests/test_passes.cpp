@@ -659,6 +659,35 @@ TEST_SUITE("passes") {
           "}\n");
   }
 
+  TEST_CASE("algebraic_simplification drops the copy after a reshape unless it is a graph output") {
+    // A reshape eager copies (of a permuted value) traces as the reshape and
+    // a same-dtype cast: as values the cast is the reshape.
+    Graph g("g", {f32({2, 3, 4}), f32({12, 5})});
+    GraphValue x = g.inputs()[0], w = g.inputs()[1];
+    Attrs to_f32;
+    to_f32.dtype = DType::float32;
+    Attrs to_f64;
+    to_f64.dtype = DType::float64;
+    GraphValue merged = op(OpId::Reshape, {op(OpId::Permute, {x}, ints({1, 0, 2}))}, ints({3, 8}));
+    GraphValue copied = op(OpId::Cast, {merged}, to_f32);
+    GraphValue product = op(OpId::Matmul, {op(OpId::Reshape, {copied}, ints({2, 12})), w});
+    GraphValue out_copy = op(OpId::Cast, {op(OpId::Reshape, {x}, ints({4, 6}))}, to_f32);  // a result: stays
+    GraphValue widened = op(OpId::Cast, {op(OpId::Reshape, {x}, ints({24}))}, to_f64);     // a real cast
+    GraphValue of_permute = op(OpId::Cast, {op(OpId::Permute, {x}, ints({2, 1, 0}))}, to_f32);  // no reshape
+    g.output_values({product, out_copy, widened, op(OpId::Neg, {of_permute})});
+    check_pass(g, [](Graph& h) {
+      algebraic_simplification(h);
+      dead_code_elimination(h);
+    });
+    CHECK(count_op(g, OpId::Cast) == 3);
+    const Node& mm = g.node(g.producer(g.output_ids()[0]));
+    REQUIRE(mm.op == OpId::Matmul);
+    const Node& a = g.node(g.producer(mm.inputs[0]));  // reshape(reshape(permute)) composed, no cast between
+    CHECK(a.op == OpId::Reshape);
+    CHECK(g.node(g.producer(a.inputs[0])).op == OpId::Permute);
+    CHECK(g.node(g.producer(g.output_ids()[1])).op == OpId::Cast);
+  }
+
   TEST_CASE("algebraic_simplification of broadcast_to") {
     Graph g("g", {f32({3, 4})});
     GraphValue x = g.inputs()[0];

@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include <vector>
 
+#include "../jit/write_alias.h"
 #include "same_bits.h"
 #include "test_util.h"
 
@@ -629,5 +630,103 @@ TEST_SUITE("write aliasing") {
       CHECK(vv[i] == ev[i]);
       CHECK(vw[i] == doctest::Approx(ew[i]).epsilon(1e-6));
     }
+  }
+
+  // Many written tensors (tester N8: 50 captured tensors, each written): the
+  // guard sorts the tensors by memory (MemoryOverlaps) instead of testing
+  // every pair; every overlap the pairwise test finds it still finds.
+  TEST_CASE("many captured tensors written: an overlapping pair among 40 is found, disjoint slices of one buffer pass") {
+    for (int mode = 0; mode < 3; ++mode) {
+      CAPTURE(mode);
+      // mode 0: 40 separate buffers, except captured 17 and 33, overlapping
+      // views of one; mode 1: 40 disjoint, adjacent slices of one buffer;
+      // mode 2: mode 1 plus an argument that is a view of slice 25.
+      // The 40 captured tensors, in `base` and `other`, and the argument.
+      auto make = [mode](const Tensor& base, const Tensor& other) {
+        std::vector<Tensor> st;
+        for (int i = 0; i < 40; ++i)
+          st.push_back(mode == 0 ? (i == 17   ? other.index({Slice(0, 4)})
+                                    : i == 33 ? other.index({Slice(2, 6)})
+                                              : iota(4) + static_cast<float>(4 * i))
+                                 : base.index({Slice(4 * i, 4 * i + 4)}));
+        st.push_back(mode == 2 ? base.index({Slice(100, 104)}) : ones({4}));
+        return st;
+      };
+      const Tensor base = iota(4 * 40), other = iota(8);
+      std::vector<Tensor> state = make(base, other);
+      const Tensor x = state.back();
+      state.pop_back();
+      auto f = [&](Tensor x) {
+        for (const Tensor& t : state) t.add_(1.0f);
+        x.mul_(2.0f);
+        return sum(state[33]) + sum(x);
+      };
+      // eager answer on copies laid out the same way
+      const Tensor ebase = iota(4 * 40), eother = iota(8);
+      std::vector<Tensor> estate = make(ebase, eother);
+      const Tensor ex = estate.back();
+      estate.pop_back();
+      for (const Tensor& t : estate) t.add_(1.0f);
+      ex.mul_(2.0f);
+      const double want = (sum(estate[33]) + sum(ex)).item<double>();
+      // by hand: mode 0: other = 0..7, views [0, 4) and [2, 6) each + 1, so
+      // state 33 = other[2..5] = {2+2, 3+2, 4+1, 5+1} = 20, and x = 2 * 1 four
+      // times = 8; modes 1, 2: slice 33 = {132..135} + 1 = 538, and x = 8, or
+      // (mode 2) slice 25 = {100..103} + 1, then * 2 = 820
+      CHECK(want == (mode == 0 ? 28.0 : mode == 1 ? 546.0 : 538.0 + 820.0));
+      auto jf = jit(f);
+      CHECK(jf(x).tensor().item<double>() == want);
+      CHECK(vals(base) == vals(ebase));
+      CHECK(vals(other) == vals(eother));
+      CHECK(jf.stats().eager_calls == (mode == 1 ? 0 : 1));
+    }
+  }
+
+  TEST_CASE("MemoryOverlaps reports every tensor may_share_memory finds, for random views of a few buffers") {
+    // Slices, strided and flipped views of 3 buffers, and tensors of their own:
+    // the candidates of each query include every tensor that shares memory
+    // with it (brute force), and a query of another buffer gets none.
+    random::Generator gen(7);
+    const Tensor bufs[3] = {iota(64), iota(64), iota(48).reshape({6, 8})};
+    std::vector<Tensor> ts;
+    const std::vector<double> u = random::uniform({400}, 0.0, 1.0, DType::float64, &gen).to_vector<double>();
+    size_t r = 0;
+    auto pick = [&](int64_t n) { return static_cast<int64_t>(u[r++ % u.size()] * static_cast<double>(n)); };
+    for (int i = 0; i < 60; ++i) {
+      const int which = static_cast<int>(pick(4));
+      if (which == 3) {
+        ts.push_back(iota(1 + pick(8)));
+        continue;
+      }
+      const Tensor& b = bufs[which];
+      if (which == 2) {
+        const int64_t r0 = pick(6), c0 = pick(8);
+        Tensor v = b.index({Slice(r0, r0 + 1 + pick(6 - r0)), Slice(c0, c0 + 1 + pick(8 - c0))});
+        ts.push_back(pick(2) ? transpose(v, 0, 1) : v);
+      } else {
+        const int64_t lo = pick(64), len = pick(64 - lo), step = 1 + pick(3);
+        Tensor v = b.index({Slice(lo, lo + len, step)});  // may be empty
+        ts.push_back(pick(2) ? flip(v, {0}) : v);
+      }
+    }
+    detail::MemoryOverlaps index;
+    for (size_t j = 0; j < ts.size(); ++j) index.add(ts[j], static_cast<int32_t>(j));
+    index.build();
+    size_t pairs = 0;
+    for (size_t i = 0; i < ts.size(); ++i) {
+      std::vector<char> found(ts.size(), 0);
+      index.for_each_candidate(ts[i], [&](int32_t j) { found[static_cast<size_t>(j)] = 1; });
+      for (size_t j = 0; j < ts.size(); ++j)
+        if (may_share_memory(ts[i], ts[j])) {
+          CAPTURE(i);
+          CAPTURE(j);
+          CHECK(found[j]);
+          pairs += i != j;
+        }
+    }
+    CHECK(pairs > 20);  // the views do overlap
+    int none = 0;
+    index.for_each_candidate(iota(64), [&](int32_t) { ++none; });
+    CHECK(none == 0);
   }
 }

@@ -97,8 +97,9 @@ Tensor filled_like(const Tensor& c, const TensorType& t) {
   return r;
 }
 
-// Rewrites node i if a rule applies.
-void simplify(detail::Rewriter& rw, IdentityCache& ids, size_t i) {
+// Rewrites node i if a rule applies. `is_output`: per value, whether it is
+// a graph output.
+void simplify(detail::Rewriter& rw, IdentityCache& ids, const std::vector<char>& is_output, size_t i) {
   const Graph& g = rw.graph();
   Node& n = rw.nodes()[i];
   if (n.kind != NodeKind::op) return;
@@ -149,6 +150,16 @@ void simplify(detail::Rewriter& rw, IdentityCache& ids, size_t i) {
       if (g.type(n.inputs[0]) == g.type(out)) rw.replace(i, n.inputs[0]);
       return;
     }
+    case OpId::Cast: {
+      // A reshape eager copies is recorded as the reshape and a copy (a
+      // same-dtype cast, realization_context.cpp): as values, the two are
+      // the reshape. Where the plan's reshape step cannot be a view it
+      // copies anyway, so the cast would copy a second time.
+      const Node& p = rw.producer(n.inputs[0]);
+      if (is_op(p, OpId::Reshape) && !is_output[static_cast<size_t>(out)] && g.type(n.inputs[0]) == g.type(out))
+        rw.replace(i, n.inputs[0]);
+      return;
+    }
     case OpId::BroadcastTo: {
       if (g.type(n.inputs[0]) == g.type(out)) {
         rw.replace(i, n.inputs[0]);
@@ -176,9 +187,11 @@ void simplify(detail::Rewriter& rw, IdentityCache& ids, size_t i) {
 bool detail::run_algebraic_simplification(Graph& g) {
   Rewriter rw(g);
   IdentityCache ids(g.num_values());
+  std::vector<char> is_output(g.num_values(), 0);
+  for (int32_t v : g.output_ids()) is_output[static_cast<size_t>(v)] = 1;
   for (size_t i = 0; i < rw.nodes().size(); ++i) {
     rw.read_inputs(i);
-    simplify(rw, ids, i);
+    simplify(rw, ids, is_output, i);
   }
   return rw.commit();
 }

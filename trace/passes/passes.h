@@ -49,6 +49,10 @@ void constant_folding(Graph& g, int64_t max_elements = 1024);
 ///  - neg(neg(x)) -> x.
 ///  - permute(permute(x, p), q) -> permute(x, p∘q); an identity permute -> x.
 ///  - reshape(reshape(x, a), b) -> reshape(x, b); a reshape to x's shape -> x.
+///  - cast(reshape(x, a)) to the reshape's own dtype -> reshape(x, a) when
+///    the cast is no graph output (a reshape eager copies is recorded as the
+///    reshape and such a copy; where the plan's reshape cannot be a view, it
+///    copies itself).
 ///  - broadcast_to(x, x's shape) -> x; broadcast_to of a one-element
 ///    constant -> a constant of the broadcast shape when it has at most 1024
 ///    elements (larger ones stay a broadcast, which costs no memory).
