@@ -437,7 +437,7 @@ TEST_SUITE("jit_codegen") {
           });
         for (auto& x : th) x.join();
         AccResult r = part[0].max_ulp >= part[1].max_ulp ? part[0] : part[1];
-        MESSAGE(op_name(op) << " on " << cpu_target_name(t) << ": max " << r.max_ulp << " ulp over all 2^32 inputs (x="
+        MESSAGE(op_name(op) << " on " << tname(t) << ": max " << r.max_ulp << " ulp over all 2^32 inputs (x="
                             << hex(r.worst) << ")");
         CHECK(mism.load() == 0);
         CHECK(bad_large.load() == 0);  // tanh: |y| <= 1
