@@ -6,11 +6,14 @@
 #include <omp.h>
 
 #include <Eigen/Core>
+#include <cmath>
 #include <cstdlib>
 #include <string>
 #include <vector>
 #include <kiln/kiln.h>
 
+#include "../jit/elementwise_program.h"
+#include "../jit/program_builder.h"
 #include "bench_peers.h"
 #include "bench_report.h"
 #include "eigen_avx2_peers.h"
@@ -83,6 +86,29 @@ BENCHMARK_TEMPLATE(BM_kiln_ew, 2)->Name("BM_kiln_neg_16M")->Arg(2)->UseRealTime(
 BENCHMARK_TEMPLATE(BM_kiln_ew, 3)->Name("BM_kiln_exp_16M")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_TEMPLATE(BM_kiln_ew, 4)->Name("BM_kiln_tanh_16M")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_TEMPLATE(BM_kiln_ew, 5)->Name("BM_kiln_sqrt_16M")->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// ---- vector math in L1: the generated kernel of y = op(x) on 1024 float32 (the one eager exp and tanh
+// run; KILN_JIT_TARGET picks the target), one thread, values in [-3, 3]: ns per element, without dispatch ----
+template <int Op>
+void BM_gen_unary_1k(benchmark::State& st) {
+  using namespace kiln::codegen;
+  constexpr int64_t n = 1024;
+  const kiln::OpId op = Op == 0 ? kiln::OpId::Exp : kiln::OpId::Tanh;
+  ProgramBuilder b({kiln::DType::float32, kiln::DType::float32}, 1);
+  b.store(0, b.op(op, kiln::DType::float32, b.load(1, kiln::DType::float32)));
+  auto k = generate_elementwise(b.p, detect_cpu_target());
+  std::vector<float> x(n), y(n);
+  for (int64_t i = 0; i < n; ++i) x[size_t(i)] = 3.0f * std::sin(float(i) * 0.37f);
+  char* p[2] = {reinterpret_cast<char*>(y.data()), reinterpret_cast<char*>(x.data())};
+  const int64_t strides[2] = {4, 4};
+  for (auto _ : st) {
+    k->fn()(p, strides, n);
+    benchmark::DoNotOptimize(y.data());
+  }
+  st.SetItemsProcessed(st.iterations() * n);
+}
+BENCHMARK_TEMPLATE(BM_gen_unary_1k, 0)->Name("BM_gen_exp_1k");
+BENCHMARK_TEMPLATE(BM_gen_unary_1k, 1)->Name("BM_gen_tanh_1k");
 
 // ---- matmul ---------------------------------------------------------------------------------------
 void BM_kiln_matmul(benchmark::State& st) {

@@ -148,7 +148,7 @@ TEST_SUITE("eager_vmath") {
       REQUIRE(y.dtype() == DType::float32);
       const float* py = y.data<float>();
       const double worst = check_ulp(op, xs, py, bound);
-      MESSAGE(op_name(op) << " on " << codegen::cpu_target_name(t) << ": max " << worst << " ulp on " << xs.size()
+      MESSAGE(op_name(op) << " on " << std::string(codegen::cpu_target_name(t)) << ": max " << worst << " ulp on " << xs.size()
                           << " edge and random inputs");
       // exact special values and bounds
       if (op == OpId::Exp) {

@@ -22,11 +22,12 @@ InnerLoopFn cached_unary_vmath(OpId op, bool streaming) {
   }
   const CpuTarget t = detect_cpu_target();
   // tanh on SSE2: Eigen's vector tanh (eager's other path). On AVX2 the
-  // generated one costs a little more per element in L2 (0.41 against
-  // Eigen's 0.35 ns) but streams its output as it computes (cached with
-  // `streaming`) and prefetches its input: 16M float32 on this project's VM,
-  // 1 thread 9.0-10.4 -> 7.2-7.3 ms, 2 threads 3.4-3.9 -> 3.7 ms (copy loop
-  // 2.7-3.4 ms, same runs), and eager then gives compiled code's bits there.
+  // generated one costs less per element in L2 since its exp-free form
+  // (0.28 ns, the expm1 form 0.41; Eigen's 0.35), streams its output as it
+  // computes (cached with `streaming`) and prefetches its input: 16M
+  // float32 on this project's VM, 1 thread 4.7-4.8 ms (expm1 form: 6.8-8.0),
+  // 2 threads 2.6-2.7 ms (3.5-8.0), 0.64-0.73x the copy loop's time in the
+  // same runs (expm1 form: 0.92-1.39x); eager gives compiled code's bits.
   if (op == OpId::Tanh && t == CpuTarget::sse2) return nullptr;
   constexpr int kTargets = 3, kSlots = 2 * kTargets * 2;
   static std::array<std::atomic<InnerLoopFn>, kSlots> slots{};

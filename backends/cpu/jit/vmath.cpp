@@ -71,36 +71,9 @@ struct AsmBackend {
   }
   V maxx(V a, V b) { return A.maxx(l, R(a), b); }
   V minx(V a, V b) { return A.minx(l, R(a), b); }
+  /// min(max(x, -c), c), NaN kept (vrangeps would be one instruction on
+  /// AVX-512 but gives +-c for a NaN x).
   V clamp_sym(V x, float c) { return minx(cf(c), maxx(cf(-c), x)); }
-  V copysign_or(V r, V x) {
-    if (A.evex()) {  // r = r | (x & -0): vpternlogd truth table 0xf8 (r dies here)
-      x86::Vec d = R(r);
-      A.cc.emit(Inst::kIdVpternlogd, d, R(x), cf(-0.0f).op, Imm(0xf8));
-      return d;
-    }
-    return vor(r, vand(x, cf(-0.0f)));
-  }
-  /// x's sign on min(r, |x|), for r >= 0, NaN only where x is NaN (ax =
-  /// |x|): on AVX-512 one vrangeps (imm 0x02: the operand of smaller
-  /// magnitude, sign from x; two NaNs give NaN), else minps and copysign_or.
-  V min_signed(V r, V ax, V x) {
-    if (A.evex()) {
-      x86::Vec d = A.like(w);
-      A.cc.emit(Inst::kIdVrangeps, d, R(x), R(r), Imm(0x02));
-      return d;
-    }
-    return copysign_or(minx(r, ax), x);
-  }
-  /// 2^(k+1) for exp's t = x log2e + kMagic (k = t - bits(kMagic), kf = k
-  /// as a float): vscalefps of 2 by kf on AVX-512, else (k + 128) << 23.
-  V pow2_k1(I t, V kf) {
-    if (A.evex()) {
-      x86::Vec d = A.like(w);
-      A.cc.emit(Inst::kIdVscalefps, d, R(cf(2.0f)), R(kf));
-      return d;
-    }
-    return ishl(isub(t, ci(int32_t(std::bit_cast<uint32_t>(vm::kMagic) - 128u))), 23);
-  }
   V vand(V a, V b) { order(a, b); return A.and_(R(a), b); }
   V vor(V a, V b) { order(a, b); return A.or_(R(a), b); }
   V vxor(V a, V b) { order(a, b); return A.xor_(R(a), b); }

@@ -19,18 +19,21 @@
 //   bits (subnormals are scaled by 2^23 first); log(1+f) = f - f^2/2 + f^3
 //   P(f), P of degree 7 (the form of Cephes' logf, S. L. Moshier); log1p adds
 //   the rounding error of 1+x as (x - (u-1))/u.
-// - tanh: -m / (m + 2) with m = expm1(-2|x|) from the exp reduction (one
-//   division, no branch), capped at |x| (tiny |x| give |x| exactly); sign
-//   put back last so tanh(-0) = -0. Its own cheaper reduction (one FMA
-//   with ln2 on FMA targets) and a degree-4 P (kTanhExpP): two FMAs fewer
-//   than exp's, within the same 4 ulp bound. The division stays a vdivps:
-//   vrcp14ps (vrcpps) with a Newton/Markstein correction measured slower
-//   in these loops (the divider runs beside the FMA ports; the correction's
-//   three FMAs do not): on a Xeon (Emerald Rapids), tanh of 1024 floats in
-//   L1 took 11.4 TSC cycles per zmm with vdivps, 12.3 with vrcp14ps and a
-//   Markstein step, 9.5 with no division at all; per ymm 7.7 with vdivps,
-//   10.5 with vrcpps, a Newton step and a Markstein step. And vrcpps' bits
-//   differ between CPU vendors.
+// - tanh: no exp. The double-angle identity tanh x = 2t / (1 + t^2),
+//   t = tanh(x/2), with t from an odd rational x P(x^2) / Q(x^2) of degree
+//   5/6 (the rational form of tanh in Cody and Waite's tanh and in Eigen's
+//   float tanh; kiln's fit is for t, weighting t's error by 1/cosh(x), the
+//   factor by which the identity damps it, so five coefficients hold the
+//   whole range), x clamped to +-kTanhClamp where tanh rounds to 1. The
+//   identity is what lets a low degree reach 4 ulp: a rational for tanh
+//   itself, evaluated in float, loses up to 5.7 ulp near 1 (measured with
+//   a degree 9/8 fit: every Horner rounding of P and Q at large x^2 reaches
+//   the result); here those roundings are damped like the fit's error. One
+//   division; vector ALU instructions per vector (KILN_JIT_DUMP): AVX2 16,
+//   AVX-512 16, SSE2 24 (the expm1 form -m/(m+2) it replaced: 20, 17, 31).
+//   In L1 on this project's VM (AMD EPYC, 1024 floats): AVX2 0.39 -> 0.28
+//   ns per element, AVX-512 0.24 -> 0.21. Max 3.75 ulp over all 2^32
+//   inputs on FMA targets (the expm1 form: 2.5).
 // - atanh: log1p(2|x| / (1 - |x|)) / 2, sign put back last.
 // - sigmoid, silu, gelu_tanh: e^{-|x|} = p 2^k from the exp reduction; the
 //   quotient is formed on p and scaled by 2^k last, so tiny (subnormal)
@@ -283,62 +286,53 @@ typename B::V log1p(B& b, typename B::V x) {
   return b.sel(tiny(b, x), x, r);
 }
 
-/// e^r - 1 = r + r^2 (c0 + c1 r + ... + c4 r^4) on |r| <= 1.002 ln2/2 (rel.
-/// error 1.9e-8 with these float coefficients): one degree below kExpP,
-/// enough for tanh, whose result takes e^r's error at most once (fit as
-/// kExpP's, weighted for the relative error of the whole sum).
-inline constexpr float kTanhExpP[] = {4.999999702e-01f, 1.666651815e-01f, 4.166731238e-02f, 8.368980139e-03f,
-                                      1.388196950e-03f};
-/// kTanhExpP scaled for the reduced argument w = -r/2 of tanh: d_i = c_i (-2)^(i+1),
-/// so that Horner in w gives exactly -2 P(r) (power-of-two scalings commute
-/// with rounding).
-inline constexpr float kExpPm2[] = {kTanhExpP[0] * -2.0f, kTanhExpP[1] * 4.0f, kTanhExpP[2] * -8.0f,
-                                    kTanhExpP[3] * 16.0f, kTanhExpP[4] * -32.0f};
+/// tanh(x/2) = x (1 + p1 s + p2 s^2) / (2 + q1 s + q2 s^2 + q3 s^3), s = x^2:
+/// kiln's own fit (a linearized Lawson iteration in double, on |x| <= 10,
+/// weighting t's relative error by 1/cosh(x), the factor that damps it in
+/// tanh x = 2t / (1 + t^2); the coefficients rounded to float). With these
+/// float coefficients tanh x = 2t / (1 + t^2) is within 1.13e-8 (0.19
+/// 2^-24) relative of tanh on [0, kTanhClamp] in exact arithmetic.
+inline constexpr float kTanhP[] = {2.974225953e-02f, 1.135656930e-04f};  // p1, p2
+inline constexpr float kTanhQ[] = {2.0f, 2.261511087e-01f, 2.406475367e-03f, 2.428685548e-06f};
+inline constexpr float kTanhQ1[] = {kTanhQ[1], kTanhQ[2], kTanhQ[3]};  // q1, q2, q3
+/// |x| is clamped to it: tanh rounds to 1 from 9.0109 on, and the
+/// sequence below gives exactly 1 there (FMA and SSE2 forms alike; a
+/// clamp of 10 gives 1 - 2^-24).
+inline constexpr float kTanhClamp = 9.25f;
 
 template <class B>
 typename B::V tanh(B& b, typename B::V x) {
-  // tanh|x| = -m / (m + 2) with m = expm1(-2|x|) in (-1, 0]: one exp
-  // reduction and one division for every |x| (m is accurate relative to
-  // itself, so small |x| need no separate polynomial).
-  // a = min(|x|, 10); the reduction of -2a is run
-  // on a itself with the factor -2 folded into the constants: with
-  // kf = round(-2a log2e), r = -2a - kf ln2 = -2 w where
-  // w = a + kf ln2/2, so no -2a is ever formed.
-  // FMA targets form w in one FMA with ln2 rounded to float: the product
-  // is exact inside the FMA and ln2's rounding (1.9e-9) puts at most
-  // |kf| 1.9e-9 into r, which reaches tanh damped by 2 e^{-2a} / tanh(a)
-  // (kf = -1: 7.7e-9 relative, < 0.07 ulp; larger |kf| less). SSE2 keeps
-  // the Cody-Waite pair (kf ln2hi exact, then kf ln2lo).
-  // (the *_in forms overwrite their addend, which dies there: no copies)
-  auto ax = vabs(b, x);
-  auto a = b.minx(b.cf(10.0f), ax);
-  auto t = b.madd(a, b.cf(-2.0f * kLog2e), b.cf(kMagic));
-  auto kf = b.sub(t, b.cf(kMagic));
-  typename B::V w;
+  // tanh x = 2t / (1 + t^2) with t = tanh(x/2) = T / Q, T = a P(s) and Q(s)
+  // from kTanhP/kTanhQ, a = x clamped to +-kTanhClamp, s = a^2. Formed as
+  // T W with W = 2Q / (Q^2 + T^2): one division, no exp. Rounding errors of
+  // T and Q (and t's approximation error) reach the result damped by
+  // 1/cosh(x), so near 1 only the last four roundings count; at small |x|
+  // T is formed as a + (a s)(p1 + p2 s) (one rounding at T's scale; tiny
+  // |x| and +-0 give T = a exactly and then Q = 2, W = 1: tanh = x), and W,
+  // below 1 there, rounds to half an ulp of 2^-24 relative or less.
+  // Exhaustively (all 2^32 inputs, FMA targets) within 3.75 ulp of tanh;
+  // the result is capped at +-1 (its last roundings can round it up to
+  // 1 + 2^-23 from about x = 8.8 on). Odd: every step is odd or even in x.
+  // Not monotonic (the expm1 form happened to be, on [0, 10]): 7.2M of the
+  // 1.1e9 steps between neighbouring floats in [0, 10] go down by an ulp
+  // (8.6M without FMA), from |x| = 7e-4 on.
+  // No FMA (SSE2): Q = 2 + e, e = s (q1 + q2 s + q3 s^2), and Q^2 + T^2 =
+  // 4 + (e (e + 4) + T^2), so that no rounded Q^2 (an error of weight ~1
+  // at small |x|) enters the denominator.
+  auto a = b.clamp_sym(x, kTanhClamp);
+  auto s = b.mul(a, a);
+  auto T = b.madd_in(b.mul(a, s), horner(b, s, kTanhP), a);
+  typename B::V q, d;
   if (b.fused()) {
-    w = b.madd_in(kf, b.cf(0.5f * kLn2), a);
+    q = horner(b, s, kTanhQ);
+    d = b.madd_in(q, q, b.mul(T, T));
   } else {
-    w = b.madd_in(kf, b.cf(0.5f * kLn2Hi), a);
-    w = b.madd_in(kf, b.cf(0.5f * kLn2Lo), w);
+    auto e = b.mul(horner(b, s, kTanhQ1), s);
+    q = b.add(e, b.cf(2.0f));
+    d = b.add(b.add(b.mul(e, b.add(e, b.cf(4.0f))), b.mul(T, T)), b.cf(4.0f));
   }
-  // e^r - 1 = q = r + r^2 P(r) = -2 (w + w^2 (-2 P(r))) = -2 Q
-  auto s = b.mul(w, w);
-  auto Q = b.madd_in(s, horner(b, w, kExpPm2), w);
-  // 2^(k+1), k in [-29, 0] (vscalefps of 2 by kf on AVX-512, else
-  // (k + 128) << 23 with k + 128 = t - (bits(kMagic) - 128))
-  auto two_k1 = b.pow2_k1(b.as_i(t), kf);
-  // -m = (1 - 2^k) - q 2^k = Q 2^(k+1) + (1 - 2^k) in one rounding, and
-  // the divisor m + 2 = 2 - (-m)
-  auto nm = b.madd_in(Q, two_k1, b.nmadd(two_k1, b.cf(0.5f), b.cf(1.0f)));
-  auto r = b.div(nm, b.sub(b.cf(2.0f), nm));
-  // tanh|x| <= |x|: where r rounded above |x| (|x| below about 2^-11) |x|
-  // is the nearer float, and below 2^-24 it is tanh|x| correctly rounded
-  // (r is |x| or one ulp above there); +-0 gives +0. One min instead of a
-  // compare and select.
-  // x's sign put back: sign(x) min(r, |x|) (min_signed: one vrangeps on
-  // AVX-512, the smaller magnitude of x and r with x's sign; elsewhere the
-  // min, then r | (x & -0)). NaN x: r is NaN (a = min(10, |x|) kept it).
-  return b.min_signed(r, ax, x);
+  auto y = b.mul(T, b.div(b.add(q, q), d));
+  return b.clamp_sym(y, 1.0f);
 }
 
 /// num / (1 + e^{-|x|}) scaled: returns the quotient and the exponent to

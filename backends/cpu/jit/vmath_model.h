@@ -61,12 +61,6 @@ struct ScalarBackend {
   static V minx(V a, V b) { return a < b ? a : b; }
   /// min(max(x, -c), c), NaN kept.
   static V clamp_sym(V x, float c) { return minx(c, maxx(-c, x)); }
-  /// r | (x & -0): r with x's sign bit or-ed in.
-  static V copysign_or(V r, V x) { return f(u(r) | (u(x) & 0x80000000u)); }
-  /// x's sign on min(r, |x|) (r >= 0; ax = |x|): the generated code's min_signed.
-  static V min_signed(V r, V ax, V x) { return copysign_or(minx(r, ax), x); }
-  /// 2^(k+1) for t = bits(x log2e + kMagic), k = t - bits(kMagic) in [-127, 126].
-  static V pow2_k1(I t, V /*kf*/) { return f(uint32_t(t - int32_t(std::bit_cast<uint32_t>(kMagic) - 128u)) << 23); }
   static uint32_t u(V a) { return std::bit_cast<uint32_t>(a); }
   static V f(uint32_t a) { return std::bit_cast<float>(a); }
   static V vand(V a, V b) { return f(u(a) & u(b)); }
