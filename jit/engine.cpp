@@ -299,7 +299,7 @@ void check_input_write_alias(const CompiledModel& art, std::span<const Tensor> i
   if (inputs.size() != art.graph().input_ids().size()) return;  // the count error comes next
   if (auto a = kiln::detail::find_write_alias(inputs, sig->writes, {}, {}, no_weights, no_captured))
     throw ValueError(kiln::detail::write_alias_message(std::string(who) + " of '" + art.graph().name() + "'", *a,
-                                                       sig->in_tree, no_captured));
+                                                       sig->in_tree, no_captured, art.loaded_from_mef()));
 }
 }  // namespace detail
 

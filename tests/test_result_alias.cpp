@@ -512,5 +512,11 @@ TEST_SUITE("call path errors") {
     const std::string unbound =
         "from_mef '" + fh.path + "': the weights given do not match the file's; missing: 'mutable.0' (float32[4] cpu)";
     CHECK_THROWS_WITH_AS(CompiledCallable::from_mef(fh.path), doctest::Contains(unbound.c_str()), ValueError);
+    // what that weight is, and what to bind (tester N6)
+    CHECK_THROWS_WITH_AS(CompiledCallable::from_mef(fh.path),
+                         doctest::Contains("; 'mutable.0' is a tensor the traced function captured and wrote in place "
+                                           "(a write-back weight): bind the tensor each call should read and write "
+                                           "back under that name"),
+                         ValueError);
   }
 }

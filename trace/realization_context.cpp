@@ -1146,17 +1146,40 @@ void GraphRealizationContext::realize_all() {
                          "'); its tensors are symbolic values until the graph is compiled and called");
 }
 
+namespace {
+// Two handles of one view (same memory, offset, dtype, shape, strides):
+// eagerly one tensor, so the trace makes them one source. (Separate handles
+// of one view are common: each `w[1]` or `w.index(...)` of a captured
+// tensor makes a handle of its own.)
+bool same_view(const Tensor& a, const Tensor& b) {
+  return a.is_realized() && b.is_realized() && a.buffer() == b.buffer() && a.offset() == b.offset() && a.dtype() == b.dtype() && a.shape() == b.shape() &&
+         a.strides() == b.strides();
+}
+// The mutable source that `t` is (by handle, else an identical view of it), or null.
+template <class Index, class Sources>
+auto* find_mutable(const Index& index, Sources& mut, const Tensor& t) {
+  if (auto m = index.find(&t.impl()); m != index.end()) return &mut[m->second];
+  for (auto& m : mut)
+    if (same_view(m.tensor, t)) return &m;
+  return static_cast<decltype(&mut[0])>(nullptr);
+}
+}  // namespace
+
 std::shared_ptr<RealizationState> GraphRealizationContext::add_source(const Tensor& t) {
   if (!t.is_realized())
     throw RealizationError("add_source: only realized tensors may be graph sources (this tensor is unrealized)");
   const detail::TensorImpl* key = &t.impl();
-  if (auto m = mutable_index_.find(key); m != mutable_index_.end())
-    return std::make_shared<RealizationState>(std::vector<GraphValue>{{graph_, mutable_[m->second].value}}, link_);
+  if (const MutableSource* m = find_mutable(mutable_index_, mutable_, t))
+    return std::make_shared<RealizationState>(std::vector<GraphValue>{{graph_, m->value}}, link_);
   auto it = sources_.find(key);
-  int32_t v;
+  int32_t v = -1;
   if (it != sources_.end()) {
     v = it->second;
   } else {
+    for (const Tensor& q : pinned_)
+      if (same_view(q, t)) v = sources_.at(&q.impl());  // another handle of a view already embedded
+  }
+  if (v < 0) {
     v = graph_->add_constant(t).id;
     sources_[key] = v;
     pinned_.push_back(t);  // keep the key's address from being reused
@@ -1274,7 +1297,7 @@ std::shared_ptr<RealizationState> GraphRealizationContext::add_mutable_source(co
   if (!t.defined() || !t.is_realized())
     throw RealizationError("add_mutable_source: only realized tensors may be mutable graph sources");
   const detail::TensorImpl* key = &t.impl();
-  if (mutable_index_.count(key)) return add_source(t);
+  if (find_mutable(mutable_index_, mutable_, t)) return add_source(t);
   // A tensor embedded as a constant that was not read yet (the trace only
   // took views of it, or read elements a write through a view is about to
   // overwrite: make_mutable_for_write) becomes a mutable source all the
@@ -1282,6 +1305,18 @@ std::shared_ptr<RealizationState> GraphRealizationContext::add_mutable_source(co
   // the views taken of it (and those reads) read the tensor at call time.
   const std::vector<char>* written = t_written_region;
   t_written_region = nullptr;
+  // Another handle of a view already embedded and not read yet is the same
+  // tensor (one source); one already read stays a separate source, so the
+  // write is recorded and the compiled call's aliasing guard sees the two
+  // (jit runs such a call eagerly, as before).
+  const Tensor* src = &t;  // the handle kept (its impl is the key)
+  if (!sources_.count(key))
+    for (const Tensor& q : pinned_)
+      if (same_view(q, t) && constant_read(*this, sources_.at(&q.impl()), q, written).empty()) {
+        key = &q.impl();
+        src = &q;
+        break;
+      }
   if (auto s = sources_.find(key); s != sources_.end()) {
     const std::string why = constant_read(*this, s->second, t, written);
     if (!why.empty())
@@ -1291,7 +1326,7 @@ std::shared_ptr<RealizationState> GraphRealizationContext::add_mutable_source(co
                              "write into it before reading it or call add_mutable_source first");
     const int32_t c = s->second;
     MutableSource m;
-    m.tensor = t;
+    m.tensor = *src;  // (before pinned_ below drops src)
     m.weight = prefix_ + "mutable." + std::to_string(mutable_.size());
     m.value = c;
     // (Graph::add_weight's name index does not learn of this weight; the
@@ -1318,10 +1353,10 @@ std::shared_ptr<RealizationState> GraphRealizationContext::add_mutable_source(co
 }
 
 void GraphRealizationContext::set_mutable_value(const Tensor& t, int32_t v) {
-  auto it = mutable_index_.find(&t.impl());
-  if (it == mutable_index_.end())
+  MutableSource* mp = find_mutable(mutable_index_, mutable_, t);
+  if (!mp)
     throw RealizationError("in-place write: the tensor is not a mutable source of graph '" + graph_->name() + "'");
-  MutableSource& m = mutable_[it->second];
+  MutableSource& m = *mp;
   mark_superseded(m.value);
   m.value = v;
   m.written = true;
@@ -1353,7 +1388,9 @@ void GraphRealizationContext::bind_weight(const std::string& name, const Tensor&
                    "); register each module once under the module being traced, or pass weights explicitly");
 }
 
-bool GraphRealizationContext::is_mutable_source(const Tensor& t) const { return mutable_index_.count(&t.impl()) != 0; }
+bool GraphRealizationContext::is_mutable_source(const Tensor& t) const {
+  return find_mutable(mutable_index_, mutable_, t) != nullptr;
+}
 
 bool GraphRealizationContext::root_writable(int32_t root) const {
   for (const MutableSource& m : mutable_)
