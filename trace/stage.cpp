@@ -11,6 +11,7 @@
 
 #include "made_in_trace.h"
 #include "read_after_write.h"
+#include "weak_scalar.h"
 
 namespace kiln {
 
@@ -199,6 +200,10 @@ StagedGraph TraceSession::finish(const std::vector<Tensor>& outs, TreeDef out_tr
   // In-place writes: an argument whose handle now stands for a new value, and
   // every written mutable source, become extra outputs written back per call.
   std::vector<Tensor> all = outs;
+  // A weak runtime number (or a value computed from numbers only) returned
+  // is the default dtype's tensor of its kind (trace/weak_scalar.h).
+  for (Tensor& t : all)
+    if (!t.is_realized() && weak_scalar_kind(t)) t = ctx_->create_unrealized({ctx_->value_of(t)});
   // A result that is a mutable source (a realized tensor written while
   // tracing, `state.add_(x); return state;`) is its final value, not a
   // constant of its contents at trace time.
