@@ -1,6 +1,7 @@
 #include "call_plan.h"
 
 #include "fresh_results.h"
+#include "../trace/made_in_trace.h"
 
 #include <algorithm>
 #include <map>
@@ -22,12 +23,15 @@ std::shared_ptr<const CallPlan> make_call_plan(const StagedGraph& staged, const 
   // Only a tensor held outside the trace: one the function made while
   // traced (`Tensor z = zeros({3}); return z[1];`) is held by nothing but
   // this StagedGraph's captured entry (its trace has ended), and eagerly
-  // each call makes a new one, so its result stays a copy.
+  // each call makes a new one, so its result stays a copy. A copy of the
+  // StagedGraph kept by the caller holds it too: where the trace's end
+  // already showed it held by nothing else (trace/made_in_trace.h) it is
+  // not captured whatever the count says now.
   if (staged.graph && !staged.captured.empty()) {
     const Graph& g = *staged.graph;
     std::map<int32_t, uint32_t> captured_of;  // constant value -> captured index
     for (size_t c = 0; c < staged.captured.size(); ++c)
-      if (staged.captured[c].source.impl_ptr().use_count() > 1)
+      if (staged.captured[c].source.impl_ptr().use_count() > 1 && !made_in_trace(staged.captured[c].source))
         captured_of.emplace(staged.captured[c].value, static_cast<uint32_t>(c));
     const auto& souts = g.output_ids();
     const size_t sres = souts.size() - std::min(souts.size(), p->num_writes);

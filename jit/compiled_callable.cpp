@@ -90,7 +90,8 @@ void check_aliasing(const CompiledCallable& c, detail::TensorRefs args, const ch
     }
   if (s.writes.empty()) return;
   if (auto a = detail::find_write_alias(args, s.writes, s.write_reads, s.same_as, c.weights(), s.captured))
-    throw ValueError(detail::write_alias_message(who(), *a, s.in_tree, s.captured));
+    throw ValueError(detail::write_alias_message(who(), *a, s.in_tree, s.captured,
+                                                 c.engine_model().artifact().loaded_from_mef()));
 }
 }  // namespace
 
@@ -288,6 +289,17 @@ void check_weight_names(const engine::CompiledModel& art, const std::map<std::st
   for (const auto& slot : art.weight_slots()) listed.insert(slot.first);
   for (const auto& [name, t] : weights)
     if (!listed.count(name)) unexpected += (unexpected.empty() ? "'" : ", '") + name + "'";
+  // A missing write-back weight is no tensor of the user's registry but one
+  // the traced function captured and wrote in place; say what to bind.
+  std::string written_missing;
+  if (const engine::Signature* sig = art.signature())
+    for (const WriteBack& w : sig->writes)
+      if (w.argument < 0 && !weights.count(w.weight))
+        written_missing += (written_missing.empty() ? "; '" : ", '") + w.weight + "'";
+  if (!written_missing.empty())
+    written_missing += " " + std::string(written_missing.find(',') == std::string::npos ? "is a tensor" : "are tensors") +
+                       " the traced function captured and wrote in place (a write-back weight): bind the tensor "
+                       "each call should read and write back under that name";
   if (!missing.empty() || !unexpected.empty())
     throw ValueError(who + ": the weights given do not match " + holder + "'s" +
                      (missing.empty() ? std::string() : "; missing: " + missing) +
@@ -295,7 +307,7 @@ void check_weight_names(const engine::CompiledModel& art, const std::map<std::st
                                          : "; unexpected (" + holder + "'s graph reads no weight of that name): " +
                                                unexpected) +
                      " (" + holder + " lists " + std::to_string(art.weight_slots().size()) + " weight(s): " +
-                     (file ? "engine::read(path)->weight_slots())" : "its weight_slots())"));
+                     (file ? "engine::read(path)->weight_slots())" : "its weight_slots())") + written_missing);
 }
 }  // namespace
 
@@ -345,7 +357,7 @@ CompiledCallable CompiledCallable::from_mef(const std::string& path, std::map<st
   // would be read and written back separately, losing a write (tester t17
   // F2); refused here, where the binding is made, as a call would refuse it.
   if (auto a = detail::find_write_alias({}, s.writes, {}, {}, weights, {}))
-    throw ValueError(detail::write_alias_message("from_mef '" + path + "'", *a, s.in_tree, {}));
+    throw ValueError(detail::write_alias_message("from_mef '" + path + "'", *a, s.in_tree, {}, true));
   auto model = std::make_shared<engine::Model>(art, weights, "from_mef '" + path + "'",
                                                "the weights given to from_mef (its `weights` map)");
   CompiledCallable c =
@@ -395,10 +407,10 @@ void CompiledCallable::check_captured() const {
           bound = name;
           break;
         }
-      throw ValueError("compiled call: captured constant " + std::to_string(i) + " (" +
+      throw ValueError("compiled call: the captured tensor " +
                        TensorType(c.source.dtype(), c.source.shape(), c.source.device()).str() +
-                       ", graph value %" + std::to_string(c.value) +
-                       ") changed since the function was traced" +
+                       " (captured tensor " + std::to_string(i) +
+                       " of the function, in the order it first used them) changed since the function was traced" +
                        (c.source.buffer().version() != c.version ? std::string(" (it was written in place)") : "") +
                        "; its old value is baked into the compiled code. " +
                        (bound.empty()
@@ -450,7 +462,8 @@ CallResult CompiledCallable::inline_call(GraphRealizationContext& outer, detail:
         a.written = w.argument;
         a.other_argument = static_cast<int32_t>(j);
         throw ValueError(detail::write_alias_message("compiled call of '" + g.name() + "' inside a trace", a,
-                                                     staged_.in_tree, staged_.captured));
+                                                     staged_.in_tree, staged_.captured,
+                                                     model_->artifact().loaded_from_mef()));
       }
     }
   }

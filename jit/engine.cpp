@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <utility>
 
 #include "../tensor/mutation.h"
 #include "../trace/passes/passes.h"
@@ -21,6 +22,7 @@
 #include "mef_plan.h"
 #include "plan.h"
 #include "write_alias.h"
+#include "write_in_place.h"
 
 namespace kiln::engine {
 
@@ -297,7 +299,7 @@ void check_input_write_alias(const CompiledModel& art, std::span<const Tensor> i
   if (inputs.size() != art.graph().input_ids().size()) return;  // the count error comes next
   if (auto a = kiln::detail::find_write_alias(inputs, sig->writes, {}, {}, no_weights, no_captured))
     throw ValueError(kiln::detail::write_alias_message(std::string(who) + " of '" + art.graph().name() + "'", *a,
-                                                       sig->in_tree, no_captured));
+                                                       sig->in_tree, no_captured, art.loaded_from_mef()));
 }
 }  // namespace detail
 
@@ -356,9 +358,74 @@ void check_given_outputs(const Graph& g, std::span<const Tensor> outputs, const 
 }
 }  // namespace
 
+namespace {
+// Outputs given memory that overlaps an input or a bound weight (numpy's
+// out= with overlap): the plan reads its operands while it writes its
+// outputs, so such an output is computed where it was given only when the
+// plan provably reads every element of that operand before writing over it
+// (codegen::in_place_writes: the output is the operand's own memory, made
+// by a generated elementwise step reading element i only to write element
+// i, and nothing reads the operand later); any other overlap (a transpose,
+// a matmul, a reduction, a broadcast read, a later step reading the input,
+// a partial or shifted overlap, two operands in that memory) is computed
+// into memory of its own and copied into the given tensor once the plan has
+// run. Returns the indices of the outputs to compute elsewhere.
+std::vector<size_t> outputs_to_buffer(const codegen::ExecutionPlan& plan, std::span<const Tensor> inputs,
+                                      std::span<const Tensor> weights, std::span<const Tensor> outputs) {
+  std::vector<size_t> r;
+  const Graph& g = plan.graph();
+  if (inputs.size() != g.input_ids().size()) return r;  // the count error comes next
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    const Tensor& o = outputs[k];
+    if (!o.defined()) continue;
+    int overlaps = 0;
+    WriteBack operand;
+    const Tensor* same = nullptr;
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (inputs[i].defined() && inputs[i].is_realized() && may_share_memory(inputs[i], o)) {
+        ++overlaps;
+        operand = WriteBack{static_cast<int32_t>(i), ""};
+        same = &inputs[i];
+      }
+    for (size_t j = 0; j < weights.size(); ++j)
+      if (may_share_memory(weights[j], o)) {
+        ++overlaps;
+        operand = WriteBack{-1, plan.weight_slots()[j].first};
+        same = &weights[j];
+      }
+    if (overlaps == 0) continue;
+    const bool in_place = overlaps == 1 && kiln::detail::identical_tensors(*same, o) &&
+                          codegen::in_place_writes(plan, k, std::vector<WriteBack>{operand})[0];
+    if (!in_place) r.push_back(k);
+  }
+  return r;
+}
+}  // namespace
+
 void Model::execute_into(std::span<const Tensor> inputs, std::vector<Tensor>& out) const {
   check_given_outputs(artifact_->plan().graph(), out, "engine::Model::execute_into");
+  // (The CUDA plan computes into memory of its own: nothing given is written.)
+  std::vector<size_t> buffered;
+  if (!artifact_->cuda_plan()) buffered = outputs_to_buffer(artifact_->plan(), inputs, bound_, out);
+  if (buffered.empty()) {
+    run_into(inputs, out, false);
+    return;
+  }
+  std::vector<Tensor> dest(out.size());
+  for (size_t k : buffered) dest[k] = std::exchange(out[k], Tensor());
   run_into(inputs, out, false);
+  // A result that is still an input's memory (a view passed through) is
+  // read before any copy below overwrites it.
+  for (size_t k : buffered)
+    for (size_t j : buffered)
+      if (may_share_memory(out[k], dest[j]) && !(j == k && kiln::detail::identical_tensors(out[k], dest[j]))) {
+        out[k] = out[k].clone();
+        break;
+      }
+  for (size_t k : buffered) {
+    if (!kiln::detail::identical_tensors(out[k], dest[k])) dest[k].copy_(out[k]);
+    out[k] = std::move(dest[k]);
+  }
 }
 
 void Model::run_into(kiln::detail::TensorRefs inputs, std::vector<Tensor>& out, bool checked) const {

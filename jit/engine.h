@@ -177,6 +177,18 @@ class Model {
   /// ValueError for a non-contiguous (strided, transposed, flipped) or
   /// unrealized tensor and for more tensors than outputs. Undefined entries
   /// get memory of their own.
+  ///
+  /// An output given memory that overlaps an input or a bound weight gets
+  /// the answer separate memory would give, as numpy's `out=` does: it is
+  /// computed straight into that memory only when the plan reads each
+  /// element of the operand before writing over it (the output is the
+  /// operand's own memory, made by a generated elementwise step that reads
+  /// element i only to write element i, and no later step reads the
+  /// operand: `x * 2 + 1` into x); any other overlap (a transpose, matmul,
+  /// reduction or broadcast read of the operand, a later step reading it, a
+  /// shifted or partial overlap) is computed into memory of its own and then
+  /// copied into the output given, which then holds the result. The inputs
+  /// overlapped are overwritten by the result, as the caller asked.
   void execute_into(std::span<const Tensor> inputs, std::vector<Tensor>& outputs) const;
   const CompiledModel& artifact() const { return *artifact_; }
   const std::shared_ptr<const CompiledModel>& artifact_ptr() const { return artifact_; }

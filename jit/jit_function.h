@@ -4,12 +4,20 @@
 // arguments, whose values are part of the tree.
 //
 // Scalars: a C++ number passed for a parameter declared `Tensor` is a runtime
-// argument: it becomes a 0-d tensor (float32 for a floating value, int64 for
-// an integer, bool for a bool), so a new value reuses the compiled code. A
+// argument: it becomes a 0-d tensor (float64 for a floating value, int64 for
+// an integer, bool for a bool: the number exactly), so a new value reuses the
+// compiled code. It is weak in type promotion, as the same number written in
+// the function eagerly (`x * 0.1`) and as numpy's Python scalars: combined
+// with a tensor by an elementwise op it takes that tensor's dtype within its
+// kind (float32 x * s is float32, the number rounded to float32 as eagerly;
+// float64 x * s computes with the double; float16 stays float16; int32 x * 3
+// stays int32), numbers combined with each other (and with C++ constants)
+// stay weak, and read any other way (returned, reduced, passed to a call) a
+// number is the default dtype's tensor of its kind (float32, int64, bool);
+// see trace/weak_scalar.h. A 0-d tensor passed instead is a tensor (numpy 2's
+// NEP 50: float32 x * a float64 0-d tensor is float64), cached apart. A
 // parameter declared as a C++ number (`double`, `int`, ...) declares the
 // argument static: its value is traced into the code and is part of the key.
-// (A runtime 0-d tensor takes part in type promotion like any 0-d tensor, as
-// numpy 2's NEP 50 treats 0-d arrays: float16 x * float32 s gives float32.)
 //
 // Aliasing guard (as torch.compile guards on its inputs' aliasing): when the
 // compiled function writes in place a tensor that shares memory with another
@@ -39,6 +47,8 @@
 #include <vector>
 
 #include "../tensor/creation.h"
+#include "../trace/pytree_fixed.h"
+#include "../trace/weak_scalar.h"
 #include "compiled_callable.h"
 
 namespace kiln {
@@ -176,6 +186,63 @@ std::string alias_key(const std::vector<int32_t>& same_as);
 /// position when `d` cannot hold it (an integer above int64's range, a
 /// finite floating number float32 would make infinite).
 Tensor jit_number_tensor(const Scalar& s, DType d, size_t position);
+
+/// A number passed for a Tensor parameter (jit_number_tensor's 0-d tensor):
+/// a Tensor to the function, a weak input to the trace (trace/weak_scalar.h)
+/// and a node of its own ("number") in the argument tree, so the cache keeps
+/// calls with numbers apart from calls with 0-d tensors.
+struct RuntimeNumber : Tensor {
+  explicit RuntimeNumber(Tensor t) : Tensor(std::move(t)) {}
+};
+inline void number_treedef(TreeDef& d) {
+  d.kind = TreeDef::Kind::record;
+  d.value = "number";
+  d.keys = {"value"};
+  d.children.resize(1);
+}
+template <>
+struct PyTree<RuntimeNumber> {
+  static void flatten(const RuntimeNumber& v, TreeDef& def, LeafSink& sink) {
+    number_treedef(def);
+    sink.path.push_back("value");
+    PyTree<Tensor>::flatten(v, def.children[0], sink);
+    sink.path.pop_back();
+  }
+  template <class In>
+  static RuntimeNumber rebuild(const In& in, LeafSource& src) {
+    return RuntimeNumber(PyTree<Tensor>::rebuild<In>(in, src));
+  }
+  static RuntimeNumber unflatten(const TreeDef& def, LeafSource& src, const std::string& path) {
+    if (def.kind != TreeDef::Kind::record || def.value != "number" || def.children.size() != 1)
+      tree_error("at '" + path + "': expected a number, got " + def.str());
+    return RuntimeNumber(PyTree<Tensor>::unflatten(def.children[0], src, join_path(path, "value")));
+  }
+};
+template <>
+struct FixedTree<RuntimeNumber> : std::true_type {
+  static constexpr size_t leaves = 1;
+  static void build(TreeDef& d) { number_treedef(d); }
+  static void gather(const Tensor& v, Tensor*& out) { *out++ = v; }
+  static void gather(const Tensor& v, const Tensor**& out) { *out++ = &v; }
+  template <class P> static RuntimeNumber rebuild(P& in) { return RuntimeNumber(std::move(*in++)); }
+};
+/// A Tensor parameter traced from a number: the graph input, marked weak.
+template <class Out>
+  requires std::is_same_v<Out, Tensor>
+Out rebuild_node(const RuntimeNumber& in, LeafSource& src) {
+  Tensor t = PyTree<Tensor>::rebuild<RuntimeNumber>(in, src);
+  mark_weak_scalar(t);
+  return t;
+}
+/// The number as the eager call of jit's aliasing guard gets it: a 0-d
+/// tensor of the dtype eager would store it in beside the call's tensors
+/// (promote_with_scalar with the promoted dtype of the leaves of one or more
+/// dimensions; the default dtype of its kind when there are none).
+Tensor eager_number(const Tensor& number, std::span<const Tensor> leaves);
+template <class T> const T& eager_arg(const T& a, std::span<const Tensor>) { return a; }
+inline Tensor eager_arg(const RuntimeNumber& n, std::span<const Tensor> leaves) { return eager_number(n, leaves); }
+template <class T> void collect_number(const T&, std::vector<Tensor>&) {}
+inline void collect_number(const RuntimeNumber& n, std::vector<Tensor>& out) { out.push_back(n); }
 /// "jit: argument <path>: an undefined tensor ..." for leaf `i` of `tree`.
 [[noreturn]] void jit_undefined_argument(const TreeDef& tree, size_t i);
 }  // namespace detail
@@ -200,12 +267,12 @@ class JitFunction {
   std::string last_miss_explanation() const { return cache_->last_miss_explanation(); }
 
  private:
-  // A number for a Tensor parameter becomes a runtime 0-d tensor input.
+  // A number for a Tensor parameter becomes a weak runtime 0-d tensor input.
   template <size_t I, class P, class A>
   static auto runtime_scalar(const A& a) {
     if constexpr (std::is_same_v<P, Tensor> && std::is_arithmetic_v<A>) {
-      const DType d = std::is_same_v<A, bool> ? DType::bool_ : std::is_integral_v<A> ? DType::int64 : DType::float32;
-      return detail::jit_number_tensor(Scalar(a), d, I);
+      const DType d = std::is_same_v<A, bool> ? DType::bool_ : std::is_integral_v<A> ? DType::int64 : DType::float64;
+      return detail::RuntimeNumber(detail::jit_number_tensor(Scalar(a), d, I));
     } else {
       return std::cref(a);
     }
@@ -218,6 +285,7 @@ class JitFunction {
   template <class T>
   static const T& unwrap(const std::reference_wrapper<const T>& r) { return r.get(); }
   static const Tensor& unwrap(const Tensor& t) { return t; }
+  static const detail::RuntimeNumber& unwrap(const detail::RuntimeNumber& t) { return t; }
 
   template <class... Args>
   CallResult call_converted(const Args&... args) const {
@@ -226,6 +294,15 @@ class JitFunction {
     // (its ops inlined) instead of being compiled and run.
     if (auto* outer = dynamic_cast<GraphRealizationContext*>(&current_realization_context())) {
       for (const auto& [name, t] : cache_->options().compile.weights) outer->bind_weight(name, t);
+      // Numbers stay weak in the outer trace (its constants) for this call.
+      struct Numbers {
+        std::vector<Tensor> n;
+        ~Numbers() {
+          for (const Tensor& t : n) detail::unmark_weak_scalar(t);
+        }
+      } numbers;
+      (detail::collect_number(args, numbers.n), ...);
+      for (const Tensor& t : numbers.n) detail::mark_weak_scalar(t);
       F f = fn_;
       auto result = f(args...);
       auto [outs, out_tree] = tree_flatten(result);
@@ -334,7 +411,7 @@ class JitFunction {
     }
     cache_->count_eager_call();
     F f = fn_;
-    auto result = f(args...);
+    auto result = f(detail::eager_arg(args, leaves)...);
     auto [outs, out_tree] = tree_flatten(result);
     return CallResult{std::move(outs), std::make_shared<const TreeDef>(std::move(out_tree))};
   }

@@ -145,6 +145,7 @@ std::optional<WriteAlias> find_write_alias(TensorRefs args, const std::vector<Wr
           a.written = w.argument;
           a.other = WriteAlias::Other::weight;
           a.other_weight = name;
+          a.other_type = type_str(t);
           return a;
         }
     } else {
@@ -154,6 +155,7 @@ std::optional<WriteAlias> find_write_alias(TensorRefs args, const std::vector<Wr
         if (may_share_memory(args[j], it->second) && read_arg(j)) {
           WriteAlias a;
           a.written_weight = w.weight;
+          a.written_type = type_str(it->second);
           a.other_argument = static_cast<int32_t>(j);
           return a;
         }
@@ -170,6 +172,8 @@ std::optional<WriteAlias> find_write_alias(TensorRefs args, const std::vector<Wr
           a.other = WriteAlias::Other::weight;
           a.other_weight = name;
           a.other_type = type_str(t);
+          a.other_written = std::any_of(writes.begin(), writes.end(),
+                                        [&](const WriteBack& o) { return o.argument < 0 && o.weight == name; });
           return a;
         }
       // A captured constant is refused whenever the function reads it, also
@@ -190,57 +194,74 @@ std::optional<WriteAlias> find_write_alias(TensorRefs args, const std::vector<Wr
   return std::nullopt;
 }
 
+namespace {
+// What the user knows a captured tensor by: its type, and its place among
+// the function's captured tensors.
+std::string captured_desc(const std::vector<CapturedConstant>& captured, size_t c) {
+  std::string d = "a tensor the function captured";
+  if (c < captured.size())
+    d = "the captured tensor " + type_str(captured[c].source) + " (captured tensor " + std::to_string(c) +
+        " of the function, in the order it first used them)";
+  return d;
+}
+// A written weight: for a compiled function, the captured tensor it writes
+// in place (its weight name, 'mutable.N', is the compiler's); for a MEF
+// file, the tensor bound to the file's write-back weight of that name.
+std::string written_desc(const WriteAlias& a, bool from_mef) {
+  const std::string type = a.written_type.empty() ? "" : " (" + a.written_type + ")";
+  if (from_mef) return "the tensor bound to the file's write-back weight '" + a.written_weight + "'" + type;
+  return "the captured tensor" + type + " that the function writes in place";
+}
+}  // namespace
+
 std::string write_alias_message(const std::string& who, const WriteAlias& a, const TreeDef& in_tree,
-                                const std::vector<CapturedConstant>& captured) {
+                                const std::vector<CapturedConstant>& captured, bool from_mef) {
   const std::vector<std::string> paths = in_tree.leaf_paths();
   auto arg = [&](int32_t i) {
     const size_t k = static_cast<size_t>(i);
     return "argument " + (k < paths.size() && !paths[k].empty() ? paths[k] : std::to_string(i));
+  };
+  auto weight = [&](const std::string& name, const std::string& type) {
+    return "weight '" + name + "'" + (type.empty() ? "" : " (" + type + ")");
   };
   std::string m = who + ": ";
   if (a.written >= 0 && a.other == WriteAlias::Other::argument) {
     m += arg(a.written) + " and " + arg(a.other_argument) + " overlap in memory and the function writes " +
          arg(a.written) + " in place";
   } else if (a.written >= 0 && a.other == WriteAlias::Other::captured) {
-    std::string what = "captured constant " + std::to_string(a.other_captured);
-    if (a.other_captured < captured.size()) {
-      const Tensor& s = captured[a.other_captured].source;
-      what += " (" + TensorType(s.dtype(), s.shape(), s.device()).str() + ", graph value %" +
-              std::to_string(captured[a.other_captured].value) + ")";
-    }
-    m += arg(a.written) + " overlaps in memory with a tensor the function captured, " + what +
+    m += arg(a.written) + " overlaps in memory with " + captured_desc(captured, a.other_captured) +
          ", and the function writes " + arg(a.written) + " in place";
   } else if (a.written >= 0) {
-    m += arg(a.written) + " overlaps in memory with weight '" + a.other_weight + "' and the function writes " +
-         arg(a.written) + " in place";
+    m += arg(a.written) + " overlaps in memory with " + weight(a.other_weight, a.other_type) +
+         " and the function writes " + arg(a.written) + " in place";
   } else if (a.other == WriteAlias::Other::argument) {
-    m += arg(a.other_argument) + " overlaps in memory with the captured tensor the function writes in place "
-         "(bound as weight '" + a.written_weight + "')";
+    m += arg(a.other_argument) + " overlaps in memory with " + written_desc(a, from_mef);
   } else {
     // Two captured tensors (or two weights bound to one tensor): no argument
     // to pass a copy for; jit runs such a function eagerly.
-    const std::string written = "the tensor bound as weight '" + a.written_weight + "' (" + a.written_type +
-                                ": a captured tensor the function writes in place, or a write-back weight of a MEF file)";
     std::string other;
-    if (a.other == WriteAlias::Other::weight) {
-      other = "the tensor bound as weight '" + a.other_weight + "' (" + a.other_type + ")";
-    } else {
-      other = "captured constant " + std::to_string(a.other_captured);
-      if (a.other_captured < captured.size()) {
-        const Tensor& s = captured[a.other_captured].source;
-        other += " (" + type_str(s) + ", graph value %" + std::to_string(captured[a.other_captured].value) + ")";
-      }
-    }
-    return m + written + " and " + other + " share memory (two handles or overlapping views of one buffer, or one "
-           "tensor bound to two weights) and the function reads or writes the second after writing the first; the "
-           "compiled code reads and writes back each as a separate tensor, so a write would be lost or a read see the "
-           "old value. Capture (or bind) one tensor and take the views inside the function, pass them as arguments, "
-           "or call the function through jit(fn), which runs such a call eagerly";
+    if (a.other == WriteAlias::Other::captured)
+      other = captured_desc(captured, a.other_captured);
+    else if (a.other_written)
+      other = from_mef ? "the tensor bound to the file's write-back weight '" + a.other_weight + "' (" + a.other_type + ")"
+                       : "the captured tensor (" + a.other_type + ") that the function also writes in place";
+    else
+      other = "the tensor bound as " + weight(a.other_weight, a.other_type);
+    return m + written_desc(a, from_mef) + " and " + other + " share memory and the function reads or writes the "
+           "second after writing the first; the compiled code reads and writes back each as a separate tensor, so a "
+           "write would be lost or a read see the old value. " +
+           (from_mef ? "Bind tensors that do not share memory to the file's weights (e.g. a .clone() of one of them) "
+                       "when calling from_mef"
+                     : "Capture (or bind) one tensor and take the views inside the function, pass them as arguments, "
+                       "or call the function through jit(fn), which runs such a call eagerly");
   }
   m += "; the compiled code reads each argument, captured tensor and weight as a separate tensor, so a read of one "
-       "after the write to the other would see the old value where an eager call sees the new one. Pass a copy "
-       "instead (e.g. x.clone()), or call the function through jit(fn), which recompiles for identical arguments "
-       "and runs other overlaps eagerly";
+       "after the write to the other would see the old value where an eager call sees the new one. ";
+  m += from_mef ? "Pass a copy instead (e.g. x.clone()), or bind tensors that do not share memory with the arguments "
+                  "to the file's weights when calling from_mef (a callable read from a MEF file has no function to "
+                  "run eagerly)"
+                : "Pass a copy instead (e.g. x.clone()), or call the function through jit(fn), which recompiles for "
+                  "identical arguments and runs other overlaps eagerly";
   return m;
 }
 

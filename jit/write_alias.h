@@ -86,6 +86,7 @@ struct WriteAlias {
   int32_t other_argument = -1;  ///< Other::argument
   size_t other_captured = 0;    ///< Other::captured: index into StagedGraph::captured
   std::string other_weight;     ///< Other::weight
+  bool other_written = false;   ///< Other::weight: a weight the function writes too (a write-back weight)
   /// For a written mutable weight that overlaps another weight or a captured
   /// constant: the types of the tensors (for the message).
   std::string written_type, other_type;
@@ -108,8 +109,13 @@ std::optional<WriteAlias> find_write_alias(TensorRefs args, const std::vector<Wr
 /// The ValueError text: `who` (e.g. "compiled call of 'main'"), both
 /// positions (argument paths from `in_tree` when it has them), that they
 /// overlap and which is written, and what to do (pass x.clone(), or jit).
+/// Tensors are named as the user knows them: arguments by path, captured
+/// tensors by type and order of first use, a captured tensor the function
+/// writes by its type. `from_mef`: the callable was read from a MEF file
+/// (no function to run eagerly): written weights are named as the file
+/// names them and the advice is about what to bind to from_mef's weights.
 std::string write_alias_message(const std::string& who, const WriteAlias& a, const TreeDef& in_tree,
-                                const std::vector<CapturedConstant>& captured);
+                                const std::vector<CapturedConstant>& captured, bool from_mef = false);
 
 /// Same memory, dtype, shape and strides.
 bool identical_tensors(const Tensor& a, const Tensor& b);

@@ -8,6 +8,7 @@
 #include "kernel_registry.h"
 #include "op_table.h"
 #include "ops.h"
+#include "scalar_operand.h"
 #include "scalar_store.h"
 
 namespace kiln {
@@ -100,6 +101,12 @@ Tensor with_scalar(OpId op, const Tensor& t, Scalar s, bool scalar_first) {
     throw ValueError(detail::op_prefix(op) + "input " + (scalar_first ? "1" : "0") + " is an undefined tensor");
   Tensor st = scalar_tensor(s, t.dtype());
   Tensor tt = st.dtype() == t.dtype() ? t : cast(t, st.dtype());
+  // (A trace treats st as weak beside a jit runtime number: trace/weak_scalar.h.)
+  struct Mark {
+    detail::ScalarOperand old = detail::t_scalar_operand;
+    ~Mark() { detail::t_scalar_operand = old; }
+  } mark;
+  detail::t_scalar_operand = {&st.impl(), s.kind};
   return scalar_first ? apply(op, st, tt) : apply(op, tt, st);
 }
 

@@ -446,10 +446,10 @@ TEST_SUITE("call path errors") {
                          doctest::Contains("jit: argument 1: the number 18446744073709551615 is out of range for "
                                            "int64, the dtype of the 0-d tensor jit makes of an integer"),
                          ValueError);
-    CHECK_THROWS_WITH_AS(j(zeros({2}), 1e300),
-                         doctest::Contains("jit: argument 1: the number 1.0000000000000001e+300 is out of range for "
-                                           "float32"),
-                         ValueError);
+    // a floating number is held as float64, exactly; beside a float32 tensor
+    // it is stored as float32 where it is used, as eagerly (1e300 -> inf)
+    CHECK(vals(j(full({2}, 1.0, DType::float64), 1e300)) == std::vector<double>{1e300, 1e300});
+    CHECK(vals(j(ones({2}), 1e300)) == vals(ones({2}) * 1e300));
     // in range: the ordinary runtime scalar
     CHECK(vals(j(ones({2}), uint64_t{3})) == std::vector<double>{3, 3});
     CHECK(vals(j(ones({2}), 2.5)) == std::vector<double>{2.5, 2.5});
@@ -512,5 +512,11 @@ TEST_SUITE("call path errors") {
     const std::string unbound =
         "from_mef '" + fh.path + "': the weights given do not match the file's; missing: 'mutable.0' (float32[4] cpu)";
     CHECK_THROWS_WITH_AS(CompiledCallable::from_mef(fh.path), doctest::Contains(unbound.c_str()), ValueError);
+    // what that weight is, and what to bind (tester N6)
+    CHECK_THROWS_WITH_AS(CompiledCallable::from_mef(fh.path),
+                         doctest::Contains("; 'mutable.0' is a tensor the traced function captured and wrote in place "
+                                           "(a write-back weight): bind the tensor each call should read and write "
+                                           "back under that name"),
+                         ValueError);
   }
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <climits>
 #include <cstring>
 #include <exception>
 #include <map>
@@ -12,7 +13,9 @@
 #include "../tensor/creation.h"
 #include "../tensor/ops.h"
 #include "../tensor/realize_hook.h"
+#include "../tensor/scalar_operand.h"
 #include "read_after_write.h"
+#include "weak_scalar.h"
 
 namespace kiln {
 
@@ -462,16 +465,158 @@ Tensor RealizationContext::create_unrealized(std::vector<GraphValue> values, std
   return Tensor(std::move(impl));
 }
 
+// ---- weak runtime scalars (trace/weak_scalar.h) ---------------------------------
+namespace {
+struct WeakEntry {
+  ScalarKind kind = ScalarKind::floating;
+  int32_t materialized = -1;  // the value read as its kind's default dtype, once made
+};
+// Per graph value (graph, id) of the traces on this thread (a graph
+// context's entries go with it), and the realized 0-d tensors marked weak.
+thread_local std::map<std::pair<const Graph*, int32_t>, WeakEntry> t_weak;
+thread_local std::map<const detail::TensorImpl*, ScalarKind> t_weak_realized;
+// Set while the weak rules apply an op themselves: value_of then gives a
+// weak value as it is (float64 / int64 / bool).
+thread_local bool t_weak_raw = false;
+
+struct WeakRaw {
+  bool old = t_weak_raw;
+  WeakRaw() { t_weak_raw = true; }
+  ~WeakRaw() { t_weak_raw = old; }
+};
+bool any_weak() { return !t_weak.empty() || !t_weak_realized.empty(); }
+ScalarKind kind_of_dtype(DType d) { return detail::weak_kind_of(d); }
+DType weak_default(ScalarKind k) { return detail::weak_default_dtype(k); }
+// The weak kind of `t` in context `c`, if any.
+std::optional<ScalarKind> weak_kind_in(const RealizationContext& c, const Tensor& t) {
+  if (!t.defined()) return std::nullopt;
+  if (t.is_realized()) {
+    auto it = t_weak_realized.find(&t.impl());
+    return it == t_weak_realized.end() ? std::nullopt : std::optional<ScalarKind>(it->second);
+  }
+  const auto st = t.impl().state.get();
+  if (!st || st->context() != &c || st->values.empty()) return std::nullopt;
+  auto it = t_weak.find({st->values[0].graph, st->values[0].id});
+  return it == t_weak.end() ? std::nullopt : std::optional<ScalarKind>(it->second.kind);
+}
+void mark_weak_value(const Tensor& r) {
+  if (!r.defined() || r.is_realized() || !r.impl().state) return;
+  const GraphValue& v = r.impl().state->values[0];
+  t_weak[{v.graph, v.id}] = WeakEntry{kind_of_dtype(r.dtype())};
+}
+
+// The weak rules of an op (see trace/weak_scalar.h); nullopt: the op reads
+// no weak value, or not elementwise (value_of then reads each weak value as
+// its kind's default dtype).
+std::optional<Tensor> apply_weak(RealizationContext& c, OpId op, std::span<const Tensor> in, const Attrs& attrs) {
+  const OpInfo& info = op_info(op);
+  const bool elementwise = info.category == OpCategory::Unary || info.category == OpCategory::Binary ||
+                           info.category == OpCategory::Ternary;
+  const bool view = info.category == OpCategory::View && in.size() == 1;
+  if (!elementwise && !view) return std::nullopt;
+  std::vector<std::optional<ScalarKind>> kinds(in.size());
+  bool any = false;
+  for (size_t i = 0; i < in.size(); ++i) any |= (kinds[i] = weak_kind_in(c, in[i])).has_value();
+  if (!any) return std::nullopt;
+  // Beside a weak value, a C++ scalar operand (`s * 2.0`) is weak too.
+  for (size_t i = 0; i < in.size(); ++i)
+    if (!kinds[i] && in[i].defined() && &in[i].impl() == detail::t_scalar_operand.impl)
+      kinds[i] = detail::t_scalar_operand.kind;
+  const WeakRaw raw;
+  if (view) {
+    Tensor r = c.apply_op(op, in, attrs);
+    mark_weak_value(r);
+    return r;
+  }
+  if (op == OpId::Cast) return c.apply_op(op, in, attrs);  // an explicit dtype: a tensor, from the exact value
+  const size_t first = op == OpId::Where ? 1 : 0;  // where's condition takes no part in promotion
+  bool strong = false;
+  DType d = DType::bool_;
+  for (size_t i = first; i < in.size(); ++i)
+    if (!kinds[i]) {
+      d = strong ? promote_types(d, in[i].dtype()) : in[i].dtype();
+      strong = true;
+    }
+  if (!strong) {  // weak values (and C++ scalars) only: weak again, computed exactly
+    Tensor r = c.apply_op(op, in, attrs);
+    if (info.dtype_rule != DTypeRule::Compare && info.dtype_rule != DTypeRule::ToBool) mark_weak_value(r);
+    return r;
+  }
+  // As eager stores a scalar operand (with_scalar): the tensor's dtype
+  // within its kind; a number of a higher kind casts the tensor too.
+  DType t = d;
+  for (size_t i = first; i < in.size(); ++i)
+    if (kinds[i]) t = promote_with_scalar(t, *kinds[i]);
+  std::vector<Tensor> args(in.begin(), in.end());
+  for (size_t i = first; i < args.size(); ++i)
+    if (args[i].dtype() != t) {
+      Attrs a;
+      a.dtype = t;
+      const Tensor one[1] = {args[i]};
+      args[i] = c.apply_op(OpId::Cast, one, a);
+    }
+  return c.apply_op(op, args, attrs);
+}
+}  // namespace
+
+ScalarKind detail::weak_kind_of(DType d) {
+  return d == DType::bool_ ? ScalarKind::boolean : is_floating(d) ? ScalarKind::floating : ScalarKind::integer;
+}
+
+DType detail::weak_default_dtype(ScalarKind k) {
+  return k == ScalarKind::floating ? DType::float32 : k == ScalarKind::integer ? DType::int64 : DType::bool_;
+}
+
+void detail::mark_weak_scalar(const Tensor& t) {
+  if (!t.defined()) return;
+  if (t.is_realized()) t_weak_realized[&t.impl()] = kind_of_dtype(t.dtype());
+  else mark_weak_value(t);
+}
+
+void detail::unmark_weak_scalar(const Tensor& t) {
+  if (t.defined()) t_weak_realized.erase(&t.impl());
+}
+
+std::optional<ScalarKind> detail::weak_scalar_kind(const Tensor& t) {
+  if (!any_weak()) return std::nullopt;
+  return weak_kind_in(current_realization_context(), t);
+}
+
 GraphValue RealizationContext::value_of(const Tensor& t) {
   const auto st = t.impl().state.get();
-  if (st) {
-    if (st->link() == link_) return st->values[0];
-    t.realize();  // another context's tensor: realize it there, then it is a source here
+  GraphValue v;
+  if (st && st->link() == link_) {
+    v = st->values[0];
+  } else {
+    if (st) t.realize();  // another context's tensor: realize it there, then it is a source here
+    v = add_source(t)->values[0];
   }
-  return add_source(t)->values[0];
+  if (t_weak_raw || !any_weak()) return v;
+  // A weak value read other than by the weak rules: as its kind's default dtype.
+  auto it = t_weak.find({v.graph, v.id});
+  if (it == t_weak.end()) {
+    if (!t.is_realized()) return v;
+    auto r = t_weak_realized.find(&t.impl());
+    if (r == t_weak_realized.end()) return v;
+    it = t_weak.emplace(std::make_pair(v.graph, v.id), WeakEntry{r->second}).first;
+  }
+  WeakEntry& e = it->second;  // (std::map: stays valid while entries are added)
+  if (e.materialized < 0) {
+    e.materialized = v.id;
+    if (v.type().dtype != weak_default(e.kind)) {
+      const WeakRaw raw;
+      Attrs a;
+      a.dtype = weak_default(e.kind);
+      const Tensor one[1] = {create_unrealized({v})};
+      e.materialized = value_of(apply_op(OpId::Cast, one, a)).id;
+    }
+  }
+  return {v.graph, e.materialized};
 }
 
 Tensor RealizationContext::apply_op(OpId op, std::span<const Tensor> in, const Attrs& attrs) {
+  if (!t_weak_raw && any_weak())
+    if (std::optional<Tensor> r = apply_weak(*this, op, in, attrs)) return *std::move(r);
   // In a lazy scope, a view of a realized tensor is taken at once, as
   // eagerly: a realized tensor sharing its memory (a view costs nothing to
   // make). Recorded, it would be a value computed from the tensor's contents
@@ -1139,24 +1284,51 @@ std::vector<int32_t> detail::reads_after_write(const GraphRealizationContext& ct
   return ctx.reads_after_write(written);
 }
 
-GraphRealizationContext::~GraphRealizationContext() { pop(this); }
+GraphRealizationContext::~GraphRealizationContext() {
+  pop(this);
+  for (auto it = t_weak.lower_bound({graph_, INT32_MIN}); it != t_weak.end() && it->first.first == graph_;)
+    it = t_weak.erase(it);
+}
 
 void GraphRealizationContext::realize_all() {
   throw RealizationError("realize: can't realize from a graph context (graph '" + graph_->name() +
                          "'); its tensors are symbolic values until the graph is compiled and called");
 }
 
+namespace {
+// Two handles of one view (same memory, offset, dtype, shape, strides):
+// eagerly one tensor, so the trace makes them one source. (Separate handles
+// of one view are common: each `w[1]` or `w.index(...)` of a captured
+// tensor makes a handle of its own.)
+bool same_view(const Tensor& a, const Tensor& b) {
+  return a.is_realized() && b.is_realized() && a.buffer() == b.buffer() && a.offset() == b.offset() && a.dtype() == b.dtype() && a.shape() == b.shape() &&
+         a.strides() == b.strides();
+}
+// The mutable source that `t` is (by handle, else an identical view of it), or null.
+template <class Index, class Sources>
+auto* find_mutable(const Index& index, Sources& mut, const Tensor& t) {
+  if (auto m = index.find(&t.impl()); m != index.end()) return &mut[m->second];
+  for (auto& m : mut)
+    if (same_view(m.tensor, t)) return &m;
+  return static_cast<decltype(&mut[0])>(nullptr);
+}
+}  // namespace
+
 std::shared_ptr<RealizationState> GraphRealizationContext::add_source(const Tensor& t) {
   if (!t.is_realized())
     throw RealizationError("add_source: only realized tensors may be graph sources (this tensor is unrealized)");
   const detail::TensorImpl* key = &t.impl();
-  if (auto m = mutable_index_.find(key); m != mutable_index_.end())
-    return std::make_shared<RealizationState>(std::vector<GraphValue>{{graph_, mutable_[m->second].value}}, link_);
+  if (const MutableSource* m = find_mutable(mutable_index_, mutable_, t))
+    return std::make_shared<RealizationState>(std::vector<GraphValue>{{graph_, m->value}}, link_);
   auto it = sources_.find(key);
-  int32_t v;
+  int32_t v = -1;
   if (it != sources_.end()) {
     v = it->second;
   } else {
+    for (const Tensor& q : pinned_)
+      if (same_view(q, t)) v = sources_.at(&q.impl());  // another handle of a view already embedded
+  }
+  if (v < 0) {
     v = graph_->add_constant(t).id;
     sources_[key] = v;
     pinned_.push_back(t);  // keep the key's address from being reused
@@ -1274,7 +1446,7 @@ std::shared_ptr<RealizationState> GraphRealizationContext::add_mutable_source(co
   if (!t.defined() || !t.is_realized())
     throw RealizationError("add_mutable_source: only realized tensors may be mutable graph sources");
   const detail::TensorImpl* key = &t.impl();
-  if (mutable_index_.count(key)) return add_source(t);
+  if (find_mutable(mutable_index_, mutable_, t)) return add_source(t);
   // A tensor embedded as a constant that was not read yet (the trace only
   // took views of it, or read elements a write through a view is about to
   // overwrite: make_mutable_for_write) becomes a mutable source all the
@@ -1282,6 +1454,18 @@ std::shared_ptr<RealizationState> GraphRealizationContext::add_mutable_source(co
   // the views taken of it (and those reads) read the tensor at call time.
   const std::vector<char>* written = t_written_region;
   t_written_region = nullptr;
+  // Another handle of a view already embedded and not read yet is the same
+  // tensor (one source); one already read stays a separate source, so the
+  // write is recorded and the compiled call's aliasing guard sees the two
+  // (jit runs such a call eagerly, as before).
+  const Tensor* src = &t;  // the handle kept (its impl is the key)
+  if (!sources_.count(key))
+    for (const Tensor& q : pinned_)
+      if (same_view(q, t) && constant_read(*this, sources_.at(&q.impl()), q, written).empty()) {
+        key = &q.impl();
+        src = &q;
+        break;
+      }
   if (auto s = sources_.find(key); s != sources_.end()) {
     const std::string why = constant_read(*this, s->second, t, written);
     if (!why.empty())
@@ -1291,7 +1475,7 @@ std::shared_ptr<RealizationState> GraphRealizationContext::add_mutable_source(co
                              "write into it before reading it or call add_mutable_source first");
     const int32_t c = s->second;
     MutableSource m;
-    m.tensor = t;
+    m.tensor = *src;  // (before pinned_ below drops src)
     m.weight = prefix_ + "mutable." + std::to_string(mutable_.size());
     m.value = c;
     // (Graph::add_weight's name index does not learn of this weight; the
@@ -1318,10 +1502,10 @@ std::shared_ptr<RealizationState> GraphRealizationContext::add_mutable_source(co
 }
 
 void GraphRealizationContext::set_mutable_value(const Tensor& t, int32_t v) {
-  auto it = mutable_index_.find(&t.impl());
-  if (it == mutable_index_.end())
+  MutableSource* mp = find_mutable(mutable_index_, mutable_, t);
+  if (!mp)
     throw RealizationError("in-place write: the tensor is not a mutable source of graph '" + graph_->name() + "'");
-  MutableSource& m = mutable_[it->second];
+  MutableSource& m = *mp;
   mark_superseded(m.value);
   m.value = v;
   m.written = true;
@@ -1353,7 +1537,9 @@ void GraphRealizationContext::bind_weight(const std::string& name, const Tensor&
                    "); register each module once under the module being traced, or pass weights explicitly");
 }
 
-bool GraphRealizationContext::is_mutable_source(const Tensor& t) const { return mutable_index_.count(&t.impl()) != 0; }
+bool GraphRealizationContext::is_mutable_source(const Tensor& t) const {
+  return find_mutable(mutable_index_, mutable_, t) != nullptr;
+}
 
 bool GraphRealizationContext::root_writable(int32_t root) const {
   for (const MutableSource& m : mutable_)

@@ -5,9 +5,13 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <set>
 
+#include "made_in_trace.h"
 #include "read_after_write.h"
+#include "weak_scalar.h"
 
 namespace kiln {
 
@@ -196,6 +200,10 @@ StagedGraph TraceSession::finish(const std::vector<Tensor>& outs, TreeDef out_tr
   // In-place writes: an argument whose handle now stands for a new value, and
   // every written mutable source, become extra outputs written back per call.
   std::vector<Tensor> all = outs;
+  // A weak runtime number (or a value computed from numbers only) returned
+  // is the default dtype's tensor of its kind (trace/weak_scalar.h).
+  for (Tensor& t : all)
+    if (!t.is_realized() && weak_scalar_kind(t)) t = ctx_->create_unrealized({ctx_->value_of(t)});
   // A result that is a mutable source (a realized tensor written while
   // tracing, `state.add_(x); return state;`) is its final value, not a
   // constant of its contents at trace time.
@@ -232,6 +240,18 @@ StagedGraph TraceSession::finish(const std::vector<Tensor>& outs, TreeDef out_tr
   graph_->output(all);
   s.bound_weights = *ctx_->bound_weights;
   for (auto& [t, v] : ctx_->sources()) s.captured.push_back({t, content_hash(t), v, t.buffer().version()});
+  // Which of them the function made itself: held by nothing but the trace
+  // (the context's pin and s.captured) and the results being handed out (the
+  // caller's flattened `outs` and the result object it was flattened from,
+  // one handle each per leaf). Recorded now, while the count says so: a copy
+  // of the StagedGraph made later holds the tensor too (jit/call_plan.h).
+  // (A result object holding more, an IndexedTensor's base, is not told
+  // apart: call_plan's count at compile time decides as before.)
+  for (const CapturedConstant& c : s.captured) {
+    long held = 2;
+    for (const Tensor& o : outs) held += o.is_same(c.source) ? 2 : 0;
+    if (c.source.impl_ptr().use_count() <= held) note_made_in_trace(c.source);
+  }
   s.write_reads = write_reads(s, outs.size());
   ctx_.reset();
   s.graph = graph_;
@@ -241,6 +261,27 @@ StagedGraph TraceSession::finish(const std::vector<Tensor>& outs, TreeDef out_tr
   s.out_tree = std::move(out_tree);
   s.same_as = same_as_;
   return s;
+}
+
+namespace {
+std::mutex g_made_mu;
+std::vector<std::weak_ptr<TensorImpl>> g_made;  // expired entries are dropped as new ones come
+bool same_owner(const std::weak_ptr<TensorImpl>& w, const std::shared_ptr<TensorImpl>& p) {
+  return !w.owner_before(p) && !p.owner_before(w);
+}
+}  // namespace
+
+void note_made_in_trace(const Tensor& t) {
+  std::lock_guard<std::mutex> lock(g_made_mu);
+  std::erase_if(g_made, [](const std::weak_ptr<TensorImpl>& w) { return w.expired(); });
+  g_made.emplace_back(t.impl_ptr());
+}
+
+bool made_in_trace(const Tensor& t) {
+  std::lock_guard<std::mutex> lock(g_made_mu);
+  for (const auto& w : g_made)
+    if (same_owner(w, t.impl_ptr())) return true;
+  return false;
 }
 
 }  // namespace kiln::detail
