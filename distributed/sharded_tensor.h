@@ -71,7 +71,11 @@ class DistributedTensor {
     return redistribute(DeviceMapping(mesh(), to));
   }
   /// The whole tensor (every process gets it), on the device of this
-  /// process's first shard. Collective like redistribute.
+  /// process's first shard. Collective like redistribute. That is the mesh's
+  /// device, not necessarily the one the program's other tensors are on:
+  /// under `mpiexec -n P` process r's is cpu:r, so on ranks >= 1 mixing the
+  /// result with an ordinary (cpu) tensor is a DeviceError; `.cpu()` (or
+  /// `.to(device)`) moves it first.
   Tensor full_tensor() const;
 
  private:

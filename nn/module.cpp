@@ -120,16 +120,28 @@ void Module::load_state_dict(const std::map<std::string, Tensor>& sd, bool stric
   std::vector<std::pair<std::string, Tensor*>> walked;
   collect("", walked);
   const std::map<std::string, Tensor*> slots(walked.begin(), walked.end());
-  // Every entry is checked before any parameter changes.
-  if (strict) {
-    std::string missing;
-    for (const auto& [k, p] : slots)
-      if (!sd.count(k)) missing += (missing.empty() ? "'" : ", '") + k + "'";
-    if (!missing.empty()) throw ValueError("load_state_dict: missing parameter(s) " + missing);
-  }
+  // Every entry is checked before any parameter changes. Keys that name no
+  // parameter (always an error) and, with `strict`, parameters `sd` lacks
+  // are all listed in one message, both ways at once: a misspelt key shows
+  // up as one unexpected and one missing name (both maps are sorted).
+  std::string missing, unexpected;
+  size_t n_missing = 0, n_unexpected = 0;
+  for (const auto& [k, p] : slots)
+    if (!sd.count(k)) missing += (n_missing++ ? ", '" : "'") + k + "'";
+  for (const auto& [k, v] : sd)
+    if (!slots.count(k)) unexpected += (n_unexpected++ ? ", '" : "'") + k + "'";
+  if (n_unexpected || (strict && n_missing))
+    throw ValueError("load_state_dict: the state dict's keys do not match the module's parameters" +
+                     (n_unexpected ? "; " + std::to_string(n_unexpected) + " unexpected (no parameter of that name): " +
+                                         unexpected
+                                   : std::string()) +
+                     (n_missing ? "; " + std::to_string(n_missing) + " missing" +
+                                      (strict ? "" : " (not an error with strict = false: kept as they are)") + ": " +
+                                      missing
+                                : std::string()) +
+                     " (the module has " + std::to_string(slots.size()) + " parameter(s), named by state_dict())");
   for (const auto& [k, v] : sd) {
     auto it = slots.find(k);
-    if (it == slots.end()) throw ValueError("load_state_dict: no parameter named '" + k + "'");
     if (!v.defined()) throw ValueError("load_state_dict: '" + k + "' is an undefined tensor");
     if (v.dtype() != it->second->dtype() || v.shape() != it->second->shape())
       throw ValueError("load_state_dict: '" + k + "' expects " + std::string(name(it->second->dtype())) +

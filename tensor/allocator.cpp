@@ -11,6 +11,7 @@
 #include <string>
 
 #include "cpu_devices.h"
+#include "env_number.h"
 #include "error.h"
 
 namespace kiln {
@@ -68,13 +69,10 @@ struct Cache {
 };
 
 size_t initial_limit() {
-  size_t limit = kSanitized ? 0 : size_t{1} << 30;
-  if (const char* e = std::getenv("KILN_BUFFER_CACHE_BYTES")) {
-    char* end = nullptr;
-    unsigned long long v = std::strtoull(e, &end, 10);
-    if (end != e && *end == '\0') limit = static_cast<size_t>(v);
-  }
-  return limit;
+  // A malformed value ("1G", "1e9", "-5") is a ValueError, as for
+  // KILN_CPU_DEVICES, not silently the default (or, for "-5", 2^64 - 5).
+  return detail::env_whole_number("KILN_BUFFER_CACHE_BYTES", kSanitized ? 0 : size_t{1} << 30, 0, SIZE_MAX,
+                                  "a number of bytes (digits only: 1073741824 for 1 GiB)");
 }
 
 // CPU device 0's pool. Never destroyed: buffers may be freed during static

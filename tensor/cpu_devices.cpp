@@ -11,6 +11,7 @@
 #include <string>
 #include <thread>
 
+#include "env_number.h"
 #include "error.h"
 
 namespace kiln {
@@ -22,13 +23,7 @@ int g_count = 0;        // 0: not fixed yet
 int g_requested = 0;    // set_num_cpu_devices before the first read
 
 int read_env() {
-  const char* e = std::getenv("KILN_CPU_DEVICES");
-  if (!e || !*e) return 1;
-  char* end = nullptr;
-  const long n = std::strtol(e, &end, 10);
-  if (*end != 0 || n < 1 || n > 1024)
-    throw ValueError("KILN_CPU_DEVICES: expected a number of CPU devices in [1, 1024], got '" + std::string(e) + "'");
-  return static_cast<int>(n);
+  return static_cast<int>(detail::env_whole_number("KILN_CPU_DEVICES", 1, 1, 1024, "a number of CPU devices"));
 }
 
 // One worker thread per CPU device: a queue of jobs run in order.

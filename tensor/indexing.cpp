@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "creation.h"
+#include "index_error.h"
 #include "kernel_registry.h"
 #include "mutation.h"
 #include "op_table.h"
@@ -35,8 +36,7 @@ struct Plan {
 };
 
 int64_t checked_int(int64_t i, int64_t n, int64_t axis) {
-  if (i < -n || i >= n)
-    throw IndexError("index: index " + str(i) + " is out of bounds for axis " + str(axis) + " with size " + str(n));
+  if (i < -n || i >= n) detail::throw_index_out_of_range("index", i, axis, n);
   return i < 0 ? i + n : i;
 }
 
@@ -135,8 +135,7 @@ Tensor normalised(const Advanced& a, int64_t n, const char* who) {
     return reshape(r, a.index.shape());
   }
   if (auto bad = detail::device_utilities(a.index.device(), "index").first_index_outside(a.index, -n, n))
-    throw IndexError(std::string(who) + ": index " + str(*bad) + " is out of bounds for axis " + str(a.axis) +
-                     " with size " + str(n));
+    detail::throw_index_out_of_range(who, *bad, a.axis, n);  // as the compiled check (ops_data.cpp) words it
   const Tensor t = a.index.dtype() == DType::int64 ? a.index : cast(a.index, DType::int64);
   return where(t < 0, t + n, t);
 }

@@ -67,11 +67,24 @@ bool is_cpu_scalar(const Tensor& t) { return t.device().is_cpu() && t.ndim() == 
   size_t ref = 0;
   while (ref < in.size() && is_cpu_scalar(in[ref])) ++ref;
   if (ref == in.size()) return;
+  // Device d as the C++ that names it, for the hint: Device::cpu(), Device::cpu(1), Device::cuda(0).
+  const auto code = [](Device d) {
+    return std::string(d.is_cpu() ? "Device::cpu(" : "Device::cuda(") +
+           (d.is_cpu() && d.index == 0 ? "" : std::to_string(d.index)) + ")";
+  };
   for (size_t j = 0; j < in.size(); ++j) {
-    if (is_cpu_scalar(in[j]) || in[j].device() == in[ref].device()) continue;
-    throw DeviceError(op_prefix(op) + "input " + std::to_string(j) + " is on " + in[j].device().str() +
-                      " but input " + std::to_string(ref) + " is on " + in[ref].device().str() +
-                      " (move one with .to(device); eager ops never copy between devices)");
+    const Device a = in[j].device(), b = in[ref].device();
+    if (is_cpu_scalar(in[j]) || a == b) continue;
+    // CPU devices past 0 are mostly mesh devices: say where such a tensor came from.
+    const bool mesh_cpu = a.is_cpu() && b.is_cpu() && (a.index > 0 || b.index > 0);
+    throw DeviceError(op_prefix(op) + "input " + std::to_string(j) + " is on " + a.str() + " but input " +
+                      std::to_string(ref) + " is on " + b.str() +
+                      " (eager ops never copy between devices: move one with .to(" + code(a) + ") or .to(" + code(b) +
+                      ")" +
+                      (mesh_cpu ? "; a DistributedTensor's shards and full_tensor() are on its mesh devices, "
+                                  "cpu:<rank> under mpiexec"
+                                : "") +
+                      ")");
   }
 }
 

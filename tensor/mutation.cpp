@@ -11,6 +11,7 @@
 #include <string>
 
 #include "creation.h"
+#include "index_error.h"
 #include "kernel_registry.h"
 #include "op_table.h"
 #include "realize_hook.h"
@@ -240,9 +241,7 @@ const Tensor& Tensor::index_put_(const Tensor& indices, const Tensor& values, in
   const int64_t n = size(ax);
   std::vector<int64_t> idx = indices.to_vector<int64_t>();
   for (int64_t& k : idx) {
-    if (k < -n || k >= n)
-      throw IndexError("index_put_: index " + std::to_string(k) + " is out of range for axis " + std::to_string(ax) +
-                       " of extent " + std::to_string(n));
+    if (k < -n || k >= n) detail::throw_index_out_of_range("index_put_", k, ax, n);
     if (k < 0) k += n;
   }
   Tensor v = values.realize();

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernel_registry.h"
+#include "index_error.h"
 #include "op_table.h"
 #include "ops_select.h"
 
@@ -256,8 +257,7 @@ DataOut data_out(OpId op, std::span<const InDesc> in, const Attrs& a) {
 // `who` when given.
 void check_axis_indices(OpId op, const Tensor& index, int64_t ax, int64_t n, const char* who = nullptr) {
   if (auto bad = device_utilities(index.device(), op_name(op).data()).first_index_outside(index, -n, n))
-    throw IndexError((who ? std::string(who) + ": " : op_prefix(op)) + "index " + str(*bad) + " is out of range for axis " + str(ax) + " with extent " +
-                     str(n) + " (expected " + str(-n) + " <= index < " + str(n) + ")");
+    detail::throw_index_out_of_range(who ? std::string_view(who) : op_name(op), *bad, ax, n);
 }
 
 // Throws IndexError naming the first index outside [-n, n) and its position

@@ -357,6 +357,36 @@ TEST_SUITE("cli") {
     CHECK(bad.err.find("expected bfloat16[4] cpu, got float64[4] cpu (.npy has no bfloat16: give a float32 .npy of "
                        "the same shape; it is rounded to bfloat16, to nearest even)") != std::string::npos);
   }
+
+  TEST_CASE("a malformed KILN_BUFFER_CACHE_BYTES is an error naming the variable, not silently ignored") {
+    Cli kiln;
+    auto f = [](Tensor x) { return x * 2.0f; };
+    const std::string mef = kiln.file("twice.mef");
+    compile(f)(TensorLayout(DType::float32, {4})).export_mef(mef);
+    write_npy(kiln.file("x.npy"), Tensor::from_vector(std::vector<float>{1, 2, 3, 4}, {4}));
+    // The child reads the variable at its first allocation (this process read it long ago).
+    auto run_with = [&](const char* value) {
+      setenv("KILN_BUFFER_CACHE_BYTES", value, 1);
+      Run r = kiln("run '" + mef + "' --input '" + kiln.file("x.npy") + "'");
+      unsetenv("KILN_BUFFER_CACHE_BYTES");
+      return r;
+    };
+    // Before: "-5" was strtoull's 2^64 - 5 (an unbounded cache), the others the default, without a word.
+    for (const char* bad : {"1G", "512MB", "1e9", "lots", "-5", " 5", "+5", "99999999999999999999999"}) {
+      CAPTURE(bad);
+      Run r = run_with(bad);
+      CHECK(r.code == 1);
+      CHECK_MESSAGE(r.err.find("KILN_BUFFER_CACHE_BYTES: expected a number of bytes (digits only: 1073741824 for 1 GiB) "
+                               "in [0, 18446744073709551615], got '" + std::string(bad) + "'") != std::string::npos,
+                    r.err);
+    }
+    for (const char* good : {"0", "1073741824", "18446744073709551615", ""}) {
+      CAPTURE(good);
+      Run r = run_with(good);
+      CHECK_MESSAGE(r.code == 0, r.err);
+      CHECK(r.out.find("result 0: float32[4] cpu") != std::string::npos);
+    }
+  }
 }
 
 #endif  // KILN_CLI_PATH

@@ -58,8 +58,31 @@ TEST_SUITE("compile") {
     // the loaded tensors themselves are not aliased by the module
     CHECK(lin.state_dict().at("weight").data_ptr() != zero.at("weight").data_ptr());
     std::map<std::string, Tensor> bad = {{"bias", ones({3})}, {"nope", ones({1})}};
-    CHECK_THROWS_WITH_AS(lin.load_state_dict(bad), doctest::Contains("no parameter named 'nope'"), ValueError);
+    CHECK_THROWS_WITH_AS(lin.load_state_dict(bad), doctest::Contains("1 unexpected (no parameter of that name): 'nope'"),
+                         ValueError);
     for (double v : kt::values(lin.state_dict().at("bias"))) CHECK(v == 0.0);  // unchanged
+  }
+
+  TEST_CASE("load_state_dict: a misspelt key is named as unexpected beside the parameter it leaves missing") {
+    // Before: strict named only the missing 'weight', non-strict only the unexpected 'wieght'.
+    nn::Linear lin(4, 3);
+    const std::map<std::string, Tensor> typo = {{"wieght", ones({3, 4})}, {"bias", ones({3})}, {"Bias", ones({3})}};
+    const std::string head = "load_state_dict: the state dict's keys do not match the module's parameters; ";
+    const std::string tail = " (the module has 2 parameter(s), named by state_dict())";
+    CHECK_THROWS_WITH_AS(lin.load_state_dict(typo, /*strict=*/true),
+                         (head + "2 unexpected (no parameter of that name): 'Bias', 'wieght'; 1 missing: 'weight'" + tail)
+                             .c_str(),
+                         ValueError);
+    CHECK_THROWS_WITH_AS(lin.load_state_dict(typo),
+                         (head + "2 unexpected (no parameter of that name): 'Bias', 'wieght'; 1 missing (not an error "
+                                 "with strict = false: kept as they are): 'weight'" + tail)
+                             .c_str(),
+                         ValueError);
+    // Strict with only missing keys lists them all; non-strict loads what is there.
+    CHECK_THROWS_WITH_AS(lin.load_state_dict({}, true), (head + "2 missing: 'bias', 'weight'" + tail).c_str(), ValueError);
+    for (double v : kt::values(lin.state_dict().at("bias"))) CHECK(v != 1.0);  // nothing loaded by the failed calls
+    lin.load_state_dict({{"bias", ones({3})}});
+    for (double v : kt::values(lin.state_dict().at("bias"))) CHECK(v == 1.0);
   }
 
   TEST_CASE("argument checks name the path and give expected vs got") {

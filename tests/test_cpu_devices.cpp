@@ -11,6 +11,7 @@
 
 #include "../tensor/cpu_devices.h"
 #include "../tensor/creation.h"
+#include "../tensor/ops.h"
 #include "../tensor/tensor.h"
 
 using namespace kiln;
@@ -54,6 +55,20 @@ TEST_SUITE("cpu_devices") {
     CHECK(b.data_ptr() != a.data_ptr());
     CHECK(Tensor::empty({0}, DType::float32).to(Device::cpu(2)).numel() == 0);
     CHECK_THROWS_WITH_AS(a.to(Device::cpu(8)), doctest::Contains("CPU device 8 does not exist"), DeviceError);
+  }
+
+  TEST_CASE("an eager op on tensors of two CPU devices: the DeviceError says how to move one") {
+    // Before: "(move one with .to(device); ...)" without the devices' names in C++ or where cpu:1 came from
+    // (a DistributedTensor's full_tensor() on rank 1 under mpiexec, mixed with the program's tensors).
+    const Tensor a = arange(0, 3).to(DType::float32), b = a.to(Device::cpu(1));
+    CHECK_THROWS_WITH_AS(b - a,
+                         "sub: input 1 is on cpu but input 0 is on cpu:1 (eager ops never copy between devices: move "
+                         "one with .to(Device::cpu()) or .to(Device::cpu(1)); a DistributedTensor's shards and "
+                         "full_tensor() are on its mesh devices, cpu:<rank> under mpiexec)",
+                         DeviceError);
+    const std::vector<float> zero{0, 0, 0};
+    CHECK((b.to(Device::cpu()) - a).to_vector<float>() == zero);  // as the message says
+    CHECK((b - a.to(Device::cpu(1))).to_vector<float>() == zero);
   }
 
   TEST_CASE("run_on_cpu_devices: one persistent worker per device, all at once") {

@@ -14,6 +14,8 @@
 
 #include "../../distributed/init.h"
 #include "../../distributed/sharded_tensor.h"
+#include "../../tensor/creation.h"
+#include "../../tensor/ops.h"
 #include "../distributed_test_util.h"
 
 using namespace dt;
@@ -183,6 +185,28 @@ int main(int argc, char** argv) {
           if (src.redistribute(t).full_tensor().to_vector<double>() != g)
             ++bad, std::printf("rank %d: 2-d %s -> %s wrong\n", r, f[0].str().c_str(), t[0].str().c_str());
         }
+    }
+  }
+  // full_tensor() is on this process's mesh device, cpu:r, as the README and
+  // sharded_tensor.h say: .cpu() mixes it with the program's tensors; without
+  // it an eager op on rank >= 1 is a DeviceError that says how to move it.
+  {
+    const DeviceMesh mesh(cpu_devices(n), "tp");
+    const Tensor x = arange(0, 4 * n).reshape({2, 2 * n});
+    const Tensor out = distribute(x, DeviceMapping(mesh, {Sharded(1)})).full_tensor();
+    if (!(out.device() == Device::cpu(r)))
+      ++bad, std::printf("rank %d: full_tensor on %s\n", r, out.device().str().c_str());
+    if ((out.cpu() - x).to_vector<float>() != std::vector<float>(4 * static_cast<size_t>(n), 0.0f))
+      ++bad, std::printf("rank %d: full_tensor().cpu() - x is not 0\n", r);
+    if (r > 0) {
+      try {
+        (void)(out - x);
+        ++bad, std::printf("rank %d: full_tensor() (cpu:%d) - x (cpu) did not throw\n", r, r);
+      } catch (const DeviceError& e) {
+        const std::string hint = "move one with .to(Device::cpu()) or .to(Device::cpu(" + std::to_string(r) + "))";
+        if (std::string(e.what()).find(hint) == std::string::npos)
+          ++bad, std::printf("rank %d: unexpected message: %s\n", r, e.what());
+      }
     }
   }
   std::printf("mpi_collectives: rank %d of %d: %s\n", r, n, bad ? "FAILED" : "ok");
