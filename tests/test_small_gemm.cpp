@@ -241,7 +241,7 @@ std::vector<float> check(CpuTarget t, int64_t m, int64_t n, int64_t k, bool ta, 
 // and with 2 OpenMP threads: bitwise the same.
 void check_same_at_1_and_2_threads(const SmallGemm& g, const std::vector<float>& A, const std::vector<float>& B,
                                    int64_t mn) {
-  std::vector<float> c1(size_t(mn)), c2(size_t(mn));
+  std::vector<float> c1(static_cast<size_t>(mn)), c2(static_cast<size_t>(mn));
   const int saved = omp_get_max_threads();
   omp_set_num_threads(1);
   char* p1[1] = {reinterpret_cast<char*>(c1.data())};
