@@ -12,6 +12,7 @@
 
 #include "../distributed/init.h"
 #include "../distributed/mpi.h"
+#include "bench_mpi.h"
 
 namespace kd = kiln::distributed;
 
@@ -41,19 +42,10 @@ void BM_peer_MPI_Allreduce(benchmark::State& st) {
 }
 
 // Fixed iterations and repetitions: every rank runs the same collectives.
-void sizes(benchmark::internal::Benchmark* b) {
-  b->Unit(benchmark::kMicrosecond)->UseRealTime()->Repetitions(5)->ReportAggregatesOnly(true);
-}
-BENCHMARK(BM_kiln_all_reduce)->Arg(1)->Iterations(200)->Apply(sizes);
-BENCHMARK(BM_peer_MPI_Allreduce)->Arg(1)->Iterations(200)->Apply(sizes);
-BENCHMARK(BM_kiln_all_reduce)->Arg(64)->Iterations(10)->Apply(sizes);
-BENCHMARK(BM_peer_MPI_Allreduce)->Arg(64)->Iterations(10)->Apply(sizes);
-
-class SilentReporter : public benchmark::BenchmarkReporter {
- public:
-  bool ReportContext(const Context&) override { return true; }
-  void ReportRuns(const std::vector<Run>&) override {}
-};
+BENCHMARK(BM_kiln_all_reduce)->Arg(1)->Iterations(200)->Apply(kb::mpi_options);
+BENCHMARK(BM_peer_MPI_Allreduce)->Arg(1)->Iterations(200)->Apply(kb::mpi_options);
+BENCHMARK(BM_kiln_all_reduce)->Arg(64)->Iterations(10)->Apply(kb::mpi_options);
+BENCHMARK(BM_peer_MPI_Allreduce)->Arg(64)->Iterations(10)->Apply(kb::mpi_options);
 
 }  // namespace
 
@@ -64,12 +56,5 @@ int main(int argc, char** argv) {
                  kd::mpi::is_built() ? "built" : "not built");
   }
   benchmark::Initialize(&argc, argv);
-  if (w->rank() == 0) {
-    benchmark::RunSpecifiedBenchmarks();
-  } else {
-    SilentReporter quiet;
-    benchmark::RunSpecifiedBenchmarks(&quiet);
-  }
-  benchmark::Shutdown();
-  return 0;
+  return kb::run_benchmarks_on_rank(w->rank());
 }

@@ -340,35 +340,32 @@ void BM_kiln_eager_layernorm_rows(benchmark::State& st) {
   Tensor x = kiln::random::normal({1024, 1024});
   for (auto _ : st) benchmark::DoNotOptimize(kiln::layer_norm(x).data_ptr());
 }
-void BM_eigen_softmax_rows(benchmark::State& st) {
+// The Eigen peers of the row benchmarks: row_op(x.row(r), y.row(r)) for
+// each row of a 1024 x 1024 float32 array, the rows split among the threads.
+template <class RowOp>
+void eigen_rows(benchmark::State& st, RowOp row_op) {
   kb::set_threads(static_cast<int>(st.range(0)));
   using M = Eigen::Array<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   M x = M::Random(1024, 1024), y(1024, 1024);
   for (auto _ : st) {
 #pragma omp parallel for schedule(static)
-    for (int r = 0; r < 1024; ++r) {
-      auto row = x.row(r);
-      float m = row.maxCoeff();
-      y.row(r) = (row - m).exp();
-      y.row(r) /= y.row(r).sum();
-    }
+    for (int r = 0; r < 1024; ++r) row_op(x.row(r), y.row(r));
     benchmark::ClobberMemory();
   }
 }
+void BM_eigen_softmax_rows(benchmark::State& st) {
+  eigen_rows(st, [](const auto& row, auto y) {
+    float m = row.maxCoeff();
+    y = (row - m).exp();
+    y /= y.sum();
+  });
+}
 void BM_eigen_layernorm_rows(benchmark::State& st) {
-  kb::set_threads(static_cast<int>(st.range(0)));
-  using M = Eigen::Array<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  M x = M::Random(1024, 1024), y(1024, 1024);
-  for (auto _ : st) {
-#pragma omp parallel for schedule(static)
-    for (int r = 0; r < 1024; ++r) {
-      auto row = x.row(r);
-      float mu = row.mean();
-      float var = (row - mu).square().mean();
-      y.row(r) = (row - mu) / std::sqrt(var + 1e-5f);
-    }
-    benchmark::ClobberMemory();
-  }
+  eigen_rows(st, [](const auto& row, auto y) {
+    float mu = row.mean();
+    float var = (row - mu).square().mean();
+    y = (row - mu) / std::sqrt(var + 1e-5f);
+  });
 }
 // The memory bound of the rows above: y = x, 1024 x 1024 float32 in
 // kiln-allocated tensors (as the kiln rows'), row by row with memcpy, the

@@ -8,11 +8,7 @@
 #include <torch/torch.h>
 
 #include "bench_digits.h"
-#include "bench_peers.h"
-
-namespace kb {
-void set_torch_threads(int n) { at::set_num_threads(n); }
-}  // namespace kb
+#include "bench_torch_peers.h"
 
 namespace {
 using kb::digits_bench::start;

@@ -12,11 +12,7 @@
 #include <limits>
 
 #include "bench_minilm.h"
-#include "bench_peers.h"
-
-namespace kb {
-void set_torch_threads(int n) { at::set_num_threads(n); }
-}  // namespace kb
+#include "bench_torch_peers.h"
 
 namespace {
 namespace mb = kb::minilm_bench;

@@ -2,11 +2,7 @@
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
 
-#include "bench_peers.h"
-
-namespace kb {
-void set_torch_threads(int n) { at::set_num_threads(n); }
-}  // namespace kb
+#include "bench_torch_peers.h"
 
 namespace {
 void BM_torch_conv2d(benchmark::State& st) {

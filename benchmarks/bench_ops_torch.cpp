@@ -2,20 +2,12 @@
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
 
-#include "bench_peers.h"
-
-namespace kb {
-void set_torch_threads(int n) { at::set_num_threads(n); }
-}  // namespace kb
+#include "bench_torch_peers.h"
 
 namespace {
 constexpr int64_t kBig = 16 << 20;
 
-void BM_torch_add_1elem(benchmark::State& st) {
-  at::set_num_threads(1);
-  at::Tensor a = at::ones({1}), b = at::ones({1});
-  for (auto _ : st) benchmark::DoNotOptimize(at::add(a, b));
-}
+using kb::BM_torch_add_1elem;
 BENCHMARK(BM_torch_add_1elem);
 
 template <int Op>

@@ -22,6 +22,7 @@
 #include "../distributed/init.h"
 #include "../distributed/sharding_rules.h"
 #include "../kiln.h"
+#include "bench_mpi.h"
 
 namespace kd = kiln::distributed;
 using namespace kiln;
@@ -117,32 +118,16 @@ void BM_tp_all_reduce_only(benchmark::State& st) {
 }
 
 // Arg 0: the big MLP (20 iterations); arg 1: the small one (500).
-void opts(benchmark::internal::Benchmark* b) {
-  b->Unit(benchmark::kMicrosecond)->UseRealTime()->Repetitions(5)->ReportAggregatesOnly(true);
-}
-BENCHMARK(BM_tp_compiled)->Arg(0)->Iterations(20)->Apply(opts);
-BENCHMARK(BM_tp_by_hand)->Arg(0)->Iterations(20)->Apply(opts);
-BENCHMARK(BM_tp_all_reduce_only)->Arg(0)->Iterations(20)->Apply(opts);
-BENCHMARK(BM_tp_compiled)->Arg(1)->Iterations(500)->Apply(opts);
-BENCHMARK(BM_tp_by_hand)->Arg(1)->Iterations(500)->Apply(opts);
-
-class SilentReporter : public benchmark::BenchmarkReporter {
- public:
-  bool ReportContext(const Context&) override { return true; }
-  void ReportRuns(const std::vector<Run>&) override {}
-};
+BENCHMARK(BM_tp_compiled)->Arg(0)->Iterations(20)->Apply(kb::mpi_options);
+BENCHMARK(BM_tp_by_hand)->Arg(0)->Iterations(20)->Apply(kb::mpi_options);
+BENCHMARK(BM_tp_all_reduce_only)->Arg(0)->Iterations(20)->Apply(kb::mpi_options);
+BENCHMARK(BM_tp_compiled)->Arg(1)->Iterations(500)->Apply(kb::mpi_options);
+BENCHMARK(BM_tp_by_hand)->Arg(1)->Iterations(500)->Apply(kb::mpi_options);
 
 }  // namespace
 
 int main(int argc, char** argv) {
   auto w = kd::init();
   benchmark::Initialize(&argc, argv);
-  if (w->rank() == 0) {
-    benchmark::RunSpecifiedBenchmarks();
-  } else {
-    SilentReporter quiet;
-    benchmark::RunSpecifiedBenchmarks(&quiet);
-  }
-  benchmark::Shutdown();
-  return 0;
+  return kb::run_benchmarks_on_rank(w->rank());
 }

@@ -77,9 +77,13 @@ struct JitOptions {
   bool check_captures = false;
 };
 
-/// What a jit function did, counted per call: every call (other than one
-/// inlined into an outer trace, which runs nothing) is exactly one of a hit,
-/// a miss or an eager call, so hits + misses + eager_calls = calls.
+/// What a jit function did, counted per call: every call that returns (other
+/// than one inlined into an outer trace, which runs nothing) is exactly one
+/// of a hit, a miss or an eager call, so hits + misses + eager_calls = calls
+/// that returned. A call that throws (a bad argument, such as an index out of
+/// range; a captured tensor that changed; check_captures or
+/// error_on_recompile refusing it) counts as none of the three; a graph it
+/// compiled before throwing stays cached and is counted in `compiles`.
 struct JitStats {
   /// Calls run by an entry already in the cache (compiled by an earlier call).
   int64_t hits = 0;
@@ -131,7 +135,8 @@ class JitCache {
   /// returns null (the caller then calls get(), which explains the miss).
   /// Counts nothing.
   std::shared_ptr<const CompiledCallable> find_fixed(const TreeDef& fixed_tree, std::span<const Tensor> leaves);
-  /// Counts a call run by a cached entry (JitStats::hits).
+  /// Counts a call run by a cached entry (JitStats::hits). The caller counts
+  /// a call once it has returned (a call that throws counts nothing).
   void count_hit() { hits_.fetch_add(1, std::memory_order_relaxed); }
   /// Counts a call that compiled its entry (JitStats::misses).
   void count_miss() { misses_.fetch_add(1, std::memory_order_relaxed); }
@@ -328,8 +333,9 @@ class JitFunction {
           const auto& co = cache_->options().compile;
           detail::check_same_trace(fn->staged(), stage(fn_, StageOptions{co.name, co.allow_subgraphs, {}, true})(args...));
         }
-        cache_->count_hit();
-        return fn->call_fixed(leaves, tree);
+        CallResult r = fn->call_fixed(leaves, tree);
+        cache_->count_hit();  // once it ran: a call that throws counts nothing
+        return r;
       }
       return call_general(std::vector<Tensor>(leaves.begin(), leaves.end()), tree, args...);
     } else {
@@ -378,8 +384,9 @@ class JitFunction {
       return call_aliased(leaves, tree, layouts, args...);
     if (!compiled && cache_->sample_capture_check())
       detail::check_same_trace(fn->staged(), stage(fn_, StageOptions{co.name, co.allow_subgraphs, {}, true})(args...));
+    CallResult r = fn->call_flat(leaves, tree);
     compiled ? cache_->count_miss() : cache_->count_hit();
-    return fn->call_flat(leaves, tree);
+    return r;
   }
 
   // A call whose writes would be observed through shared memory: identical
@@ -405,13 +412,14 @@ class JitFunction {
         if (!compiled && cache_->sample_capture_check())
           detail::check_same_trace(fn->staged(),
                                    stage(fn_, StageOptions{co.name, co.allow_subgraphs, same_as, true})(args...));
+        CallResult r = fn->call_flat(leaves, tree);
         compiled ? cache_->count_miss() : cache_->count_hit();
-        return fn->call_flat(leaves, tree);
+        return r;
       }
     }
-    cache_->count_eager_call();
     F f = fn_;
     auto result = f(detail::eager_arg(args, leaves)...);
+    cache_->count_eager_call();
     auto [outs, out_tree] = tree_flatten(result);
     return CallResult{std::move(outs), std::make_shared<const TreeDef>(std::move(out_tree))};
   }

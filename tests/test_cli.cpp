@@ -134,6 +134,17 @@ TEST_SUITE("cli") {
                   part_w.err);
     CHECK(part_w.err.find("compile:") == std::string::npos);
     CHECK_MESSAGE(part_w.err.rfind("kiln run: weight 'bias'", 0) == 0, part_w.err);  // one prefix, not two
+    // A weights file without several of them: all named in one error, sorted, with their count.
+    write_safetensors(kiln.file("w0.safetensors"), std::map<std::string, Tensor>{{"other", zeros({2})}});
+    for (const std::string cmd : {"run", "bench"}) {
+      Run none_w = kiln(cmd + " '" + mef + "' --weights '" + kiln.file("w0.safetensors") + "' --input '" +
+                        kiln.file("x.npy") + "' --input '" + kiln.file("y.npy") + "'");
+      CHECK(none_w.code == 1);
+      CHECK_MESSAGE(none_w.err == "kiln " + cmd + ": 2 of the 2 weights the callable expects are missing from --weights '" +
+                                      kiln.file("w0.safetensors") + "': 'bias' (float32[3] cpu), 'weight' (float32[3, 4] "
+                                      "cpu); bind a tensor of each type under its name\n",
+                    none_w.err);
+    }
     // A weight of the wrong shape, and of the wrong dtype: one "kiln run: " prefix.
     for (const auto& [name, w] : std::vector<std::pair<std::string, Tensor>>{
              {"w_shape.safetensors", zeros({3, 5})}, {"w_dtype.safetensors", zeros({3, 4}, DType::float64)}}) {

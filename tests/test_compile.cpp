@@ -207,6 +207,51 @@ TEST_SUITE("compile") {
     CHECK(jf.stats().entries == 0);
   }
 
+  TEST_CASE("jit: a call that throws counts as no hit, miss or eager call") {
+    // hits + misses + eager_calls = calls that returned (JitStats): a bad
+    // index, found while the compiled code (or the eager call) runs, throws
+    // and counts nothing, on each path a call takes.
+    const Tensor a = zeros({2, 3}, DType::float64);
+    const Tensor good = Tensor::from_vector(std::vector<int64_t>{0, 2}), bad = Tensor::from_vector(std::vector<int64_t>{0, 3});
+    auto expect = [](const JitStats& s, int64_t hits, int64_t misses, int64_t eager, int64_t compiles) {
+      CHECK(s.hits == hits);
+      CHECK(s.misses == misses);
+      CHECK(s.eager_calls == eager);
+      CHECK(s.compiles == compiles);
+    };
+    // Tensor arguments (the cached fast path): a miss that throws compiles
+    // its entry (counted, kept) but counts no miss; a hit that throws no hit.
+    auto jf = jit([](Tensor x, Tensor i) { return x.index({Slice(), i}) + 1.0; });
+    CHECK_THROWS_WITH_AS(jf(a, bad), doctest::Contains("index 3 is out of range for axis 1"), IndexError);
+    expect(jf.stats(), 0, 0, 0, 1);
+    CHECK(kt::values(jf(a, good)) == std::vector<double>{1, 1, 1, 1});
+    expect(jf.stats(), 1, 0, 0, 1);
+    CHECK_THROWS_AS(jf(a, bad), IndexError);
+    expect(jf.stats(), 1, 0, 0, 1);
+    // A static argument (the general lookup): the same.
+    auto jg = jit([](Tensor x, Tensor i, int k) { return x.index({Slice(), i}) + static_cast<double>(k); });
+    CHECK_THROWS_AS(jg(a, bad, 2), IndexError);
+    expect(jg.stats(), 0, 0, 0, 1);
+    CHECK(kt::values(jg(a, good, 2)) == std::vector<double>{2, 2, 2, 2});
+    CHECK_THROWS_AS(jg(a, bad, 2), IndexError);
+    CHECK(kt::values(jg(a, good, 3)) == std::vector<double>{3, 3, 3, 3});
+    expect(jg.stats(), 1, 1, 0, 2);
+    // Overlapping arguments of a function that writes one run eagerly: an
+    // eager call that throws counts no eager call.
+    auto jw = jit([](Tensor x, Tensor y, Tensor i) {
+      x.add_(1.0);
+      return y.index({i});  // read after the write
+    });
+    Tensor buf = zeros({4}, DType::float64);
+    const Tensor i2 = Tensor::from_vector(std::vector<int64_t>{0, 1, 2}), i5 = Tensor::from_vector(std::vector<int64_t>{0, 1, 5});
+    CHECK_THROWS_WITH_AS(jw(slice(buf, 0, 0, 3), slice(buf, 0, 1, 4), i5), doctest::Contains("index 5"), IndexError);
+    CHECK(jw.stats().eager_calls == 0);
+    jw(slice(buf, 0, 0, 3), slice(buf, 0, 1, 4), i2);
+    const JitStats s = jw.stats();
+    CHECK(s.eager_calls == 1);
+    CHECK(s.hits + s.misses + s.eager_calls == 1);  // the one call that returned
+  }
+
   TEST_CASE("jit: static arguments are part of the key; LRU bound; recompile-as-error mode") {
     JitOptions o;
     o.max_entries = 2;

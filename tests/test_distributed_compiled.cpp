@@ -62,6 +62,20 @@ std::map<std::string, Tensor> mlp_weights(const DeviceMesh& mesh, const Mlp& p) 
   return w;
 }
 
+// The MLP compiled on `mesh` (mlp_fn, its weights bound from mlp_weights)
+// for x mapped by `x_placement`: x's layout, the options and the callable.
+struct CompiledMlp {
+  DistributedLayout lx;
+  kdist::DistributedCompileOptions o;
+  kdist::DistributedCallable run;
+};
+CompiledMlp compile_mlp(const DeviceMesh& mesh, const Mlp& p, const Placement& x_placement) {
+  const DistributedLayout lx(DType::float32, p.x.shape(), DeviceMapping(mesh, {x_placement}));
+  kdist::DistributedCompileOptions o;
+  o.weights = mlp_weights(mesh, p);
+  return {lx, o, kdist::compile(mlp_fn(mesh, p), o)(lx)};  // the callable is made in place (it does not move)
+}
+
 double worst_diff(const std::vector<double>& a, const std::vector<double>& b) {
   double w = 0;
   for (size_t i = 0; i < a.size(); ++i) w = std::max(w, std::abs(a[i] - b[i]));
@@ -111,10 +125,7 @@ TEST_SUITE("distributed_compiled") {
     for (int P = 1; P <= 4; ++P) {
       CAPTURE(P);
       const DeviceMesh mesh(cpu_devices(P), "tp");
-      const DistributedLayout lx(DType::float32, p.x.shape(), DeviceMapping(mesh, {Replicated()}));
-      kdist::DistributedCompileOptions o;
-      o.weights = mlp_weights(mesh, p);
-      auto run = kdist::compile(mlp_fn(mesh, p), o)(lx);
+      auto [lx, o, run] = compile_mlp(mesh, p, Replicated());
       CHECK(run.num_collectives() == (P > 1 ? 1 : 0));  // the all-reduce of the row-parallel result
       CHECK(run.local_devices().size() == size_t(P));
       const DistributedTensor X = distribute(p.x, lx.mapping);
@@ -194,10 +205,7 @@ TEST_SUITE("distributed_compiled") {
   TEST_CASE("execute_raw takes one buffer per shard, then the signal buffers") {
     const Mlp p(4, 8, 8, 4);
     const DeviceMesh mesh(cpu_devices(2), "tp");
-    const DistributedLayout lx(DType::float32, p.x.shape(), DeviceMapping(mesh, {Sharded(0)}));
-    kdist::DistributedCompileOptions o;
-    o.weights = mlp_weights(mesh, p);
-    auto run = kdist::compile(mlp_fn(mesh, p), o)(lx);
+    auto [lx, o, run] = compile_mlp(mesh, p, Sharded(0));
     const DistributedTensor X = distribute(p.x, lx.mapping);
     const auto want = run(X)[0];
     std::vector<Buffer> bufs{X.shard(0).contiguous().buffer(), X.shard(1).contiguous().buffer()};
@@ -216,10 +224,7 @@ TEST_SUITE("distributed_compiled") {
     for (int P : {1, 3}) {
       CAPTURE(P);
       const DeviceMesh mesh(cpu_devices(P), "tp");
-      const DistributedLayout lx(DType::float32, p.x.shape(), DeviceMapping(mesh, {Replicated()}));
-      kdist::DistributedCompileOptions o;
-      o.weights = mlp_weights(mesh, p);
-      auto a = kdist::compile(mlp_fn(mesh, p), o)(lx);
+      auto [lx, o, a] = compile_mlp(mesh, p, Replicated());
       auto b = kdist::compile([](const DistributedTensor& x) { return kdist::relu(x); })(lx);
       REQUIRE(a.signal_buffers().size() == size_t(P == 1 ? 0 : P));
       REQUIRE(b.signal_buffers().size() == a.signal_buffers().size());
@@ -240,10 +245,7 @@ TEST_SUITE("distributed_compiled") {
   TEST_CASE("capture and replay cover every device") {
     const Mlp p(4, 8, 8, 4);
     const DeviceMesh mesh(cpu_devices(2), "tp");
-    const DistributedLayout lx(DType::float32, p.x.shape(), DeviceMapping(mesh, {Replicated()}));
-    kdist::DistributedCompileOptions o;
-    o.weights = mlp_weights(mesh, p);
-    auto run = kdist::compile(mlp_fn(mesh, p), o)(lx);
+    auto [lx, o, run] = compile_mlp(mesh, p, Replicated());
     const DistributedTensor X = distribute(p.x, lx.mapping);
     const auto cap = run.capture(7, {X});
     CHECK(worst_diff(cap[0].full_tensor().to_vector<double>(), p.ref()) < 1e-5);
@@ -275,10 +277,7 @@ TEST_SUITE("distributed_compiled") {
   TEST_CASE("export writes a plan manifest with the mappings and one MEF per device segment") {
     const Mlp p(4, 8, 8, 4);
     const DeviceMesh mesh(cpu_devices(2), "tp");
-    const DistributedLayout lx(DType::float32, p.x.shape(), DeviceMapping(mesh, {Replicated()}));
-    kdist::DistributedCompileOptions o;
-    o.weights = mlp_weights(mesh, p);
-    auto run = kdist::compile(mlp_fn(mesh, p), o)(lx);
+    auto [lx, o, run] = compile_mlp(mesh, p, Replicated());
     const std::string prefix =
         (std::filesystem::temp_directory_path() / ("kiln_dist_export_" + std::to_string(::getpid()))).string();
     const auto paths = run.export_mef(prefix);
@@ -315,10 +314,7 @@ TEST_SUITE("distributed_compiled") {
     for (int P : {1, 2, 4}) {
       CAPTURE(P);
       const DeviceMesh mesh(cpu_devices(P), "tp");
-      const DistributedLayout lx(DType::float32, p.x.shape(), DeviceMapping(mesh, {Sharded(0)}));
-      kdist::DistributedCompileOptions o;
-      o.weights = mlp_weights(mesh, p);
-      auto run = kdist::compile(mlp_fn(mesh, p), o)(lx);
+      auto [lx, o, run] = compile_mlp(mesh, p, Sharded(0));
       const std::string prefix = temp_prefix("read" + std::to_string(P));
       const auto paths = run.export_mef(prefix);
       auto back = kdist::read(prefix, o.weights);
@@ -372,10 +368,7 @@ TEST_SUITE("distributed_compiled") {
       return m;
     }();
     const DeviceMesh mesh(cpu_devices(2), "tp");
-    const DistributedLayout lx(DType::float32, p.x.shape(), DeviceMapping(mesh, {Replicated()}));
-    kdist::DistributedCompileOptions o;
-    o.weights = mlp_weights(mesh, p);
-    auto run = kdist::compile(mlp_fn(mesh, p), o)(lx);
+    auto [lx, o, run] = compile_mlp(mesh, p, Replicated());
     const std::string prefix = temp_prefix("rebind");
     const auto paths = run.export_mef(prefix);
     auto back = kdist::read(prefix, mlp_weights(mesh, other));
@@ -391,10 +384,7 @@ TEST_SUITE("distributed_compiled") {
   TEST_CASE("read: truncated, corrupted and inconsistent plan files are clear errors") {
     const Mlp p(4, 8, 8, 4);
     const DeviceMesh mesh(cpu_devices(2), "tp");
-    const DistributedLayout lx(DType::float32, p.x.shape(), DeviceMapping(mesh, {Replicated()}));
-    kdist::DistributedCompileOptions o;
-    o.weights = mlp_weights(mesh, p);
-    auto run = kdist::compile(mlp_fn(mesh, p), o)(lx);
+    auto [lx, o, run] = compile_mlp(mesh, p, Replicated());
     const std::string prefix = temp_prefix("fuzz");
     const auto paths = run.export_mef(prefix);
     const std::string plan = prefix + ".plan", dev1 = prefix + ".d1.plan";

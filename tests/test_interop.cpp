@@ -20,6 +20,7 @@ namespace {
 using namespace kiln;
 using codegen::PlanStep;
 using kt::ref_matmul;
+using kt::ThreadGuard;
 
 const codegen::ExecutionPlan& plan_of(const CompiledCallable& c) { return c.engine_model().artifact().plan(); }
 int pairs(const codegen::ExecutionPlan& p) {
@@ -34,11 +35,6 @@ TensorLayout f32(std::vector<int64_t> shape) { return TensorLayout(DType::float3
 struct InteropEnv {
   explicit InteropEnv(bool on) { setenv("KILN_JIT_INTEROP", on ? "1" : "0", 1); }
   ~InteropEnv() { unsetenv("KILN_JIT_INTEROP"); }
-};
-struct Threads {
-  int saved = get_num_threads();
-  explicit Threads(int n) { set_num_threads(n); }
-  ~Threads() { set_num_threads(saved); }
 };
 
 }  // namespace
@@ -71,7 +67,7 @@ TEST_SUITE("interop") {
     const std::vector<double> want_cd = ref_matmul(kt::values(c), kt::values(d), n, n, n);
     for (int threads : {1, 2}) {
       CAPTURE(threads);
-      Threads t(threads);
+      ThreadGuard t(threads);
       const auto ref = in_order(a, b, c, d);
       for (int rep = 0; rep < 20; ++rep) {
         const auto got = paired(a, b, c, d);
@@ -109,7 +105,7 @@ TEST_SUITE("interop") {
     Tensor w2 = kt::random_tensor({64, 128}, DType::float32, 8, false, 1.0);
     for (int threads : {1, 2}) {
       CAPTURE(threads);
-      Threads t(threads);
+      ThreadGuard t(threads);
       auto [h, z] = moved(x, w1, y, w2);
       const auto want = in_order(x, w1, y, w2);
       for (int rep = 0; rep < 10; ++rep) {
@@ -145,7 +141,7 @@ TEST_SUITE("interop") {
     Tensor x = kt::random_tensor({B, I}, DType::float32, 9, false, 1.0);
     Tensor w = kt::random_tensor({I, O}, DType::float32, 10, false, 1.0);
     Tensor dy = kt::random_tensor({B, O}, DType::float32, 11, false, 1.0);
-    Threads t(2);
+    ThreadGuard t(2);
     auto [dw, dx] = backward(x, w, dy);
     for (int rep = 0; rep < 10; ++rep) {
       auto out = run(x, w, dy);
@@ -174,7 +170,7 @@ TEST_SUITE("interop") {
     Tensor dy = kt::random_tensor({B, O}, DType::float32, 14, false, 1.0);
     const auto want = backward(x, w, dy);
     const std::vector<Tensor> in = {x, w, dy};
-    Threads t(2);
+    ThreadGuard t(2);
     for (bool on : {true, false}) {
       CAPTURE(on);
       InteropEnv env(on);

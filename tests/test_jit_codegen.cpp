@@ -48,6 +48,17 @@ void run(const ElementwiseKernel& k, const ElementwiseProgram& p, std::vector<vo
 
 float f32(uint32_t u) { return std::bit_cast<float>(u); }
 uint32_t bits(float f) { return std::bit_cast<uint32_t>(f); }
+/// got has want's bits, or both are NaN (of any payload).
+bool same_or_nan(float got, float want) { return bits(got) == bits(want) || (std::isnan(want) && std::isnan(got)); }
+
+/// y = exp(x), or exp(-x) when `neg`: float32 operands (y, x).
+ElementwiseProgram exp_program(bool neg) {
+  const DType F = DType::float32;
+  Prog pr({F, F}, 1);
+  const int in = pr.load(1, F);
+  pr.store(0, pr.op(OpId::Exp, F, neg ? pr.op(OpId::Neg, F, in) : in));
+  return pr.p;
+}
 
 // ---- accuracy -------------------------------------------------------------------------------
 
@@ -797,18 +808,15 @@ TEST_SUITE("jit_codegen") {
       for (bool neg : {false, true}) {
         CAPTURE(tname(t));
         CAPTURE(neg);
-        Prog pr({F, F}, 1);
-        const int in = pr.load(1, F);
-        pr.store(0, pr.op(OpId::Exp, F, neg ? pr.op(OpId::Neg, F, in) : in));
-        auto k = generate_elementwise(pr.p, t);
-        run(*k, pr.p, {y.data_ptr(), x.data_ptr()}, n);
+        const ElementwiseProgram p = exp_program(neg);
+        auto k = generate_elementwise(p, t);
+        run(*k, p, {y.data_ptr(), x.data_ptr()}, n);
         int bad = 0;
         for (int64_t i = 0; i < n; ++i) {
           const float xi = neg ? -xs[size_t(i)] : xs[size_t(i)];
           const float got = y.data<float>()[i];
           const float w = vm::model(vm::MathFn::exp, xi, t != CpuTarget::sse2);
-          const bool ok = (bits(got) == bits(w) || (std::isnan(w) && std::isnan(got))) &&
-                          ulp_error(got, std::exp(double(xi))) <= 2.0;
+          const bool ok = same_or_nan(got, w) && ulp_error(got, std::exp(double(xi))) <= 2.0;
           if (!ok && bad++ < 5) FAIL_CHECK("exp(" << xi << ") = " << got << ", model " << w);
         }
         CHECK(bad == 0);
@@ -825,7 +833,6 @@ TEST_SUITE("jit_codegen") {
     // every pairing (fast/slow, slow/fast, both), at start offsets 0..15 (so
     // the pairs group the vectors both ways and the single-vector loop and
     // the tail see them too): bitwise the scalar model, as on every target.
-    const DType F = DType::float32;
     const float specials[] = {-120.0f, 100.0f, std::numeric_limits<float>::infinity(),
                               -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()};
     std::vector<float> xs;
@@ -842,20 +849,18 @@ TEST_SUITE("jit_codegen") {
       for (bool neg : {false, true}) {
         CAPTURE(tname(t));
         CAPTURE(neg);
-        Prog pr({F, F}, 1);
-        const int in = pr.load(1, F);
-        pr.store(0, pr.op(OpId::Exp, F, neg ? pr.op(OpId::Neg, F, in) : in));
-        auto k = generate_elementwise(pr.p, t, true);
+        const ElementwiseProgram p = exp_program(neg);
+        auto k = generate_elementwise(p, t, true);
         if (t == CpuTarget::avx2) CHECK(k->disassembly().find("vpmaxsd") != std::string::npos);  // the pair's test
         int bad = 0;
         for (int64_t off = 0; off < 16; ++off) {
           std::vector<float> y(size_t(n - off));
-          run(*k, pr.p, {y.data(), xs.data() + off}, n - off);
+          run(*k, p, {y.data(), xs.data() + off}, n - off);
           for (int64_t i = 0; i < n - off; ++i) {
             const float xi = neg ? -xs[size_t(i + off)] : xs[size_t(i + off)];
             const float w = vm::model(vm::MathFn::exp, xi, t != CpuTarget::sse2);
             const float got = y[size_t(i)];
-            if (!(bits(got) == bits(w) || (std::isnan(w) && std::isnan(got))) && bad++ < 5)
+            if (!same_or_nan(got, w) && bad++ < 5)
               FAIL_CHECK("offset " << off << ": exp(" << xi << ") = " << got << ", model " << w);
           }
         }

@@ -18,15 +18,6 @@ namespace {
 // Unit roundoff of the type results of dtype d are computed in.
 double compute_eps(DType d) { return d == DType::float64 ? 2.3e-16 : 1.2e-7; }
 
-double round_to(DType d, double v) {
-  switch (d) {
-    case DType::float16: return static_cast<double>(static_cast<float>(float16_t(static_cast<float>(v))));
-    case DType::bfloat16: return static_cast<double>(static_cast<float>(bfloat16_t(static_cast<float>(v))));
-    case DType::float32: return static_cast<double>(static_cast<float>(v));
-    default: return v;
-  }
-}
-
 // An exact integer sum stored in integer dtype d (wrapping as numpy does).
 double wrap_to(DType d, int64_t v) {
   switch (d) {
@@ -311,11 +302,7 @@ using namespace kiln;
 namespace {
 
 using kt::same_bits;
-
-struct ThreadGuard {
-  int saved = get_num_threads();
-  ~ThreadGuard() { set_num_threads(saved); }
-};
+using kt::ThreadGuard;
 
 std::string message_of(const std::function<void()>& f) {
   try {

@@ -131,6 +131,30 @@ void put_f32_3(std::string& o) {
   for (int i = 0; i < 8; ++i) o += static_cast<char>(i == 0 ? 3 : 0);
 }
 
+// A payload up to its nodes: layout 1, graph "main", the op names {exp},
+// the types {float32[3], float32[3, 1]} (cpu), input %0 of type 0, `nodes`
+// nodes to follow and no constants.
+std::string exp_graph_head(uint32_t nodes) {
+  std::string o;
+  put_u32(o, 1);
+  put_str(o, "main");
+  put_u32(o, 1);
+  put_str(o, "exp");
+  put_u32(o, 2);
+  put_f32_3(o);
+  o += static_cast<char>(DType::float32);
+  o += static_cast<char>(DeviceType::cpu);
+  put_u32(o, 0);
+  put_u32(o, 2);
+  for (int i = 0; i < 8; ++i) o += static_cast<char>(i == 0 ? 3 : 0);
+  for (int i = 0; i < 8; ++i) o += static_cast<char>(i == 0 ? 1 : 0);
+  put_u32(o, 1);  // inputs
+  put_u32(o, 0);
+  put_u32(o, nodes);
+  put_u64(o, 0);  // no constants
+  return o;
+}
+
 }  // namespace
 
 TEST_SUITE("mef graph") {
@@ -266,23 +290,7 @@ TEST_SUITE("mef graph") {
 
   TEST_CASE("the type check runs per node even where it is remembered: a repeated node with another type is refused") {
     // two exp nodes on %0; the second claims float32[3, 1]
-    std::string o;
-    put_u32(o, 1);
-    put_str(o, "main");
-    put_u32(o, 1);
-    put_str(o, "exp");
-    put_u32(o, 2);
-    put_f32_3(o);
-    o += static_cast<char>(DType::float32);
-    o += static_cast<char>(DeviceType::cpu);
-    put_u32(o, 0);
-    put_u32(o, 2);
-    for (int i = 0; i < 8; ++i) o += static_cast<char>(i == 0 ? 3 : 0);
-    for (int i = 0; i < 8; ++i) o += static_cast<char>(i == 0 ? 1 : 0);
-    put_u32(o, 1);  // inputs
-    put_u32(o, 0);
-    put_u32(o, 2);  // nodes
-    put_u64(o, 0);  // no constants
+    std::string o = exp_graph_head(2);
     for (uint32_t t : {0u, 1u}) {
       o += static_cast<char>(1);
       put_u32(o, 0);
@@ -302,23 +310,7 @@ TEST_SUITE("mef graph") {
     // keys, more than the check keeps at hand and its table's first size;
     // then exp with axis 0 again, of the right type or of float32[3, 1]
     auto payload = [](uint32_t last_type) {
-      std::string o;
-      put_u32(o, 1);
-      put_str(o, "main");
-      put_u32(o, 1);
-      put_str(o, "exp");
-      put_u32(o, 2);
-      put_f32_3(o);
-      o += static_cast<char>(DType::float32);
-      o += static_cast<char>(DeviceType::cpu);
-      put_u32(o, 0);
-      put_u32(o, 2);
-      for (int i = 0; i < 8; ++i) o += static_cast<char>(i == 0 ? 3 : 0);
-      for (int i = 0; i < 8; ++i) o += static_cast<char>(i == 0 ? 1 : 0);
-      put_u32(o, 1);  // inputs
-      put_u32(o, 0);
-      put_u32(o, 21);  // nodes
-      put_u64(o, 0);   // no constants
+      std::string o = exp_graph_head(21);
       for (uint32_t k = 0; k < 21; ++k) {
         o += static_cast<char>(1);  // op node: exp of %0
         put_u32(o, 0);

@@ -26,40 +26,9 @@ double acc_eps(DType d) {
   return 2.3e-16;  // integer inputs of mean/var/logsumexp compute in double
 }
 
-// want rounded to what dtype d can hold (so e.g. a float16 overflow is inf).
-double round_to(DType d, double v) {
-  switch (d) {
-    case DType::float16: return static_cast<double>(static_cast<float>(float16_t(static_cast<float>(v))));
-    case DType::bfloat16: return static_cast<double>(static_cast<float>(bfloat16_t(static_cast<float>(v))));
-    case DType::float32: return static_cast<double>(static_cast<float>(v));
-    default: return v;
-  }
-}
-
 std::string shape_axes(const Shape& s, const Axes& axes, bool keepdim) {
   return shape_str(s) + " axes " + (axes.empty() ? std::string("all") : shape_str(axes)) +
          (keepdim ? " keepdim" : "");
-}
-
-// The input values grouped by output element, each group in logical order.
-std::vector<std::vector<double>> group_reduced(const std::vector<double>& v, const Shape& shape,
-                                               const std::vector<bool>& red) {
-  int64_t nout = 1;
-  for (size_t d = 0; d < shape.size(); ++d)
-    if (!red[d]) nout *= shape[d];
-  std::vector<std::vector<double>> g(static_cast<size_t>(nout));
-  std::vector<int64_t> idx(shape.size(), 0);
-  for (double x : v) {
-    int64_t o = 0;
-    for (size_t d = 0; d < shape.size(); ++d)
-      if (!red[d]) o = o * shape[d] + idx[d];
-    g[o].push_back(x);
-    for (size_t d = shape.size(); d-- > 0;) {
-      if (++idx[d] < shape[d]) break;
-      idx[d] = 0;
-    }
-  }
-  return g;
 }
 
 DType reduce_result_dtype(OpId op, DType in) {
@@ -167,23 +136,6 @@ RefValue reduce_ref(OpId op, const std::vector<double>& g, DType in, double corr
   }
 }
 
-Tensor run_reduce(OpId op, const Tensor& x, const Axes& axes, bool keepdim, double correction) {
-  switch (op) {
-    case OpId::Sum: return sum(x, axes, keepdim);
-    case OpId::Mean: return mean(x, axes, keepdim);
-    case OpId::Prod: return prod(x, axes, keepdim);
-    case OpId::Max: return max(x, axes, keepdim);
-    case OpId::Min: return min(x, axes, keepdim);
-    case OpId::ArgMax: return argmax(x, axes.empty() ? std::nullopt : std::optional<int64_t>(axes[0]), keepdim);
-    case OpId::ArgMin: return argmin(x, axes.empty() ? std::nullopt : std::optional<int64_t>(axes[0]), keepdim);
-    case OpId::Var: return var(x, axes, correction, keepdim);
-    case OpId::Std: return kiln::std(x, axes, correction, keepdim);
-    case OpId::LogSumExp: return logsumexp(x, axes, keepdim);
-    case OpId::Any: return any(x, axes, keepdim);
-    case OpId::All: return all(x, axes, keepdim);
-    default: FAIL("not a reduction"); return {};
-  }
-}
 
 // Axis sets to try on an nd-tensor: all, each axis (also negative), and
 // pairs (not for argmax/argmin, which take one axis).
@@ -332,12 +284,7 @@ using namespace kiln;
 namespace {
 
 using kt::same_bits;
-
-// Restores the thread count when a test ends.
-struct ThreadGuard {
-  int saved = get_num_threads();
-  ~ThreadGuard() { set_num_threads(saved); }
-};
+using kt::ThreadGuard;
 
 }  // namespace
 

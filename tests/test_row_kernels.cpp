@@ -20,6 +20,7 @@ namespace {
 
 using namespace kiln;
 using namespace kiln::codegen;
+using kt::ThreadGuard;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -36,6 +37,29 @@ std::vector<CpuTarget> targets() {
 RowArgs row_args(const float* x, float* y, int64_t rows, int64_t n, float* y2 = nullptr, const float* weight = nullptr,
                  const float* bias = nullptr, float eps = 0.0f) {
   return RowArgs{.x = x, .y = y, .y2 = y2, .weight = weight, .bias = bias, .rows = rows, .n = n, .eps = eps};
+}
+
+/// k on the rows of `a` one row per call (row r reads x + r * n and writes
+/// y + r * n, and y2 + r * n when y2 is given; a's other operands as they are).
+void run_row_by_row(const RowKernel& k, const RowArgs& a, const float* x, float* y, float* y2 = nullptr) {
+  for (int64_t r = 0; r < a.rows; ++r) {
+    RowArgs c = a;
+    c.x = x + r * a.n;
+    c.y = y + r * a.n;
+    c.y2 = y2 ? y2 + r * a.n : nullptr;
+    c.rows = 1;
+    k.fn()(&c);
+  }
+}
+
+/// k on `a` in place: on a copy of x that is also the output (y = x); returns it.
+std::vector<float> run_in_place(const RowKernel& k, const RowArgs& a, const std::vector<float>& x) {
+  std::vector<float> inplace = x;
+  RowArgs c = a;
+  c.x = inplace.data();
+  c.y = inplace.data();
+  k.fn()(&c);
+  return inplace;
 }
 
 /// rows x n float32 values: normal(offset, scale), with row r % 8 == 1..4
@@ -155,12 +179,6 @@ Tensor apply_row(RowOp op, const Tensor& x, const Tensor& w, const Tensor& b) {
   return {};
 }
 
-struct ThreadCount {
-  int saved = get_num_threads();
-  explicit ThreadCount(int n) { set_num_threads(n); }
-  ~ThreadCount() { set_num_threads(saved); }
-};
-
 }  // namespace
 
 TEST_SUITE("row kernels") {
@@ -195,21 +213,11 @@ TEST_SUITE("row kernels") {
             std::vector<float> all(x.size()), one(x.size());
             RowArgs a = row_args(x.data(), all.data(), rows, n);
             k->fn()(&a);
-            for (int64_t r = 0; r < rows; ++r) {
-              RowArgs b = a;
-              b.x = x.data() + r * n;
-              b.y = one.data() + r * n;
-              b.rows = 1;
-              k->fn()(&b);
-            }
+            run_row_by_row(*k, a, x.data(), one.data());
             INFO(cpu_target_name(t) << " " << row_op_name(op) << " rows " << rows << " n " << n);
             CHECK(std::memcmp(all.data(), one.data(), all.size() * sizeof(float)) == 0);
             // in place (y = x): each block reads its rows before it writes them
-            std::vector<float> inplace = x;
-            RowArgs c = a;
-            c.x = inplace.data();
-            c.y = inplace.data();
-            k->fn()(&c);
+            const std::vector<float> inplace = run_in_place(*k, a, x);
             CHECK(std::memcmp(all.data(), inplace.data(), all.size() * sizeof(float)) == 0);
           }
       }
@@ -326,13 +334,7 @@ TEST_SUITE("row kernels") {
             RowArgs a = row_args(x.data(), all.data(), rows, n, nullptr, w ? wt.data() : nullptr,
                                  b ? bs.data() : nullptr, 1e-5f);
             k->fn()(&a);
-            for (int64_t r = 0; r < rows; ++r) {
-              RowArgs c = a;
-              c.x = x.data() + r * n;
-              c.y = one.data() + r * n;
-              c.rows = 1;
-              k->fn()(&c);
-            }
+            run_row_by_row(*k, a, x.data(), one.data());
             INFO(cpu_target_name(t) << " " << row_op_name(op) << " w " << w << " b " << b << " n " << n);
             CHECK(std::memcmp(all.data(), one.data(), all.size() * sizeof(float)) == 0);
             // and against the float64 formula (the pair path's values, not only its consistency)
@@ -405,24 +407,13 @@ TEST_SUITE("row kernels") {
               a.n = n;
               a.eps = 1e-5f;
               k->fn()(&a);
-              for (int64_t r = 0; r < rows; ++r) {
-                RowArgs c = a;
-                c.x = x.data() + r * n;
-                c.y = one.data() + r * n;
-                c.y2 = both ? one2.data() + r * n : nullptr;
-                c.rows = 1;
-                k->fn()(&c);
-              }
+              run_row_by_row(*k, a, x.data(), one.data(), both ? one2.data() : nullptr);
               INFO(cpu_target_name(t) << " " << row_op_name(op) << " w " << w << " b " << b << " n " << n << " rows "
                                       << rows);
               CHECK(std::memcmp(all.data(), one.data(), all.size() * sizeof(float)) == 0);
               if (both) CHECK(std::memcmp(all2.data(), one2.data(), all2.size() * sizeof(float)) == 0);
               if (op == RowOp::softmax || op == RowOp::log_softmax) {
-                std::vector<float> inplace = x;
-                RowArgs c = a;
-                c.x = inplace.data();
-                c.y = inplace.data();
-                k->fn()(&c);
+                const std::vector<float> inplace = run_in_place(*k, a, x);
                 CHECK(std::memcmp(all.data(), inplace.data(), all.size() * sizeof(float)) == 0);
               }
             }
@@ -470,11 +461,11 @@ TEST_SUITE("row kernels") {
           const std::string what = std::string(row_op_name(op)) + " " + shape_str(s) + " w" + std::to_string(wb);
           Tensor eager1, eager2;
           {
-            ThreadCount one(1);
+            ThreadGuard one(1);
             eager1 = apply_row(op, x, w, b);
           }
           {
-            ThreadCount two(2);
+            ThreadGuard two(2);
             eager2 = apply_row(op, x, w, b);
           }
           CHECK_MESSAGE(same_bits(eager1, eager2), what);

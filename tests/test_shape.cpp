@@ -75,6 +75,27 @@ Tensor indices(const Shape& s, DType d, int64_t lo, int64_t hi, uint64_t seed) {
   return d == DType::int32 ? from_doubles<int32_t>(v, s, d) : from_doubles<int64_t>(v, s, d);
 }
 
+// The position an index value v in [-n, n) names along an axis of extent n
+// (a negative one counts from the end).
+int64_t wrap_index(double v, int64_t n) {
+  const int64_t i = static_cast<int64_t>(v);
+  return i < 0 ? i + n : i;
+}
+
+// index_select's and index_add's cases: for each axis `ax` of s (extent n)
+// and each index dtype (int32, int64), a 1-d index of 5 positions in
+// [-n, n) (of none when n = 0) with k's layout; f adds the cases it checks.
+int for_each_axis_index(const Shape& s, ViewKind k, uint64_t seed,
+                        const std::function<int(int64_t ax, DType idt, const Tensor& idx)>& f) {
+  int cases = 0;
+  for (int64_t ax = 0; ax < static_cast<int64_t>(s.size()); ++ax) {
+    const int64_t n = s[ax];
+    for (DType idt : {DType::int32, DType::int64})
+      cases += f(ax, idt, relayout(indices({n > 0 ? 5 : 0}, idt, -n, n - 1, seed + ax), k));
+  }
+  return cases;
+}
+
 const std::vector<Shape>& shapes() {
   static const std::vector<Shape> v = {{2, 3, 4}, {3, 1, 5}, {0, 3}, {1}, {}};
   return v;
@@ -381,8 +402,7 @@ int check_gather(DType d, const Shape& s, ViewKind k, uint64_t seed) {
         Index ii = o, in = o;
         for (int64_t dd = 0; dd < nd; ++dd)
           if (is[dd] == 1) ii[dd] = 0;
-        int64_t v = static_cast<int64_t>(iv[ravel(ii, is)]);
-        in[ax] = v < 0 ? v + n : v;
+        in[ax] = wrap_index(iv[ravel(ii, is)], n);
         return xv[ravel(in, s)];
       });
       cases += compare(apply(OpId::Gather, x, idx, attrs_of({}, ax - nd * variant)), d, out, want,
@@ -393,28 +413,20 @@ int check_gather(DType d, const Shape& s, ViewKind k, uint64_t seed) {
 }
 
 int check_index_select(DType d, const Shape& s, ViewKind k, uint64_t seed) {
-  int cases = 0;
-  const int64_t nd = static_cast<int64_t>(s.size());
   Tensor x = relayout(input(s, d, seed), k);
   const std::vector<double> xv = values(x);
-  for (int64_t ax = 0; ax < nd; ++ax) {
-    const int64_t n = s[ax];
-    for (DType idt : {DType::int32, DType::int64}) {
-      Tensor idx = relayout(indices({n > 0 ? 5 : 0}, idt, -n, n - 1, seed + ax), k);
-      const std::vector<double> iv = values(idx);
-      Shape out = s;
-      out[ax] = idx.shape()[0];
-      auto want = ref(out, [&](const Index& o) {
-        Index in = o;
-        int64_t v = static_cast<int64_t>(iv[o[ax]]);
-        in[ax] = v < 0 ? v + n : v;
-        return xv[ravel(in, s)];
-      });
-      cases += compare(apply(OpId::IndexSelect, x, idx, attrs_of({}, ax)), d, out, want,
-                       label(OpId::IndexSelect, d, s, k, "axis " + std::to_string(ax) + " " + std::string(name(idt))));
-    }
-  }
-  return cases;
+  return for_each_axis_index(s, k, seed, [&](int64_t ax, DType idt, const Tensor& idx) {
+    const std::vector<double> iv = values(idx);
+    Shape out = s;
+    out[ax] = idx.shape()[0];
+    auto want = ref(out, [&](const Index& o) {
+      Index in = o;
+      in[ax] = wrap_index(iv[o[ax]], s[ax]);
+      return xv[ravel(in, s)];
+    });
+    return compare(apply(OpId::IndexSelect, x, idx, attrs_of({}, ax)), d, out, want,
+                   label(OpId::IndexSelect, d, s, k, "axis " + std::to_string(ax) + " " + std::string(name(idt))));
+  });
 }
 
 // Here the dtype loop is the result dtype (attrs.dtype); indices are int32/int64.
@@ -478,8 +490,7 @@ int check_scatter(OpId op, DType d, const Shape& s, ViewKind k, uint64_t seed) {
       for (int64_t p = 0; p < checked_numel(is); ++p) {  // row-major order of index
         const Index pi = unravel(p, is);
         Index t = pi;
-        const int64_t v = static_cast<int64_t>(iv[p]);
-        t[ax] = v < 0 ? v + n : v;
+        t[ax] = wrap_index(iv[p], n);
         double& o = want[ravel(t, s)];
         const double sval = sv[ravel(pi, ss)];
         o = op == OpId::Scatter ? sval : ref_add(o, sval, d);
@@ -495,33 +506,25 @@ int check_scatter(OpId op, DType d, const Shape& s, ViewKind k, uint64_t seed) {
 
 // index_add (x, 1-d index, src) along every axis, repeated indices.
 int check_index_add(DType d, const Shape& s, ViewKind k, uint64_t seed) {
-  int cases = 0;
-  const int64_t nd = static_cast<int64_t>(s.size());
   Tensor x = relayout(input(s, d, seed), k);
   const std::vector<double> xv = values(x);
-  for (int64_t ax = 0; ax < nd; ++ax) {
-    const int64_t n = s[ax];
-    for (DType idt : {DType::int32, DType::int64}) {
-      Tensor idx = relayout(indices({n > 0 ? 5 : 0}, idt, -n, n - 1, seed + ax), k);
-      Shape ss = s;
-      ss[ax] = idx.shape()[0];
-      Tensor src = relayout(input(ss, d, seed + 31 + ax), k);
-      const std::vector<double> iv = values(idx), sv = values(src);
-      std::vector<double> want = xv;
-      for (int64_t p = 0; p < checked_numel(ss); ++p) {
-        const Index pi = unravel(p, ss);
-        Index t = pi;
-        const int64_t v = static_cast<int64_t>(iv[pi[ax]]);
-        t[ax] = v < 0 ? v + n : v;
-        double& o = want[ravel(t, s)];
-        o = ref_add(o, sv[p], d);
-      }
-      const Tensor in[3] = {x, idx, src};
-      cases += compare(apply(OpId::IndexAdd, in, attrs_of({}, ax)), d, s, want,
-                       label(OpId::IndexAdd, d, s, k, "axis " + std::to_string(ax) + " " + std::string(name(idt))));
+  return for_each_axis_index(s, k, seed, [&](int64_t ax, DType idt, const Tensor& idx) {
+    Shape ss = s;
+    ss[ax] = idx.shape()[0];
+    Tensor src = relayout(input(ss, d, seed + 31 + ax), k);
+    const std::vector<double> iv = values(idx), sv = values(src);
+    std::vector<double> want = xv;
+    for (int64_t p = 0; p < checked_numel(ss); ++p) {
+      const Index pi = unravel(p, ss);
+      Index t = pi;
+      t[ax] = wrap_index(iv[pi[ax]], s[ax]);
+      double& o = want[ravel(t, s)];
+      o = ref_add(o, sv[p], d);
     }
-  }
-  return cases;
+    const Tensor in[3] = {x, idx, src};
+    return compare(apply(OpId::IndexAdd, in, attrs_of({}, ax)), d, s, want,
+                   label(OpId::IndexAdd, d, s, k, "axis " + std::to_string(ax) + " " + std::string(name(idt))));
+  });
 }
 
 }  // namespace

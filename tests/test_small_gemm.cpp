@@ -237,6 +237,22 @@ std::vector<float> check(CpuTarget t, int64_t m, int64_t n, int64_t k, bool ta, 
   return data[0];
 }
 
+// g's m x n output on A, B (one output, no epilogue operands) run with 1
+// and with 2 OpenMP threads: bitwise the same.
+void check_same_at_1_and_2_threads(const SmallGemm& g, const std::vector<float>& A, const std::vector<float>& B,
+                                   int64_t mn) {
+  std::vector<float> c1(static_cast<size_t>(mn)), c2(static_cast<size_t>(mn));
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(1);
+  char* p1[1] = {reinterpret_cast<char*>(c1.data())};
+  g.run(A.data(), B.data(), p1);
+  omp_set_num_threads(2);
+  char* p2[1] = {reinterpret_cast<char*>(c2.data())};
+  g.run(A.data(), B.data(), p2);
+  omp_set_num_threads(saved);
+  CHECK(std::memcmp(c1.data(), c2.data(), c1.size() * sizeof(float)) == 0);
+}
+
 }  // namespace
 
 TEST_SUITE("small_gemm") {
@@ -318,16 +334,7 @@ TEST_SUITE("small_gemm") {
       const int64_t m = 200, n = 90, k = 150;
       const auto g = generate_small_gemm(plain_gemm_key(t, m, n, k, false, false, k, n, n));
       const std::vector<float> A = randn(m * k, 7), B = randn(k * n, 8);
-      std::vector<float> c1(size_t(m * n)), c2(size_t(m * n));
-      const int saved = omp_get_max_threads();
-      omp_set_num_threads(1);
-      char* p1[1] = {reinterpret_cast<char*>(c1.data())};
-      g->run(A.data(), B.data(), p1);
-      omp_set_num_threads(2);
-      char* p2[1] = {reinterpret_cast<char*>(c2.data())};
-      g->run(A.data(), B.data(), p2);
-      omp_set_num_threads(saved);
-      CHECK(std::memcmp(c1.data(), c2.data(), c1.size() * sizeof(float)) == 0);
+      check_same_at_1_and_2_threads(*g, A, B, m * n);
     }
   }
 
@@ -563,16 +570,7 @@ TEST_SUITE("small_gemm") {
       REQUIRE(small_gemm_swaps(key));
       const auto g = generate_small_gemm(key);
       const std::vector<float> A = randn(m * k, 17), B = randn(n * k, 18);
-      std::vector<float> c1(size_t(m * n)), c2(size_t(m * n));
-      const int saved = omp_get_max_threads();
-      omp_set_num_threads(1);
-      char* p1[1] = {reinterpret_cast<char*>(c1.data())};
-      g->run(A.data(), B.data(), p1);
-      omp_set_num_threads(2);
-      char* p2[1] = {reinterpret_cast<char*>(c2.data())};
-      g->run(A.data(), B.data(), p2);
-      omp_set_num_threads(saved);
-      CHECK(std::memcmp(c1.data(), c2.data(), c1.size() * sizeof(float)) == 0);
+      check_same_at_1_and_2_threads(*g, A, B, m * n);
     }
   }
 }

@@ -169,4 +169,16 @@ inline void check_all_close(const Tensor& got, const std::vector<double>& want, 
   }
 }
 
+/// Sets kiln's thread count (set_num_threads) for a scope when given one,
+/// and restores the count it found when the scope ends (a test that changes
+/// it leaves the next test as it found it).
+struct ThreadGuard {
+  int saved = get_num_threads();
+  ThreadGuard() = default;
+  explicit ThreadGuard(int n) { set_num_threads(n); }
+  ThreadGuard(const ThreadGuard&) = delete;
+  ThreadGuard& operator=(const ThreadGuard&) = delete;
+  ~ThreadGuard() { set_num_threads(saved); }
+};
+
 }  // namespace kt

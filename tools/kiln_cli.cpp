@@ -179,6 +179,23 @@ CompiledCallable load_callable(const Args& a) {
     throw ValueError("the callable expects " + std::to_string(art->weight_slots().size()) +
                      " weight(s): " + names + "; pass them with --weights W.safetensors");
   }
+  // Every weight the file lacks, named in one error (sorted by name), rather
+  // than the first one engine::Model meets.
+  std::vector<std::pair<std::string, std::string>> missing;  // name, type
+  for (const auto& [n, t] : art->weight_slots())
+    if (!weights.count(n)) missing.emplace_back(n, t.str());
+  std::sort(missing.begin(), missing.end());
+  const std::string from = " from --weights '" + a.weights + "'";
+  if (missing.size() == 1)
+    throw ValueError("weight '" + missing[0].first + "' (" + missing[0].second + ") is missing" + from +
+                     "; bind a tensor of that type under that name");
+  if (!missing.empty()) {
+    std::string names;
+    for (const auto& [n, t] : missing) names += (names.empty() ? "'" : ", '") + n + "' (" + t + ")";
+    throw ValueError(std::to_string(missing.size()) + " of the " + std::to_string(art->weight_slots().size()) +
+                     " weights the callable expects are missing" + from + ": " + names +
+                     "; bind a tensor of each type under its name");
+  }
   const engine::Signature& s = *art->signature();
   auto model = std::make_shared<engine::Model>(art, weights, "kiln " + a.command,
                                                "--weights '" + a.weights + "'");

@@ -32,18 +32,9 @@ template <class F> int compare(const std::vector<Tensor>& base, const View& view
     cpu_in.push_back(view(k, base[k]));
     gpu_in.push_back(base[k].ndim() == 0 ? base[k] : view(k, base[k].cuda()));
   }
-  Tensor want;
-  try {
-    want = f(cpu_in);
-  } catch (const DTypeError&) {
-    CHECK_THROWS_AS(f(gpu_in), DTypeError);
-    return 0;
-  } catch (const ValueError&) {
-    CHECK_THROWS_AS(f(gpu_in), ValueError);
-    return 0;
-  }
-  Tensor got = f(gpu_in);
-  kt::check_cuda_matches_cpu(got, want, what);
+  const auto r = kt::run_on_cpu_and_cuda(f, cpu_in, gpu_in);
+  if (!r) return 0;
+  kt::check_cuda_matches_cpu(r->second, r->first, what);
   return 1;
 }
 }  // namespace

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "../op_table_checks.h"
 #include "gpu_util.h"
 
 namespace {
@@ -17,26 +18,7 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 /// 16-bit floats and float32, double for float64 and integer means).
 double acc_u(DType d) { return d == DType::float64 || !is_floating(d) ? 1.2e-16 : 6e-8; }
 
-/// Input values grouped by output element (row-major over kept axes), each
-/// group in row-major order of the reduced axes.
-std::vector<std::vector<double>> groups(const std::vector<double>& v, const Shape& shape, const std::vector<bool>& red) {
-  int64_t nout = 1;
-  for (size_t d = 0; d < shape.size(); ++d)
-    if (!red[d]) nout *= shape[d];
-  std::vector<std::vector<double>> g(static_cast<size_t>(nout));
-  std::vector<int64_t> idx(shape.size(), 0);
-  for (double x : v) {
-    int64_t o = 0;
-    for (size_t d = 0; d < shape.size(); ++d)
-      if (!red[d]) o = o * shape[d] + idx[d];
-    g[size_t(o)].push_back(x);
-    for (size_t d = shape.size(); d-- > 0;) {
-      if (++idx[d] < shape[d]) break;
-      idx[d] = 0;
-    }
-  }
-  return g;
-}
+using kt::group_reduced;
 
 struct Want {
   double v, tol;
@@ -106,22 +88,7 @@ Want reference(OpId op, const std::vector<double>& g, DType d, double correction
 const std::vector<DType> kAll = {DType::float32, DType::float16, DType::bfloat16, DType::float64, DType::int32,
                                  DType::int64,   DType::int8,    DType::uint8,    DType::bool_};
 
-Tensor reduce_op(OpId op, const Tensor& x, const Axes& axes, bool keepdim, double correction) {
-  switch (op) {
-    case OpId::Sum: return sum(x, axes, keepdim);
-    case OpId::Mean: return mean(x, axes, keepdim);
-    case OpId::Prod: return prod(x, axes, keepdim);
-    case OpId::Max: return max(x, axes, keepdim);
-    case OpId::Min: return min(x, axes, keepdim);
-    case OpId::ArgMax: return argmax(x, axes.empty() ? std::nullopt : std::optional<int64_t>(axes[0]), keepdim);
-    case OpId::ArgMin: return argmin(x, axes.empty() ? std::nullopt : std::optional<int64_t>(axes[0]), keepdim);
-    case OpId::Var: return var(x, axes, correction, keepdim);
-    case OpId::Std: return kiln::std(x, axes, correction, keepdim);
-    case OpId::LogSumExp: return logsumexp(x, axes, keepdim);
-    case OpId::Any: return any(x, axes, keepdim);
-    default: return all(x, axes, keepdim);
-  }
-}
+using kt::run_reduce;
 
 void check_values(const Tensor& got, const std::vector<Want>& want, DType d, const std::string& what) {
   const std::vector<double> g = kt::values(got.cpu());
@@ -168,21 +135,21 @@ TEST_SUITE("gpu") {
                                    (c.transpose ? " transposed" : "");
           CAPTURE(what);
           const double corr = op == OpId::Var || op == OpId::Std ? 1.0 : 0.0;
-          Tensor want_cpu = reduce_op(op, x, c.axes, c.keepdim, corr);  // dtype and shape of the CPU
-          Tensor got = reduce_op(op, x.cuda(), c.axes, c.keepdim, corr);
+          Tensor want_cpu = run_reduce(op, x, c.axes, c.keepdim, corr);  // dtype and shape of the CPU
+          Tensor got = run_reduce(op, x.cuda(), c.axes, c.keepdim, corr);
           CHECK(got.device() == Device::cuda(0));
           CHECK(got.dtype() == want_cpu.dtype());
           CHECK(got.shape() == want_cpu.shape());
           std::vector<bool> red(x.shape().size(), c.axes.empty());
           for (int64_t a : c.axes) red[size_t(normalize_axis(a, x.ndim(), "test"))] = true;
           std::vector<Want> want;
-          for (const auto& g : groups(kt::values(x), x.shape(), red)) want.push_back(reference(op, g, d, corr));
+          for (const auto& g : group_reduced(kt::values(x), x.shape(), red)) want.push_back(reference(op, g, d, corr));
           // Results stored in a 16-bit float carry its rounding too.
           if (want_cpu.dtype() == DType::float16 || want_cpu.dtype() == DType::bfloat16)
             for (Want& w : want) w.tol += kt::rtol_for(want_cpu.dtype()) * std::fabs(w.v);
           check_values(got, want, d, what);
           // Deterministic: a second run gives the same bits.
-          CHECK(kt::values(reduce_op(op, x.cuda(), c.axes, c.keepdim, corr).cpu()) == kt::values(got.cpu()));
+          CHECK(kt::values(run_reduce(op, x.cuda(), c.axes, c.keepdim, corr).cpu()) == kt::values(got.cpu()));
           ++checked;
         }
     MESSAGE(checked << " reductions checked");

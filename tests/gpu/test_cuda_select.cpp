@@ -41,20 +41,9 @@ int compare(const std::vector<Tensor>& base, const View& view, F f, const std::s
     cpu_in.push_back(view(t));
     gpu_in.push_back(view(t.cuda()));
   }
-  Tensor want;
-  try {
-    want = f(cpu_in);
-  } catch (const DTypeError&) {
-    CHECK_THROWS_AS(f(gpu_in), DTypeError);
-    return 0;
-  } catch (const ValueError&) {
-    CHECK_THROWS_AS(f(gpu_in), ValueError);
-    return 0;
-  } catch (const ShapeError&) {
-    CHECK_THROWS_AS(f(gpu_in), ShapeError);
-    return 0;
-  }
-  const Tensor got = f(gpu_in);
+  const auto r = kt::run_on_cpu_and_cuda(f, cpu_in, gpu_in, /*shape_errors=*/true);
+  if (!r) return 0;
+  const Tensor &want = r->first, &got = r->second;
   CHECK_MESSAGE(got.device() == Device::cuda(0), what);
   const Tensor back = got.cpu();
   CHECK_MESSAGE(kt::same_bits(back, want), what << ": CUDA " << back << "\nCPU " << want);
