@@ -457,6 +457,47 @@ TEST_SUITE("jit_codegen") {
     }
   }
 
+  TEST_CASE("exhaustive: generated exp and exp(-x) give the scalar model's bits on every target (KILN_EXHAUSTIVE=1)") {
+    // The sweep above measures accuracy on the best target; this one checks
+    // every target's generated exp bitwise against the model over all 2^32
+    // inputs, both signs (AVX2 and SSE2 branch per vector: fast path, slow
+    // path, the slow path's cleared +0 lanes).
+    const char* e = std::getenv("KILN_EXHAUSTIVE");
+    if (!e || std::string(e) != "1") {
+      MESSAGE("skipped: set KILN_EXHAUSTIVE=1 to sweep all 2^32 inputs");
+      return;
+    }
+    const DType F = DType::float32;
+    for (CpuTarget t : targets())
+      for (bool neg : {false, true}) {
+        Prog pr({F, F}, 1);
+        const int in = pr.load(1, F);
+        pr.store(0, pr.op(OpId::Exp, F, neg ? pr.op(OpId::Neg, F, in) : in));
+        auto k = generate_elementwise(pr.p, t);
+        const bool fma = t != CpuTarget::sse2;
+        std::atomic<int64_t> mism{0};
+        std::vector<std::thread> th;
+        for (int w = 0; w < 2; ++w)
+          th.emplace_back([&, w] {
+            std::vector<float> xs(1 << 22), y(xs.size());
+            for (uint64_t base = uint64_t(w) << 31; base < (uint64_t(w) + 1) << 31; base += xs.size()) {
+              for (size_t i = 0; i < xs.size(); ++i) xs[i] = f32(uint32_t(base + i));
+              run(*k, pr.p, {y.data(), xs.data()}, int64_t(xs.size()));
+              int64_t bad = 0;
+              for (size_t i = 0; i < xs.size(); ++i) {
+                const float m = vm::model(vm::MathFn::exp, neg ? -xs[i] : xs[i], fma);
+                bad += !(bits(m) == bits(y[i]) || (std::isnan(m) && std::isnan(y[i])));
+              }
+              mism += bad;
+            }
+          });
+        for (auto& x : th) x.join();
+        MESSAGE(std::string(neg ? "exp(-x)" : "exp(x)") << " on " << tname(t) << ": " << mism.load()
+                      << " of 2^32 inputs differ from the model");
+        CHECK(mism.load() == 0);
+      }
+  }
+
   TEST_CASE("every elementwise row matches eager, contiguous and broadcast, n = 0..1000") {
     int compared = 0, cases = 0;
     uint64_t seed = 1;
@@ -802,6 +843,12 @@ TEST_SUITE("jit_codegen") {
     for (int i = 0; i < 16; ++i) xs.push_back(i == 3 ? std::numeric_limits<float>::infinity() : -0.5f * float(i));
     for (int i = 0; i < 16; ++i) xs.push_back(i == 15 ? -std::numeric_limits<float>::infinity() : 1.0f);
     for (int i = 0; i < 16; ++i) xs.push_back(i == 0 ? 1e30f : -1e-30f);
+    // exp's +0 boundary: the slow path computes the lanes below
+    // vm::kExpLastNonzero on 0 and clears them (no underflowing scaling)
+    const float z = vm::kExpLastNonzero, zlo = std::nextafter(z, -1e38f), zhi = std::nextafter(z, 0.0f);
+    for (int i = 0; i < 16; ++i) xs.push_back(i % 4 == 0 ? z : i % 4 == 1 ? zlo : i % 4 == 2 ? -3.4e38f : zhi);
+    for (int i = 0; i < 16; ++i) xs.push_back(i % 2 ? -3.4e38f : 0.5f * float(i) - 4.0f);  // a masked softmax row
+    for (int i = 0; i < 16; ++i) xs.push_back(i % 3 ? -3.4e38f : -88.0f - float(i));      // with subnormal results
     const int64_t n = int64_t(xs.size());
     Tensor x = Tensor::from_vector(xs, {n}), y = Tensor::empty(Shape{n}, F);
     for (CpuTarget t : targets()) {
@@ -824,17 +871,40 @@ TEST_SUITE("jit_codegen") {
     }
   }
 
+  TEST_CASE("vm::kExpLastNonzero is the scalar model's last nonzero exp: every float32 below gives +0") {
+    // The AVX2 and SSE2 slow path clears the lanes below it (vmath_alg.h:
+    // exp_signed_zeroing); the exhaustive sweep checks the generated bits.
+    for (bool fma : {false, true}) {
+      CAPTURE(fma);
+      const float z = vm::kExpLastNonzero;
+      CHECK(vm::model(vm::MathFn::exp, z, fma) > 0.0f);
+      int nonzero = 0;
+      const uint32_t first = bits(std::nextafter(z, -1e38f));
+      for (uint64_t u = first; u <= 0xff800000u; u += (u < first + 4096 ? 1 : 61))
+        nonzero += bits(vm::model(vm::MathFn::exp, f32(uint32_t(u)), fma)) != 0u;
+      CHECK(bits(vm::model(vm::MathFn::exp, -std::numeric_limits<float>::infinity(), fma)) == 0u);
+      CHECK(nonzero == 0);
+    }
+  }
+
   TEST_CASE("AVX2 pairs of vectors: exp and exp(-x) with one vector of a pair on the fast path give the model's bits") {
     // The AVX2 loop runs two vectors (16 float32) per pass for small exp
     // and tanh programs; exp tests the pair once (vmath.cpp: exp_fast_path2)
     // and sends both through the clamped form when any lane of either needs
     // it. Runs of 8 fast-path values (|x| < 80) and 8 values with a lane
-    // outside (x = -120, 100, +-inf, NaN, one lane each, at every lane), in
+    // outside (x = -120, 100, +-inf, NaN, -3.4e38 and both sides of exp's +0
+    // boundary vm::kExpLastNonzero, one lane each, at every lane), in
     // every pairing (fast/slow, slow/fast, both), at start offsets 0..15 (so
     // the pairs group the vectors both ways and the single-vector loop and
     // the tail see them too): bitwise the scalar model, as on every target.
-    const float specials[] = {-120.0f, 100.0f, std::numeric_limits<float>::infinity(),
-                              -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()};
+    const float specials[] = {-120.0f,
+                              100.0f,
+                              std::numeric_limits<float>::infinity(),
+                              -std::numeric_limits<float>::infinity(),
+                              std::numeric_limits<float>::quiet_NaN(),
+                              -3.4e38f,
+                              vm::kExpLastNonzero,
+                              std::nextafter(vm::kExpLastNonzero, -1e38f)};
     std::vector<float> xs;
     for (int lane = 0; lane < 8; ++lane)
       for (float sp : specials)

@@ -93,6 +93,8 @@ struct AsmBackend {
   M unord(V a, V b) { return A.cmpf(l, Cmp::unord, R(a), b); }
   M ieq(I a, I b) { return A.cmpi(l, Cmp::eq, R(a), R(b)); }
   V sel(const M& m, V a, V b) { return A.select(l, m, R(a), R(b)); }
+  /// +0 where m, else v: one andnps (AVX-512: a select of +0).
+  V zero_where(const M& m, V v) { return A.evex() ? sel(m, cf(0.0f), v) : A.andn(m.v, v); }
 
   /// v 2^k in one rounding: vscalefps on AVX-512, else two exact factors.
   V scale(V v, I k) {
@@ -186,7 +188,9 @@ struct AsmBackend {
 /// the exponent field of e^r (exact; the same value as the two exact factors
 /// of scale_t) and the clamp to [-104, 104] is skipped (it changes no lane
 /// there). Otherwise the whole exp_signed sequence runs (one branch per
-/// vector). AVX2 (KILN_JIT_DUMP of y = exp(x)): the fast path has 17 vector
+/// vector), as vm::exp_signed_zeroing: lanes whose result is +0 are
+/// computed on 0 and cleared, so that they do not underflow (masked softmax
+/// rows). AVX2 (KILN_JIT_DUMP of y = exp(x)): the fast path has 17 vector
 /// ALU instructions per vector (was 21: the two clamps and scale_t's seven
 /// become a vpslld and a vpaddd; the test adds a vpaddd, a vpcmpgtd and a
 /// vmovmskps), 15 of them for ports 0/1 (was 19), plus test+jnz and a jmp;
@@ -226,7 +230,7 @@ Src exp_fast_path(AsmBackend& b, const x86::Vec& x, bool neg) {
     A.cc.jmp(done);
   }
   A.cc.bind(slow);
-  A.cc.emit(mov, res, b.R(vm::exp_signed(b, Src(x), neg)));
+  A.cc.emit(mov, res, b.R(vm::exp_signed_zeroing(b, Src(x), neg)));
   A.cc.bind(done);
   return res;
 }
@@ -274,8 +278,8 @@ std::pair<x86::Vec, x86::Vec> exp_fast_path2(AsmBackend& b0, AsmBackend& b1, con
   A.cc.jmp(done);
   A.cc.bind(slow);
   emit_interleaved(
-      A.cc, [&] { A.cc.emit(Inst::kIdVmovaps, r0, b0.R(vm::exp_signed(b0, Src(x0), neg))); },
-      [&] { A.cc.emit(Inst::kIdVmovaps, r1, b1.R(vm::exp_signed(b1, Src(x1), neg))); });
+      A.cc, [&] { A.cc.emit(Inst::kIdVmovaps, r0, b0.R(vm::exp_signed_zeroing(b0, Src(x0), neg))); },
+      [&] { A.cc.emit(Inst::kIdVmovaps, r1, b1.R(vm::exp_signed_zeroing(b1, Src(x1), neg))); });
   A.cc.bind(done);
   return {r0, r1};
 }

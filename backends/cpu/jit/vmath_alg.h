@@ -190,6 +190,28 @@ typename B::V exp_signed(B& b, typename B::V x, bool neg) {
   return b.scale_t(exp_poly(b, xc, kf, neg, /*xc_dies=*/true), b.as_i(t), kf);
 }
 
+/// The most negative float32 x whose exp_signed(x) is not +0 (the scalar
+/// model, FMA and SSE2 forms alike); every x below it, -inf included,
+/// gives +0 (tests: every float32 below it, and the exhaustive sweep).
+inline constexpr float kExpLastNonzero = -0x1.9fe368p+6f;  // -103.972076
+
+/// exp_signed with the same bits, for vectors with lanes far below zero (an
+/// attention mask's -3.4e38): the lanes whose result is +0 (x below
+/// kExpLastNonzero; e^{-x}: x above its negation) are computed on x = 0
+/// and cleared at the end (three instructions more). Computed on the
+/// clamped x (-104) they underflow to 0 in the scaling multiplies, which
+/// cost far more than the three instructions: AVX2 softmax rows of 128 with
+/// 96 entries at -3.4e38 (bench_ops BM_kiln_softmax_128_rows, this
+/// project's VM, AMD EPYC) 147-150 -> 81-86 ns per row, unmasked rows 57-61
+/// ns either way. The code generator's AVX2 and SSE2 exp take it on their
+/// slow path only; AVX-512's straight form (vscalefps) showed no such cost
+/// (masked and unmasked rows 45-47 ns).
+template <class B>
+typename B::V exp_signed_zeroing(B& b, typename B::V x, bool neg) {
+  auto m = neg ? b.gt(x, b.cf(-kExpLastNonzero)) : b.lt(x, b.cf(kExpLastNonzero));
+  return b.zero_where(m, exp_signed(b, b.zero_where(m, x), neg));
+}
+
 template <class B>
 typename B::V exp(B& b, typename B::V x) {
   return exp_signed(b, x, false);

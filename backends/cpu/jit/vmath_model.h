@@ -82,6 +82,8 @@ struct ScalarBackend {
   static M unord(V a, V b) { return a != a || b != b; }
   static M ieq(I a, I b) { return a == b; }
   static V sel(M m, V a, V b) { return m ? a : b; }
+  /// +0 where m, else v.
+  static V zero_where(M m, V v) { return m ? 0.0f : v; }
   /// v 2^k with one rounding: two exact power-of-two factors (k in [-300, 254]).
   static V scale(V v, I k) {
     I k1 = k >> 1, k2 = k - k1;
