@@ -172,8 +172,11 @@ std::optional<WriteAlias> find_write_alias(TensorRefs args, const std::vector<Wr
           a.other = WriteAlias::Other::weight;
           a.other_weight = name;
           a.other_type = type_str(t);
-          a.other_written = std::any_of(writes.begin(), writes.end(),
-                                        [&](const WriteBack& o) { return o.argument < 0 && o.weight == name; });
+          // (the lambda takes a pointer to the name: clang 14 refuses a
+          // structured binding in a lambda capture)
+          a.other_written = std::any_of(writes.begin(), writes.end(), [&, other = &name](const WriteBack& o) {
+            return o.argument < 0 && o.weight == *other;
+          });
           return a;
         }
       // A captured constant is refused whenever the function reads it, also
