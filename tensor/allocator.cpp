@@ -143,8 +143,14 @@ void* allocate_in(Cache& c, size_t nbytes) {
     const size_t cap = size_class(nbytes);
     {
       std::lock_guard<std::mutex> lk(c.mu);
-      auto it = c.free_blocks.find(cap);
-      if (it != c.free_blocks.end()) {
+      // The block freed last (the end of the size's equal range: emplace
+      // appends there): it is the likeliest still in cache. find() handed
+      // out the oldest instead, so a call's output cycled through every
+      // cached block of its size: a compiled layer_norm over 1024 x 1024
+      // float32 rows took 300-380 us instead of 145 (AMD EPYC, 1 thread)
+      // once earlier ops had left a few 4 MiB blocks in the cache.
+      auto it = c.free_blocks.upper_bound(cap);
+      if (it != c.free_blocks.begin() && (--it)->first == cap) {
         p = it->second;
         c.cached -= cap;
         c.free_blocks.erase(it);
