@@ -152,6 +152,37 @@ TEST_SUITE("cuda_allocator") {
     a.free(q, s1);
   }
 
+  TEST_CASE("the block of a class freed last is reused first") {
+    StubSource src;
+    CachingAllocator a(src, "cuda:0");
+    void* p = a.allocate(4096, s1);
+    void* q = a.allocate(4096, s1);
+    void* r = a.allocate(4096, s1);
+    a.free(r, s1);
+    a.free(q, s1);
+    a.free(p, s1);  // freed last
+    for (int round = 0; round < 3; ++round) {
+      void* x = a.allocate(4096, s1);
+      CHECK(x == p);
+      a.free(x, s1);
+    }
+    void* x = a.allocate(4096, s1);
+    void* y = a.allocate(4096, s1);
+    void* z = a.allocate(4096, s1);
+    CHECK(x == p);
+    CHECK(y == q);
+    CHECK(z == r);
+    CHECK(a.stats().device_mallocs == 3);
+    // another stream skips a block whose event is pending for one that is done
+    a.free(x, s1);
+    src.advance(s1);
+    a.free(y, s1);  // s1 may still be using y
+    void* w = a.allocate(4096, s2);
+    CHECK(w == x);
+    a.free(w, s2);
+    a.free(z, s2);
+  }
+
   TEST_CASE("another stream reuses a block only after the freeing stream passed its event") {
     StubSource src;
     CachingAllocator a(src, "cuda:0");

@@ -2,6 +2,7 @@
 #include "caching_allocator.h"
 
 #include <algorithm>
+#include <iterator>
 
 #include "../../tensor/error.h"
 
@@ -63,8 +64,13 @@ void* CachingAllocator::allocate(size_t nbytes, void* stream) {
   ++s_.allocations;
   void* p = nullptr;
   // A block of the class that this stream may use now: one it freed itself
-  // (stream order), or one whose freeing stream has passed its event.
-  for (auto [it, end] = cached_.equal_range(cls); it != end; ++it) {
+  // (stream order), or one whose freeing stream has passed its event. The
+  // newest first (emplace appends to the class's range): the block freed
+  // last is the likeliest still in L2, and oldest-first made an output
+  // freed and allocated each call cycle through every cached block.
+  const auto [first, last] = cached_.equal_range(cls);
+  for (auto rit = std::make_reverse_iterator(last); rit != std::make_reverse_iterator(first); ++rit) {
+    const auto it = std::prev(rit.base());
     Cached& c = it->second;
     if (c.stream == stream || !c.event || source_.event_done(c.event)) {
       if (c.event) source_.event_destroy(c.event);
