@@ -18,7 +18,7 @@
 //   indexed axes when those are next to each other, else in front. Integers
 //   mixed with index tensors count as 0-d index tensors (numpy's rule).
 // - Errors: an integer out of range is an IndexError naming the axis and its
-//   size ("index 5 is out of bounds for axis 0 with size 3"), so is an index
+//   extent ("index 5 is out of range for axis 0 with extent 3 (expected -3 <= index < 3)"), so is an index
 //   tensor's entry, too many indices, a second Ellipsis, a bool mask whose
 //   extents differ from the axes it covers, or a float index tensor; index
 //   tensors that do not broadcast are a ShapeError.

@@ -188,13 +188,13 @@ Tensor operator~(const Tensor& x);
 
 // ---- reductions ---------------------------------------------------------------
 // `axes` empty means all axes; duplicates or out-of-range axes throw
-// IndexError. `keepdim` keeps reduced axes with extent 1. Integer and bool
-// sums/products accumulate and return int64; float16/bfloat16 accumulate in
-// float32. Empty reductions: sum 0, prod 1, mean/var NaN, logsumexp -inf,
+// IndexError. `keepdim` keeps reduced axes with extent 1. Signed integer/bool
+// sums/products accumulate and return int64, unsigned ones uint64 (numpy);
+// float16/bfloat16 in float32. Empty: sum 0, prod 1, mean/var NaN, logsumexp -inf,
 // any false, all true; max/min/argmax/argmin throw ValueError when an empty
 // extent would have to fill a non-empty result (numpy: no identity). NaN
 // propagates through max, min, argmax and argmin (first NaN wins). Integer
-// sums/products wrap around in int64 as numpy's do. Mean/var/std/logsumexp
+// sums/products wrap around (int64/uint64) as numpy's do. Mean/var/std/logsumexp
 // of integer or bool tensors compute in float64 and return float32.
 // Results do not depend on the thread count: float sums add fixed-size
 // blocks (lanes inside, blocks combined pairwise), never per-thread partials.
@@ -223,13 +223,13 @@ Tensor std(const Tensor& x, const Axes& axes = {}, double correction = 1.0, bool
 Tensor logsumexp(const Tensor& x, const Axes& axes = {}, bool keepdim = false);
 Tensor any(const Tensor& x, const Axes& axes = {}, bool keepdim = false);
 Tensor all(const Tensor& x, const Axes& axes = {}, bool keepdim = false);
-/// Inclusive prefix sum along `axis` (integer/bool accumulate in int64 and
-/// return int64; float16/bfloat16 accumulate in float32). Sequential along
+/// Inclusive prefix sum along `axis` (signed integer/bool accumulate in and return
+/// int64, unsigned uint64; float16/bfloat16 accumulate in float32). Sequential along
 /// the axis. A 0-d x with axis 0 or -1 gives its value (0-d, the same dtype
 /// rule); any other axis of a 0-d x is an IndexError ("0-d tensor has no axis").
 Tensor cumsum(const Tensor& x, int64_t axis);
 /// Inclusive prefix product along `axis` (cumsum's dtype rules; integers
-/// wrap as int64 does).
+/// wrap as int64/uint64 do).
 Tensor cumprod(const Tensor& x, int64_t axis);
 /// exp(x - max) / sum(exp(x - max)) along `axis`. Integer/bool inputs give
 /// float32. A line holding NaN or +inf, or only -inf, is NaN throughout (as
