@@ -230,7 +230,11 @@ bool accepted(OpId op, const std::vector<Tensor>& in, const Attrs& attrs = {}) {
 
 std::string label(OpId op, const std::vector<Tensor>& in, const char* view) {
   std::string s(op_name(op));
-  for (const Tensor& t : in) s += " " + std::string(name(t.dtype())) + shape_str(t.shape());
+  for (const Tensor& t : in) {
+    s += ' ';  // appended piece by piece: GCC 12 warns (-Wrestrict, falsely) on " " + std::string&&
+    s += name(t.dtype());
+    s += shape_str(t.shape());
+  }
   return s + " " + view;
 }
 

@@ -624,7 +624,10 @@ RandomRun random_program(uint64_t seed, int steps, bool lazy_mode) {
     if (what == 9 && !open) {  // a read between scopes
       const size_t i = pick();
       std::string m = "read " + std::to_string(i) + ":";
-      for (float f : r.pool[i].to_vector<float>()) m += " " + std::to_string(f);
+      for (float f : r.pool[i].to_vector<float>()) {
+        m += ' ';  // piece by piece: GCC 12 warns (-Wrestrict, falsely) on " " + std::string&&
+        m += std::to_string(f);
+      }
       r.log.push_back(m);
       continue;
     }
