@@ -230,7 +230,8 @@ size_t Model::num_captures() const {
 
 uint64_t parse_capture_key(std::string_view text) {
   std::string_view s = text;
-  const std::string shown = "'" + std::string(text) + "'";
+  std::string shown = "'";  // appended (GCC 12 warns, falsely, -Wrestrict, on "'" + std::string&&)
+  shown.append(text).push_back('\'');
   if (s.empty()) throw ValueError("capture key: an empty string is not a key (keys are integers 0..2^64-1)");
   if (s[0] == '-')
     throw ValueError("capture key " + shown + " is negative; keys are integers 0..18446744073709551615 (2^64-1)");

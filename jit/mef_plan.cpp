@@ -11,6 +11,7 @@
 #include "../backends/cpu/jit/small_gemm.h"
 #include "../backends/cpu/reduce_kernels.h"
 #include "cpu_lowering.h"
+#include "memory_plan.h"
 #include "step_pairs.h"
 #include "mef_io.h"
 
@@ -398,35 +399,6 @@ int64_t numel_of(const TensorType& t) {
   int64_t n = 1;
   for (int64_t e : t.shape) n *= e;  // verified graph: no overflow (checked by build())
   return n;
-}
-
-// codegen::step_reads / step_writes without building vectors.
-template <class F>
-void for_each_read(const PlanStep& s, F&& f) {
-  if (s.kind == PlanStep::Kind::fused_row) {
-    for (size_t j = static_cast<size_t>(s.num_outputs); j < s.operands.size(); ++j) f(s.operands[j]);
-    for (size_t j = 1; j < s.inputs.size(); ++j) f(s.inputs[j]);
-  } else if (s.kind == PlanStep::Kind::gemm_fused) {
-    for (int32_t v : s.inputs) f(v);
-    for (size_t j = static_cast<size_t>(s.num_outputs); j < s.operands.size(); ++j)
-      if (static_cast<int>(j) != s.product_operand) f(s.operands[j]);
-  } else if (s.kind == PlanStep::Kind::fused) {
-    for (size_t j = static_cast<size_t>(s.num_outputs); j < s.operands.size(); ++j) f(s.operands[j]);
-  } else {
-    for (int32_t v : s.inputs) f(v);
-  }
-}
-template <class F>
-void for_each_write(const PlanStep& s, F&& f) {
-  if (s.kind != PlanStep::Kind::fused && s.kind != PlanStep::Kind::gemm_fused) {
-    f(s.output);
-    if (s.output2 >= 0) f(s.output2);
-    return;
-  }
-  for (int j = 0; j < s.num_outputs; ++j)
-    if (j != s.reduce_operand) f(s.operands[static_cast<size_t>(j)]);
-  if (s.column_sum_output >= 0) f(s.column_sum_output);
-  if (s.reduce_operand >= 0) f(s.reduce_output);
 }
 
 class PlanReader {
@@ -885,12 +857,12 @@ std::shared_ptr<codegen::ExecutionPlan> PlanReader::read() {
       for (int32_t v : n.outputs) ready[static_cast<size_t>(v)] = 1;
   for (uint32_t k = 0; k < ns; ++k) {
     const PlanStep& s = parts.steps[k];
-    for_each_read(s, [&](int32_t v) {
+    codegen::for_each_read(s, [&](int32_t v) {
       if (!ready[static_cast<size_t>(v)]) bad_step(step_at[k], k, "reads value %" + std::to_string(v) + " before it is written");
       last_read[static_cast<size_t>(v)] = static_cast<int>(k);
     });
     const bool view = codegen::step_is_view(g_, s);
-    for_each_write(s, [&](int32_t v) {
+    codegen::for_each_write(s, [&](int32_t v) {
       if (ready[static_cast<size_t>(v)]) bad_step(step_at[k], k, "writes value %" + std::to_string(v) + " a second time");
       if (parts.arena_offset[static_cast<size_t>(v)] >= 0 && (view || is_output[static_cast<size_t>(v)]))
         c.bad_at(slot_at[static_cast<size_t>(v)], "value %" + std::to_string(v) + " has an arena slot but is " +
@@ -907,6 +879,24 @@ std::shared_ptr<codegen::ExecutionPlan> PlanReader::read() {
   parts.release_after.assign(ns, {});
   for (size_t v = 0; v < nv_; ++v)
     if (def[v] >= 0 && !is_output[v]) parts.release_after[static_cast<size_t>(std::max(def[v], last_read[v]))].push_back(static_cast<int32_t>(v));
+  // No two values live at once share arena bytes (an edited offset would
+  // make one step overwrite what a later step still reads: a wrong answer,
+  // silently). Liveness as the memory plan's, with the pairs the plan will
+  // run at once (ExecutionPlan marks them the same way).
+  {
+    codegen::mark_adjacent_pairs(parts.steps, is_output, codegen::interop_enabled());  // the plan marks them again
+    if (const auto clash = codegen::find_arena_overlap(g_, codegen::memory_step_values(g_, parts.steps), is_output,
+                                                       parts.arena_offset)) {
+      const auto [a, b] = *clash;
+      const auto slot = [&](int32_t v) {
+        const TensorType& t = g_.type(v);
+        return "%" + std::to_string(v) + " (" + t.str() + ", arena offset " +
+               std::to_string(parts.arena_offset[static_cast<size_t>(v)]) + ")";
+      };
+      c.bad_at(slot_at[static_cast<size_t>(b)],
+               "values " + slot(a) + " and " + slot(b) + " are live at the same step and overlap in the arena");
+    }
+  }
   return std::make_shared<codegen::ExecutionPlan>(graph_, opt_, std::move(parts));
 }
 

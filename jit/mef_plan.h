@@ -41,10 +41,10 @@
 // load of the node's input value, a table constant with the bits of the
 // graph's one-element constant, or the register of the node that made it,
 // each output stored from the register of the node that makes it (a
-// program's constants come from its table only). Not checked: whether two
-// values live at once overlap in the arena (an edited offset can alias
-// them). A violation is a ValueError naming 'PLAN', the byte offset and the
-// field; no input makes the read crash.
+// program's constants come from its table only), and no two values live at
+// the same step (the memory plan's liveness, pairs run at once included)
+// overlapping in the arena. A violation is a ValueError naming 'PLAN', the
+// byte offset and the field; no input makes the read crash.
 #pragma once
 #include <memory>
 #include <string>

@@ -10,14 +10,20 @@ namespace kiln::codegen {
 // outputs live past the end. Offsets come from a greedy first fit over the
 // values live at the same time, so the arena is the peak of live
 // intermediates (rounded to 64 bytes each), not their sum.
-MemoryPlan plan_memory(const Graph& g, const std::vector<StepValues>& steps, const std::vector<char>& is_output) {
-  MemoryPlan m;
+namespace {
+
+struct Liveness {
+  std::vector<int> def, last_read, live_until;
+  std::vector<char> planned;  // an arena intermediate: written by a non-view step, not an output, not empty
+};
+
+Liveness liveness(const Graph& g, const std::vector<StepValues>& steps, const std::vector<char>& is_output) {
   const int S = static_cast<int>(steps.size());
   const size_t nv = g.num_values();
   std::vector<int32_t> root(nv);
   for (size_t v = 0; v < nv; ++v) root[v] = static_cast<int32_t>(v);
-  std::vector<int> def(nv, -1), last_read(nv, -1), live_until(nv, -1);
-  std::vector<char> planned(nv, 0);
+  Liveness l{std::vector<int>(nv, -1), std::vector<int>(nv, -1), std::vector<int>(nv, -1), std::vector<char>(nv, 0)};
+  std::vector<int>&def = l.def, &last_read = l.last_read, &live_until = l.live_until;
   for (int k = 0; k < S; ++k) {
     const StepValues& s = steps[k];
     for (int32_t v : s.reads) {
@@ -30,13 +36,30 @@ MemoryPlan plan_memory(const Graph& g, const std::vector<StepValues>& steps, con
       if (s.view)
         root[v] = root[s.reads[0]];
       else
-        planned[v] = !is_output[v] && g.type(v).layout().numel() > 0;
+        l.planned[v] = !is_output[v] && g.type(v).layout().numel() > 0;
     }
   }
   for (int32_t v : g.output_ids()) live_until[root[v]] = S;
   // Views keep their base alive: extend each base to its views' last reads.
   for (size_t v = 0; v < nv; ++v)
     if (root[v] != static_cast<int32_t>(v)) live_until[root[v]] = std::max(live_until[root[v]], std::max(last_read[v], def[v]));
+  return l;
+}
+
+int64_t arena_size(const Graph& g, int32_t v) {
+  const TensorType& t = g.type(v);
+  return (t.layout().numel() * static_cast<int64_t>(size_of(t.dtype)) + 63) / 64 * 64;
+}
+
+}  // namespace
+
+MemoryPlan plan_memory(const Graph& g, const std::vector<StepValues>& steps, const std::vector<char>& is_output) {
+  MemoryPlan m;
+  const int S = static_cast<int>(steps.size());
+  const size_t nv = g.num_values();
+  const Liveness l = liveness(g, steps, is_output);
+  const std::vector<int>&def = l.def, &last_read = l.last_read, &live_until = l.live_until;
+  const std::vector<char>& planned = l.planned;
 
   m.release_after.assign(static_cast<size_t>(S), {});
   for (size_t v = 0; v < nv; ++v)
@@ -54,8 +77,7 @@ MemoryPlan plan_memory(const Graph& g, const std::vector<StepValues>& steps, con
     std::erase_if(live, [k](const Live& l) { return l.until < k; });
     for (int32_t v : steps[k].writes) {
       if (!planned[v]) continue;
-      const TensorType& t = g.type(v);
-      const int64_t size = (t.layout().numel() * static_cast<int64_t>(size_of(t.dtype)) + 63) / 64 * 64;
+      const int64_t size = arena_size(g, v);
       std::sort(live.begin(), live.end(), [](const Live& a, const Live& b) { return a.offset < b.offset; });
       int64_t off = 0;
       for (const Live& l : live) {
@@ -69,6 +91,29 @@ MemoryPlan plan_memory(const Graph& g, const std::vector<StepValues>& steps, con
   }
   m.arena_bytes = static_cast<size_t>(top);
   return m;
+}
+
+std::optional<std::pair<int32_t, int32_t>> find_arena_overlap(const Graph& g, const std::vector<StepValues>& steps,
+                                                               const std::vector<char>& is_output,
+                                                               const std::vector<int64_t>& arena_offset) {
+  const Liveness l = liveness(g, steps, is_output);
+  struct Live {
+    int32_t v;
+    int64_t offset, size;
+    int until;
+  };
+  std::vector<Live> live;
+  for (int k = 0; k < static_cast<int>(steps.size()); ++k) {
+    std::erase_if(live, [k](const Live& b) { return b.until < k; });  // as plan_memory frees them
+    for (int32_t v : steps[k].writes) {
+      if (!l.planned[v] || arena_offset[v] < 0) continue;
+      const Live me{v, arena_offset[v], arena_size(g, v), l.live_until[v]};
+      for (const Live& b : live)
+        if (me.offset < b.offset + b.size && b.offset < me.offset + me.size) return std::make_pair(b.v, v);
+      live.push_back(me);
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace kiln::codegen

@@ -5,6 +5,8 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "../trace/graph.h"
@@ -13,8 +15,8 @@ namespace kiln::codegen {
 
 /// What one step does to values (ids of the planned graph).
 struct StepValues {
-  std::vector<int32_t> reads;
-  std::vector<int32_t> writes;
+  ValueList reads;
+  ValueList writes;
   /// The step is a view op: its one written value aliases the memory of its
   /// first read value (so it gets no memory of its own and keeps its base
   /// alive).
@@ -35,5 +37,14 @@ struct MemoryPlan {
 /// Plans memory for `steps` of `g`, run in order; `is_output[v]` marks graph
 /// outputs (they get memory of their own and live past the last step).
 MemoryPlan plan_memory(const Graph& g, const std::vector<StepValues>& steps, const std::vector<char>& is_output);
+
+/// Checks arena offsets made elsewhere (a MEF file's PLAN section) against
+/// the liveness plan_memory uses: the first two arena values (the earlier
+/// first) that are live at the same step and whose blocks (sizes rounded
+/// to 64 bytes, as planned) overlap, or nullopt. Values without an offset
+/// (-1) are not checked.
+std::optional<std::pair<int32_t, int32_t>> find_arena_overlap(const Graph& g, const std::vector<StepValues>& steps,
+                                                               const std::vector<char>& is_output,
+                                                               const std::vector<int64_t>& arena_offset);
 
 }  // namespace kiln::codegen

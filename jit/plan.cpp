@@ -40,22 +40,7 @@ ExecutionPlan::ExecutionPlan(std::shared_ptr<const Graph> graph, const KernelOpt
   pair_independent_steps(steps_, fusion.is_output, pairs_);
   code_key_ = codegen_feature_key(detect_cpu_target(), opt.strict);
   fuse_ = opt.fuse;
-  std::vector<StepValues> io(steps_.size());
-  for (size_t k = 0; k < steps_.size(); ++k) {
-    const PlanStep& s = steps_[k];
-    io[k] = {step_reads(s), step_writes(s), step_is_view(g, s)};
-  }
-  // A pair running at once is one step to the memory plan: both steps'
-  // reads live until both end, and neither output may take the memory of
-  // a value the other still reads.
-  for (size_t k = 0; k + 1 < steps_.size(); ++k)
-    if (steps_[k].run_with_next) {
-      StepValues& next = io[k + 1];
-      next.reads.insert(next.reads.end(), io[k].reads.begin(), io[k].reads.end());
-      next.writes.insert(next.writes.end(), io[k].writes.begin(), io[k].writes.end());
-      io[k] = StepValues{};
-    }
-  MemoryPlan memory = plan_memory(g, io, fusion.is_output);
+  MemoryPlan memory = plan_memory(g, memory_step_values(g, steps_), fusion.is_output);
   release_after_.assign(memory.release_after.begin(), memory.release_after.end());
   arena_offset_ = std::move(memory.arena_offset);
   arena_bytes_ = memory.arena_bytes;
@@ -85,19 +70,9 @@ ExecutionPlan::ExecutionPlan(std::shared_ptr<const Graph> graph, const KernelOpt
 }
 
 std::vector<int32_t> step_reads(const PlanStep& s) {
-  if (s.kind == PlanStep::Kind::fused_row) {  // the group's inputs and the row op's, but not x
-    std::vector<int32_t> r(s.operands.begin() + s.num_outputs, s.operands.end());
-    r.insert(r.end(), s.inputs.begin() + 1, s.inputs.end());
-    return r;
-  }
-  if (s.kind == PlanStep::Kind::gemm_fused) {  // A, B and the group's inputs but the product
-    std::vector<int32_t> r = s.inputs;
-    for (size_t j = s.num_outputs; j < s.operands.size(); ++j)
-      if (static_cast<int>(j) != s.product_operand) r.push_back(s.operands[j]);
-    return r;
-  }
-  if (s.kind != PlanStep::Kind::fused) return s.inputs;
-  return std::vector<int32_t>(s.operands.begin() + s.num_outputs, s.operands.end());
+  std::vector<int32_t> r;
+  for_each_read(s, [&](int32_t v) { r.push_back(v); });
+  return r;
 }
 
 bool step_is_view(const Graph& g, const PlanStep& s) {
@@ -124,16 +99,29 @@ bool step_is_view(const Graph& g, const PlanStep& s) {
   return detail::view_strides(OpId::Reshape, shape, strides, s.attrs, s2, st2);
 }
 
-std::vector<int32_t> step_writes(const PlanStep& s) {
-  if (s.kind != PlanStep::Kind::fused && s.kind != PlanStep::Kind::gemm_fused) {
-    if (s.output2 >= 0) return {s.output, s.output2};
-    return {s.output};
+std::vector<StepValues> memory_step_values(const Graph& g, const std::vector<PlanStep>& steps) {
+  std::vector<StepValues> io(steps.size());
+  for (size_t k = 0; k < steps.size(); ++k) {
+    for_each_read(steps[k], [&](int32_t v) { io[k].reads.push_back(v); });
+    for_each_write(steps[k], [&](int32_t v) { io[k].writes.push_back(v); });
+    io[k].view = step_is_view(g, steps[k]);
   }
+  // A pair running at once is one step to the memory plan: both steps'
+  // reads live until both end, and neither output may take the memory of
+  // a value the other still reads.
+  for (size_t k = 0; k + 1 < steps.size(); ++k)
+    if (steps[k].run_with_next) {
+      StepValues& next = io[k + 1];
+      for (int32_t v : io[k].reads) next.reads.push_back(v);
+      for (int32_t v : io[k].writes) next.writes.push_back(v);
+      io[k] = StepValues{};
+    }
+  return io;
+}
+
+std::vector<int32_t> step_writes(const PlanStep& s) {
   std::vector<int32_t> w;
-  for (int j = 0; j < s.num_outputs; ++j)
-    if (j != s.reduce_operand) w.push_back(s.operands[j]);
-  if (s.reduce_operand >= 0) w.push_back(s.reduce_output);
-  if (s.column_sum_output >= 0) w.push_back(s.column_sum_output);
+  for_each_write(s, [&](int32_t v) { w.push_back(v); });
   return w;
 }
 

@@ -132,7 +132,36 @@ struct BoundStep {
 };
 
 /// Values a step reads, and values it writes (a fused step with a reduction
-/// writes the reduction's result, not the reduced value).
+/// writes the reduction's result, not the reduced value): f(value id) for
+/// each, in a fixed order, without building a list.
+template <class F>
+void for_each_read(const PlanStep& s, F&& f) {
+  if (s.kind == PlanStep::Kind::fused_row) {  // the group's inputs and the row op's, but not x
+    for (size_t j = static_cast<size_t>(s.num_outputs); j < s.operands.size(); ++j) f(s.operands[j]);
+    for (size_t j = 1; j < s.inputs.size(); ++j) f(s.inputs[j]);
+  } else if (s.kind == PlanStep::Kind::gemm_fused) {  // A, B and the group's inputs but the product
+    for (int32_t v : s.inputs) f(v);
+    for (size_t j = static_cast<size_t>(s.num_outputs); j < s.operands.size(); ++j)
+      if (static_cast<int>(j) != s.product_operand) f(s.operands[j]);
+  } else if (s.kind == PlanStep::Kind::fused) {
+    for (size_t j = static_cast<size_t>(s.num_outputs); j < s.operands.size(); ++j) f(s.operands[j]);
+  } else {
+    for (int32_t v : s.inputs) f(v);
+  }
+}
+template <class F>
+void for_each_write(const PlanStep& s, F&& f) {
+  if (s.kind != PlanStep::Kind::fused && s.kind != PlanStep::Kind::gemm_fused) {
+    f(s.output);
+    if (s.output2 >= 0) f(s.output2);
+    return;
+  }
+  for (int j = 0; j < s.num_outputs; ++j)
+    if (j != s.reduce_operand) f(s.operands[static_cast<size_t>(j)]);
+  if (s.reduce_operand >= 0) f(s.reduce_output);
+  if (s.column_sum_output >= 0) f(s.column_sum_output);
+}
+/// for_each_read and for_each_write as lists.
 std::vector<int32_t> step_reads(const PlanStep& s);
 std::vector<int32_t> step_writes(const PlanStep& s);
 /// Whether step `s` of `g` makes a view of its input, so its value gets no
@@ -141,6 +170,11 @@ std::vector<int32_t> step_writes(const PlanStep& s);
 /// constants are contiguous (attention's heads merged back: a reshape of a
 /// permuted value), which writes a planned tensor like any op step.
 bool step_is_view(const Graph& g, const PlanStep& s);
+struct StepValues;  // memory_plan.h
+/// What the memory plan sees of `steps` (jit/memory_plan.h): each step's
+/// reads, writes and view flag, a pair marked run_with_next counted as one
+/// step (the second's), since both run at once.
+std::vector<StepValues> memory_step_values(const Graph& g, const std::vector<PlanStep>& steps);
 
 class ExecutionPlan {
  public:

@@ -162,6 +162,11 @@ uint32_t u32_at(const std::string& b, size_t at) {
   std::memcpy(&v, b.data() + at, 4);
   return v;
 }
+uint64_t u64_at(const std::string& b, size_t at) {
+  uint64_t v;
+  std::memcpy(&v, b.data() + at, 8);
+  return v;
+}
 void set_u32(std::string& b, size_t at, uint32_t v) { std::memcpy(b.data() + at, &v, 4); }
 void set_u64(std::string& b, size_t at, uint64_t v) { std::memcpy(b.data() + at, &v, 8); }
 
@@ -461,6 +466,18 @@ TEST_SUITE("mef plan") {
     CHECK(e.find("out of range") != std::string::npos);
     e = err([&](std::string& b) { set_u32(b, slot, 0); });  // the input's value
     CHECK(e.find("has an arena slot but no step writes it") != std::string::npos);
+    // exp's result (step 0) is still read by the multiplication (step 1)
+    // that writes the other slot: one offset for both is refused
+    {
+      const auto& offsets = run.engine_model().artifact().plan().arena_offsets();
+      REQUIRE(std::count_if(offsets.begin(), offsets.end(), [](int64_t o) { return o >= 0; }) == 2);
+      REQUIRE(u32_at(p, slot - 12) != u32_at(p, slot));
+      REQUIRE(u64_at(p, slot - 12 + 4) != u64_at(p, slot + 4));
+    }
+    e = err([&](std::string& b) { set_u64(b, slot + 4, u64_at(b, slot - 12 + 4)); });
+    CHECK(e.find(at(slot)) != std::string::npos);
+    CHECK(e.find("are live at the same step and overlap in the arena") != std::string::npos);
+    CHECK(e.find("float32[3, 5]") != std::string::npos);
     // every truncation
     for (size_t n = 1; n < p.size(); ++n) {
       CAPTURE(n);
