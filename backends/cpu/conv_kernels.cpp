@@ -381,9 +381,7 @@ void conv2d_into(const Tensor& out, const Tensor& x_in, const Tensor& w_in, cons
                                : ocg;
     const int64_t chunks = (ocg + mc_max - 1) / mc_max, mc = (ocg + chunks - 1) / chunks;
     auto call_for = [&](int64_t m, int64_t nb) {
-      GemmCall c{dt == DType::float64, false, false, m, nb, k, k, nb, l};
-      if (dt == DType::float32) c.small = codegen::eager_small_gemm(m, nb, k, false, false, k, nb, l);
-      return c;
+      return gemm_call(dt == DType::float64, false, false, m, nb, k, k, nb, l);
     };
     const int64_t nb_tail = (g.oh - (nbands - 1) * band) * g.ow, m_tail = ocg - (chunks - 1) * mc;
     // [band full, band last][chunk full, chunk last]

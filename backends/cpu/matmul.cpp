@@ -412,17 +412,22 @@ std::optional<GemmCall> plan_gemm(bool f64, int64_t m, int64_t n, int64_t k, int
                                   int64_t b_rs, int64_t b_cs) {
   const GemmArg ga = gemm_arg(m, k, a_rs, a_cs), gb = gemm_arg(k, n, b_rs, b_cs);
   if (!ga.ok || !gb.ok || ga.ld > INT_MAX || gb.ld > INT_MAX) return std::nullopt;
+  return gemm_call(f64, ga.trans, gb.trans, m, n, k, ga.ld, gb.ld, n);
+}
+
+GemmCall gemm_call(bool f64, bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb,
+                   int64_t ldc) {
   GemmCall c;
   c.f64 = f64;
-  c.ta = ga.trans;
-  c.tb = gb.trans;
+  c.ta = ta;
+  c.tb = tb;
   c.m = m;
   c.n = n;
   c.k = k;
-  c.lda = ga.ld;
-  c.ldb = gb.ld;
-  c.ldc = n;
-  if (!f64) c.small = codegen::eager_small_gemm(m, n, k, ga.trans, gb.trans, ga.ld, gb.ld, n);
+  c.lda = lda;
+  c.ldb = ldb;
+  c.ldc = ldc;
+  if (!f64) c.small = codegen::eager_small_gemm(m, n, k, ta, tb, lda, ldb, ldc);
   return c;
 }
 

@@ -50,6 +50,12 @@ struct GemmCall {
   std::shared_ptr<const codegen::SmallGemm> small;
 };
 
+/// The GemmCall for op(A) (m x k) op(B) (k x n) into C (row stride ldc),
+/// with eager's generated GEMM for it when float32 has one (the first call
+/// for a problem generates it).
+GemmCall gemm_call(bool f64, bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb,
+                   int64_t ldc);
+
 /// The GemmCall for C (m x n) = A (m x k, element strides a_rs, a_cs) times
 /// B (k x n, strides b_rs, b_cs) as matmul() would issue it (with eager's
 /// generated GEMM when it has one: the first call for a problem generates it), or nullopt
