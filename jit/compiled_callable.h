@@ -5,7 +5,7 @@
 // Numerics contract (compiled vs eager, default mode): add, sub, mul, div,
 // neg, abs, comparisons, logical ops, min/max, where, clamp, casts and every
 // integer op are bit-exact; a*b+c may contract to one FMA, which skips the
-// rounding of a*b: |diff| <= 0.5 ulp of a*b plus 0.5 ulp of the result (under
+// rounding of a*b: |diff| <= 0.5 ulp of a*b plus 1 ulp of the result (each side rounds once more; under
 // cancellation many ulps of the result: a = 1/3, b = -3, c = 1 gives 0
 // eagerly and 5.55e-17 compiled in float64; strict mode never contracts);
 // exp, log: <= 2 ulp; tanh, sigmoid, erf, sin, cos and the ops

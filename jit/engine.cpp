@@ -11,6 +11,7 @@
 #include <set>
 #include <utility>
 
+#include "../tensor/allocation_error.h"
 #include "../tensor/mutation.h"
 #include "../trace/passes/passes.h"
 #include "../trace/treedef_io.h"
@@ -448,11 +449,15 @@ void Model::run_into(kiln::detail::TensorRefs inputs, std::vector<Tensor>& out, 
       if (t.shape() != c.shape) bad_input(i, "shape", shape_str(c.shape), shape_str(t.shape()), 2);
     }
   }
-  if (const codegen::CudaExecutable* c = artifact_->cuda_plan()) {
-    out = c->run(inputs.to_vector(), bound_);
-    return;
+  try {
+    if (const codegen::CudaExecutable* c = artifact_->cuda_plan()) {
+      out = c->run(inputs.to_vector(), bound_);
+      return;
+    }
+    artifact_->plan().run(inputs, bound_, out);
+  } catch (...) {
+    kiln::detail::rethrow_allocation_error_as("compiled call (its results and scratch)");
   }
-  artifact_->plan().run(inputs, bound_, out);
 }
 
 }  // namespace kiln::engine

@@ -202,11 +202,11 @@ class Model {
   // and pre-bound input tensors; every intermediate and output buffer is
   // allocated once, at capture time, and reused by each replay.
   //
-  // What a replay allocates: nothing for fused elementwise steps, views and
-  // copies; an op step that runs an eager kernel (matmul, reductions, row
-  // kernels, data ops, and elementwise ops the code generator did not take)
-  // lets that kernel allocate its result, which replay copies into the
-  // captured buffer so every later step and the outputs stay where they were.
+  // A replay allocates nothing: fused steps, views and copies run in the captured buffers; an op step
+  // running an eager kernel (matmul, reductions, row kernels, data ops, elementwise ops codegen left) has
+  // it write into its captured buffer (a result made elsewhere is copied there), so later steps and the
+  // outputs stay put. Captured tensors of the traced function are not checked (CompiledCallable's call
+  // checks them): a replay computes with the values baked in at trace time.
   //
   // On a CUDA callable (cuda_plan() set) a capture is one CUDA Graph of the
   // whole call: the constants are put on the device and one ordinary run

@@ -9,6 +9,7 @@
 
 #include <sys/sysinfo.h>
 
+#include "allocation_error.h"
 #include "cpu_memory_pools.h"
 #include "cpu_devices.h"
 #include "device_memory.h"
@@ -47,6 +48,26 @@ size_t cpu_memory_bound() {
     return b > SIZE_MAX ? SIZE_MAX : size_t(b);
   }();
   return bound;
+}
+}  // namespace detail
+
+namespace detail {
+void rethrow_allocation_error_as(std::string_view who) {
+  static constexpr std::string_view kMine = "Buffer::allocate: ";
+  const auto renamed = [&](const Error& e) {
+    const std::string_view m = e.what();
+    return m.substr(0, kMine.size()) == kMine ? std::string(who) + ": " + std::string(m.substr(kMine.size()))
+                                              : std::string();
+  };
+  try {
+    throw;
+  } catch (const ValueError& e) {
+    if (std::string m = renamed(e); !m.empty()) throw ValueError(m);
+    throw;
+  } catch (const DeviceError& e) {
+    if (std::string m = renamed(e); !m.empty()) throw DeviceError(m);
+    throw;
+  }
 }
 }  // namespace detail
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <type_traits>
 
+#include "allocation_error.h"
 #include "device_memory.h"
 #include "dispatch.h"
 #include "kernel_registry.h"
@@ -30,15 +31,6 @@ namespace {
 constexpr int64_t kFillGrain = int64_t(1) << 16;
 
 using detail::num_str;
-
-// A new contiguous tensor; shape errors name `op` (Tensor::empty would say "empty").
-Tensor alloc(const Shape& shape, DType dtype, Device device, const char* op) {
-  const int64_t n = checked_numel(shape, op);
-  if (static_cast<uint64_t>(n) > SIZE_MAX / size_of(dtype))
-    throw ShapeError(std::string(op) + ": shape " + shape_str(shape) + " of " + std::string(name(dtype)) +
-                     " needs more bytes than fit in size_t");
-  return Tensor::empty(shape, dtype, device);
-}
 
 // Stores `value` (converted to t's dtype by Scalar's rules, exact for
 // integers; errors name `op`) into every element of the contiguous tensor t.
@@ -118,12 +110,26 @@ Tensor from_literal(L v, std::optional<DType> dtype) {
 
 }  // namespace
 
+namespace detail {
+Tensor empty_for(const Shape& shape, DType dtype, Device device, const char* op) {
+  const int64_t n = checked_numel(shape, op);
+  if (static_cast<uint64_t>(n) > SIZE_MAX / size_of(dtype))
+    throw ShapeError(std::string(op) + ": shape " + shape_str(shape) + " of " + std::string(name(dtype)) +
+                     " needs more bytes than fit in size_t");
+  try {
+    return Tensor::empty(shape, dtype, device);
+  } catch (...) {
+    rethrow_allocation_error_as(op);
+  }
+}
+}  // namespace detail
+
 Tensor empty(const Shape& shape, DType dtype, Device device) {
-  return alloc(shape, dtype, device, "empty");
+  return detail::empty_for(shape, dtype, device, "empty");
 }
 
 Tensor zeros(const Shape& shape, DType dtype, Device device) {
-  Tensor t = alloc(shape, dtype, device, "zeros");
+  Tensor t = detail::empty_for(shape, dtype, device, "zeros");
   // All-zero bytes are 0 / +0.0 / false in every kiln dtype.
   const int64_t nbytes = t.numel() * static_cast<int64_t>(size_of(dtype));
   if (!device.is_cpu()) {  // a stream-ordered memset on the device
@@ -142,7 +148,7 @@ Tensor zeros(const Shape& shape, DType dtype, Device device) {
 namespace {
 Tensor filled(const Shape& shape, const Scalar& value, DType dtype, Device device, const char* op) {
   if (!device.is_cpu()) return filled(shape, value, dtype, Device::cpu(), op).to(device);
-  Tensor t = alloc(shape, dtype, device, op);
+  Tensor t = detail::empty_for(shape, dtype, device, op);
   fill(t, value, op);
   return t;
 }
@@ -189,7 +195,7 @@ Tensor arange(double start, double stop, double step, DType dtype) {
   const int64_t n = len > 0 ? static_cast<int64_t>(len) : 0;
   if (dtype == DType::bool_ && n > 2)
     throw DTypeError("arange: a bool result can have at most 2 elements (as in numpy), got " + std::to_string(n));
-  Tensor t = alloc({n}, dtype, Device::cpu(), "arange");
+  Tensor t = detail::empty_for({n}, dtype, Device::cpu(), "arange");
   if (n == 0) return t;
   void* p = t.data_ptr();
   detail::visit_dtype(dtype, [&](auto tag) {
@@ -222,7 +228,7 @@ Tensor arange(double start, double stop, double step, DType dtype) {
 }
 
 Tensor arange(int64_t stop, DType dtype) {
-  Tensor t = alloc({stop > 0 ? stop : 0}, dtype, Device::cpu(), "arange");
+  Tensor t = detail::empty_for({stop > 0 ? stop : 0}, dtype, Device::cpu(), "arange");
   const int64_t n = t.numel();
   if (n == 0) return t;
   void* p = t.data_ptr();
@@ -243,7 +249,7 @@ Tensor arange(int64_t stop, DType dtype) {
 
 Tensor linspace(double start, double stop, int64_t num_, DType dtype) {
   if (num_ < 0) throw ValueError("linspace: num must be non-negative, got " + std::to_string(num_));
-  Tensor t = alloc({num_}, dtype, Device::cpu(), "linspace");
+  Tensor t = detail::empty_for({num_}, dtype, Device::cpu(), "linspace");
   if (num_ == 0) return t;
   // numpy: y = i * step + start in float64, y[-1] = stop; integer dtypes
   // take floor(y) (numpy >= 1.20).

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <string>
 
+#include "allocation_error.h"
 #include "creation.h"
 #include "dispatch.h"
 #include "num_str.h"
@@ -139,7 +140,7 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype, Gener
   checked_numel(shape, "randint");
   if (!(low < high))
     throw ValueError("randint: expected low < high, got low=" + std::to_string(low) + ", high=" + std::to_string(high));
-  Tensor out = Tensor::empty(shape, dtype);
+  Tensor out = detail::empty_for(shape, dtype, Device::cpu(), "randint");
   // The range as uint64 (high - low may exceed INT64_MAX).
   const uint64_t range = static_cast<uint64_t>(high) - static_cast<uint64_t>(low);
   detail::visit_dtype(dtype, [&](auto tag) {
@@ -216,7 +217,7 @@ Tensor uniform(const Shape& shape, double low, double high, DType dtype, Generat
                      ", high=" + num_str(high));
   if (low > high)
     throw ValueError("uniform: expected low <= high, got low=" + num_str(low) + ", high=" + num_str(high));
-  Tensor out = Tensor::empty(shape, dtype);
+  Tensor out = detail::empty_for(shape, dtype, Device::cpu(), "uniform");
   const double range = high - low;
   detail::visit_dtype(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -250,7 +251,7 @@ Tensor normal(const Shape& shape, double mean, double stddev, DType dtype, Gener
   if (!std::isfinite(mean) || !std::isfinite(stddev))
     throw ValueError("normal: mean and std must be finite, got mean=" + num_str(mean) + ", std=" + num_str(stddev));
   if (stddev < 0) throw ValueError("normal: expected std >= 0, got std=" + num_str(stddev));
-  Tensor out = Tensor::empty(shape, dtype);
+  Tensor out = detail::empty_for(shape, dtype, Device::cpu(), "normal");
   constexpr double kTwoPi = 6.283185307179586476925286766559;
   // Box-Muller: (r cos t, r sin t), r = sqrt(-2 log u1), t = 2 pi u2, with
   // u1 in (0, 1] so log never sees 0. Element 2j takes cos, 2j+1 takes sin.

@@ -265,4 +265,34 @@ TEST_SUITE("user_messages") {
     CHECK(run(x).tensor().to_vector<float>() == std::vector<float>{2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24});
     CHECK(x.to_vector<float>() == std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
   }
+
+  TEST_CASE("memory that cannot be had: the message names the operation that asked, not Buffer::allocate") {
+    // (the new-user run t20: zeros, random::normal and compiled calls said "Buffer::allocate: ...")
+    const Shape huge{int64_t(1) << 40};
+    auto starts = [](const std::function<void()>& f, const std::string& prefix, bool device_error = false) {
+      std::string m;
+      try {
+        f();
+      } catch (const DeviceError& e) {
+        CHECK(device_error);
+        m = e.what();
+      } catch (const ValueError& e) {
+        CHECK(!device_error);
+        m = e.what();
+      }
+      INFO(m);
+      CHECK(m.rfind(prefix, 0) == 0);
+    };
+    starts([&] { zeros(huge); }, "zeros: out of memory allocating 4398046511104 bytes");
+    starts([&] { ones(huge); }, "ones: out of memory");
+    starts([&] { full(huge, 2.0); }, "full: out of memory");
+    starts([&] { empty(huge); }, "empty: out of memory");
+    starts([&] { random::normal(huge); }, "normal: out of memory");
+    starts([&] { random::uniform(huge); }, "uniform: out of memory");
+    starts([&] { random::randint(0, 3, huge); }, "randint: out of memory");
+    starts([&] { zeros({3}, DType::float32, Device::cpu(-1)); }, "zeros: CPU device -1 does not exist", true);
+    const Tensor b = broadcast_to(tensor({1.0f}), {int64_t(1) << 20, int64_t(1) << 20});  // a view: no memory
+    starts([&] { compile([](Tensor x) { return exp(x); })(b.layout())(b); }, "compiled call (its results and scratch): out of memory");
+    starts([&] { exp(b); }, "exp: out of memory for its result");
+  }
 }
