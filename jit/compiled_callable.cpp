@@ -35,6 +35,42 @@ std::string layout_str(const TensorLayout& l) {
 }
 std::string arg_path(const std::vector<std::string>& paths, size_t i) { return paths.at(i).empty() ? "0" : paths[i]; }
 
+// Where two argument trees first differ: the path ("1", "0.w") and the two
+// nodes; false when they are equal.
+bool first_difference(const TreeDef& a, const TreeDef& b, const std::string& path, std::string& at, const TreeDef*& da,
+                      const TreeDef*& db) {
+  if (a.kind != b.kind || a.value != b.value || a.keys != b.keys || a.children.size() != b.children.size()) {
+    at = path;
+    da = &a;
+    db = &b;
+    return true;
+  }
+  for (size_t i = 0; i < a.children.size(); ++i) {
+    const std::string child = a.keys.empty() ? std::to_string(i) : a.keys[i];
+    if (first_difference(a.children[i], b.children[i], path.empty() ? child : path + "." + child, at, da, db))
+      return true;
+  }
+  return false;
+}
+
+// "compiled call: tree structure mismatch ...", saying where, and what to do
+// when the difference is a non-tensor value the callable was compiled with.
+[[noreturn]] void throw_tree_mismatch(const TreeDef& want, const TreeDef& got) {
+  std::string msg = "compiled call: tree structure mismatch: expected " + want.str() + ", got " + got.str();
+  std::string at;
+  const TreeDef *w = nullptr, *g = nullptr;
+  if (first_difference(want, got, "", at, w, g)) {
+    const std::string where = at.empty() ? "the arguments" : "argument " + at;
+    if (w->kind == TreeDef::Kind::static_leaf && g->kind == TreeDef::Kind::static_leaf)
+      msg += ": " + where + " is the value " + w->value + " this callable was compiled with, got " + g->value +
+             " (a non-tensor argument is compiled into the code; pass a Tensor to vary it, compile again for the "
+             "new value, or use jit(fn), which compiles once per value)";
+    else
+      msg += " (first difference at " + where + ": expected " + w->str() + ", got " + g->str() + ")";
+  }
+  throw ValueError(msg);
+}
+
 // t.stride_class() == want, with the common case (a realized argument
 // expected contiguous) one call: stride_class_of's own first test.
 bool stride_class_is(const Tensor& t, StrideClass want) {
@@ -752,8 +788,7 @@ CallResult CompiledCallable::call_checked(detail::TensorRefs leaves, const TreeD
           tree.children.size() != staged_.in_tree.children.size())
         throw ValueError("compiled call: expected " + std::to_string(staged_.in_tree.children.size()) +
                          " positional argument(s), got " + std::to_string(tree.children.size()));
-      throw ValueError("compiled call: tree structure mismatch: expected " + staged_.in_tree.str() + ", got " +
-                       tree.str());
+      throw_tree_mismatch(staged_.in_tree, tree);
     }
     if (fixed_tree) seen.store(&tree, std::memory_order_relaxed);  // static storage: valid for the run
   }
@@ -764,7 +799,13 @@ CallResult CompiledCallable::call_checked(detail::TensorRefs leaves, const TreeD
     if (!t.defined()) throw ValueError("compiled call: argument " + path(i) + ": an undefined tensor");
     if (!layout_matches(t, want[i], !outer))  // a traced value has no strides yet
       throw ValueError("compiled call: argument " + path(i) + ": expected " + layout_str(want[i]) + ", got " +
-                       layout_str(t.layout()));
+                       layout_str(t.layout()) +
+                       (layout_matches(t, want[i], false)
+                            ? " (the stride class is part of what a CompiledCallable is compiled for: compile for "
+                              "this layout, pass a tensor of the expected one, or use jit(fn), which compiles once "
+                              "per layout)"
+                            : " (a CompiledCallable runs the layouts it was compiled for: compile for this one, or "
+                              "use jit(fn), which compiles once per layout)"));
   }
   if (outer) return inline_call(*outer, leaves);
   check_captured();

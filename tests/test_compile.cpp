@@ -93,7 +93,8 @@ TEST_SUITE("compile") {
     // Every argument check names the entry point, as the argument-count check does.
     CHECK_THROWS_WITH_AS(run(std::make_pair(a, ones({4})), 2),
                          "compiled call: argument 0.1: expected float32[3] cpu (contiguous), got float32[4] cpu "
-                         "(contiguous)",
+                         "(contiguous) (a CompiledCallable runs the layouts it was compiled for: compile for this one, "
+                         "or use jit(fn), which compiles once per layout)",
                          ValueError);
     CHECK_THROWS_WITH_AS(run(std::make_pair(a, ones({3}, DType::float64)), 2),
                          doctest::Contains("compiled call: argument 0.1: expected float32[3]"), ValueError);
@@ -107,6 +108,14 @@ TEST_SUITE("compile") {
     auto g = [](Tensor x) { return x + 1.0f; };
     CompiledCallable rg = compile(g)(f32({3, 3}));
     CHECK_THROWS_WITH_AS(rg(transpose(m)), doctest::Contains("(transposed)"), ValueError);
+    CHECK_THROWS_WITH_AS(rg(transpose(m)), doctest::Contains("(the stride class is part of what a CompiledCallable is "
+                                                              "compiled for: compile for this layout"),
+                         ValueError);
+    // A non-tensor argument differs: the message says which and what to do (t20 finding 9).
+    CHECK_THROWS_WITH_AS(run(std::make_pair(a, b), 3),
+                         doctest::Contains(": argument 1 is the value 2 this callable was compiled with, got 3 (a "
+                                           "non-tensor argument is compiled into the code; pass a Tensor to vary it"),
+                         ValueError);
     // Compiled for a transposed layout: accepted, and right.
     CompiledCallable rt = compile(g)(transpose(m));
     CHECK(vecf(rt(transpose(m))) == vecf(transpose(m) + 1.0f));
