@@ -198,6 +198,7 @@ class ExecutionPlan {
   // pointing at the source. Plans are held by shared_ptr.
   ExecutionPlan(const ExecutionPlan&) = delete;
   ExecutionPlan& operator=(const ExecutionPlan&) = delete;
+  ~ExecutionPlan();
 
   /// Weight slots in the order run() expects them: (name, type).
   const std::vector<std::pair<std::string, TensorType>>& weight_slots() const { return weight_slots_; }
@@ -332,6 +333,10 @@ class ExecutionPlan {
   static constexpr size_t kReusedOutputTotal = size_t{16} << 20;
   mutable std::vector<std::array<Tensor, 2>> reused_outputs_;
   mutable size_t reused_output_bytes_ = 0;
+  // empty_cache() drops what every idle plan keeps for reuse (the earlier
+  // outputs above and the scratch arenas); a plan a call owns is skipped.
+  void release_kept_memory() const;
+  static void release_kept_memory_of_all_plans();
   Tensor output_tensor(int32_t v, const TensorType& t) const;
 
   // A call with every step bound up front (jit/plan_bind.cpp): no

@@ -3,11 +3,13 @@
 // planned arena slot), so running the steps is a walk over ready-made
 // argument lists with no allocation or dispatch in between.
 #include "../backends/cpu/copy.h"
+#include "../tensor/cpu_memory_pools.h"
 #include "plan.h"
 #include "profile_clock.h"
 
 #include <omp.h>
 
+#include <algorithm>
 #include <atomic>
 
 namespace kiln::codegen {
@@ -77,7 +79,43 @@ Tensor ExecutionPlan::output_tensor(int32_t v, const TensorType& t) const {
   return fresh;
 }
 
+namespace {
+// Every plan alive, for empty_cache (tensor/cpu_memory_pools.h's hook).
+std::mutex g_plans_mu;
+std::vector<const ExecutionPlan*>& live_plans() {
+  static std::vector<const ExecutionPlan*> plans;
+  return plans;
+}
+}  // namespace
+
+void ExecutionPlan::release_kept_memory() const {
+  if (owner_busy_.exchange(true, std::memory_order_acquire)) return;  // a call runs it: it keeps its memory
+  reused_outputs_.clear();
+  reused_output_bytes_ = 0;
+  owner_arena_ = Buffer();
+  owner_busy_.store(false, std::memory_order_release);
+  std::lock_guard<std::mutex> lock(arena_mu_);
+  free_arenas_.clear();
+}
+
+void ExecutionPlan::release_kept_memory_of_all_plans() {
+  std::lock_guard<std::mutex> lock(g_plans_mu);
+  for (const ExecutionPlan* p : live_plans()) p->release_kept_memory();
+}
+
+ExecutionPlan::~ExecutionPlan() {
+  std::lock_guard<std::mutex> lock(g_plans_mu);
+  auto& plans = live_plans();
+  if (auto it = std::find(plans.begin(), plans.end(), this); it != plans.end()) plans.erase(it);
+}
+
 void ExecutionPlan::init_run_tables() {
+  static const bool hooked = (kiln::detail::add_empty_cache_hook(&release_kept_memory_of_all_plans), true);
+  (void)hooked;
+  {
+    std::lock_guard<std::mutex> lock(g_plans_mu);
+    live_plans().push_back(this);
+  }
   id_ = next_plan_id.fetch_add(1, std::memory_order_relaxed);
   const Graph& g = *graph_;
   view_steps_.assign(steps_.size(), 0);

@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "cpu_devices.h"
 #include "env_number.h"
@@ -222,8 +223,37 @@ MemoryStats memory_stats(Device d) {
 void reset_peak_memory() { for_each_pool(reset_peak); }
 void reset_peak_memory(Device d) { reset_peak(checked_pool(d, "reset_peak_memory")); }
 
-void empty_cache() { for_each_pool(empty); }
-void empty_cache(Device d) { empty(checked_pool(d, "empty_cache")); }
+namespace {
+// empty_cache's hooks (detail::add_empty_cache_hook).
+std::mutex g_hooks_mu;
+std::vector<void (*)()>& empty_cache_hooks() {
+  static std::vector<void (*)()> hooks;
+  return hooks;
+}
+void run_empty_cache_hooks() {
+  std::vector<void (*)()> hooks;
+  {
+    std::lock_guard<std::mutex> lk(g_hooks_mu);
+    hooks = empty_cache_hooks();
+  }
+  for (void (*release)() : hooks) release();
+}
+}  // namespace
+
+void detail::add_empty_cache_hook(void (*release)()) {
+  std::lock_guard<std::mutex> lk(g_hooks_mu);
+  empty_cache_hooks().push_back(release);
+}
+
+void empty_cache() {
+  run_empty_cache_hooks();
+  for_each_pool(empty);
+}
+void empty_cache(Device d) {
+  Cache& c = checked_pool(d, "empty_cache");
+  run_empty_cache_hooks();
+  empty(c);
+}
 
 void set_buffer_cache_limit(size_t bytes) {
   for_each_pool([&](Cache& c) {

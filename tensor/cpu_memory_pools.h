@@ -34,6 +34,11 @@ namespace detail {
 /// device 0's); `device` in [0, num_cpu_devices()), checked by the caller.
 void* cpu_allocate_on(int device, size_t nbytes);
 void cpu_free_on(int device, void* p, size_t nbytes) noexcept;
+/// Adds `release` to what empty_cache() calls before it empties the pools:
+/// memory another part of kiln keeps for reuse (a compiled plan's earlier
+/// outputs and its scratch arena, jit/plan.cpp) is dropped, so that the
+/// blocks it frees are returned too.
+void add_empty_cache_hook(void (*release)());
 }  // namespace detail
 
 }  // namespace kiln

@@ -486,4 +486,54 @@ TEST_SUITE("alloc_free") {
     }
     set_buffer_cache_limit(saved);
   }
+
+  TEST_CASE("empty_cache drops the outputs and scratch compiled plans keep for reuse; calls go on right") {
+    // (the new-user run t20: 64 layouts of a jit function with 8 outputs kept
+    // 496 MiB after every result was dropped and empty_cache() was called)
+    const size_t saved = buffer_cache_limit();
+    set_buffer_cache_limit(size_t{64} << 20);
+    empty_cache();
+    const size_t base = memory_stats().bytes_in_use;
+    auto f = [](Tensor x, Tensor w) { return std::make_tuple(x + 1.0f, exp(x) * 2.0f, matmul(x, w) + 1.0f); };
+    Tensor x = random::uniform({64, 64}, 0.0, 1.0, DType::float32, nullptr);
+    Tensor w = random::uniform({64, 64}, 0.0, 1.0, DType::float32, nullptr);
+    auto check = [&](const CallResult& r) {
+      const std::vector<double> xv = kt::values(x), wv = kt::values(w);
+      const std::vector<double> a = kt::values(r.leaves[0]), e = kt::values(r.leaves[1]), m = kt::values(r.leaves[2]);
+      for (size_t i = 0; i < xv.size(); i += 97) {
+        CHECK(kt::close(a[i], xv[i] + 1.0, 1e-6, 1e-6));
+        CHECK(kt::close(e[i], std::exp(xv[i]) * 2.0, 1e-6, 1e-6));
+        double dot = 1.0;
+        for (size_t k = 0; k < 64; ++k) dot += xv[i / 64 * 64 + k] * wv[k * 64 + i % 64];
+        CHECK(kt::close(m[i], dot, 1e-5, 1e-5));
+      }
+    };
+    {
+      std::vector<CompiledCallable> runs;
+      for (int k = 0; k < 4; ++k) runs.push_back(compile(f)(f32({64, 64}), f32({64, 64})));
+      for (int rep = 0; rep < 3; ++rep)
+        for (const CompiledCallable& run : runs) check(run(x, w));
+      const size_t inputs = 2 * 64 * 64 * 4;
+      const size_t outputs = 3 * 64 * 64 * 4;  // per call
+      CHECK(memory_stats().bytes_in_use > base + inputs + outputs);  // the plans keep outputs for their next calls
+      empty_cache();
+      // what is left beside the inputs: the callables' constants (a few scalars)
+      CHECK(memory_stats().bytes_in_use < base + inputs + 1024);
+      CHECK(memory_stats().bytes_cached == 0);
+      for (const CompiledCallable& run : runs) check(run(x, w));  // they allocate again, and are right
+      // empty_cache while other threads call: a plan a call owns keeps its memory that call
+      std::atomic<bool> stop{false};
+      std::thread t([&] {
+        while (!stop.load()) empty_cache();
+      });
+      for (int rep = 0; rep < 50; ++rep) check(runs[size_t(rep) % runs.size()](x, w));
+      stop = true;
+      t.join();
+    }
+    x = Tensor();
+    w = Tensor();
+    empty_cache();
+    CHECK(memory_stats().bytes_in_use == base);
+    set_buffer_cache_limit(saved);
+  }
 }
