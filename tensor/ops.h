@@ -231,9 +231,9 @@ Tensor cumsum(const Tensor& x, int64_t axis);
 /// Inclusive prefix product along `axis` (cumsum's dtype rules; integers
 /// wrap as int64/uint64 do).
 Tensor cumprod(const Tensor& x, int64_t axis);
-/// exp(x - max) / sum(exp(x - max)) along `axis`. Integer/bool inputs give
-/// float32. A line holding NaN or +inf, or only -inf, is NaN throughout (as
-/// torch.softmax). A 0-d x has no axis (IndexError).
+/// exp(x - max) / sum(exp(x - max)) along `axis`. Integer/bool inputs give float32. A line holding
+/// NaN or +inf, or only -inf, is NaN throughout (as torch.softmax). A 0-d x has no axis (IndexError).
+/// float32: the sum is float32 over 32-128 partial sums (about 1e-6 relative at 1k, 3e-5 at 1M).
 Tensor softmax(const Tensor& x, int64_t axis = -1);
 /// x - max - log(sum(exp(x - max))) along `axis` (same special cases).
 Tensor log_softmax(const Tensor& x, int64_t axis = -1);
@@ -252,9 +252,9 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 /// bias are optional (undefined Tensor), of shape [x.shape[-1]] (ShapeError
 /// otherwise); the result dtype is the promotion of all inputs, float32 for
 /// integer/bool. float32 rows run a generated kernel whose statistics are
-/// float32, two-pass with the Chan-Golub-LeVeque correction (error about
-/// 1.1 * 2^-23 * (|y| + 1), also for rows whose mean is far from 0); other
-/// dtypes accumulate in float64. A 0-d x is a ShapeError.
+/// float32, two-pass with the Chan-Golub-LeVeque correction (error about 1.1 * 2^-23 * (|y| + 1) up to
+/// ~8k per row, also for rows whose mean is far from 0; longer rows more: 1.4x at 262k, 5x at 1M; |x|
+/// past ~1e19 overflows float32 squares); other dtypes accumulate in float64. A 0-d x is a ShapeError.
 Tensor layer_norm(const Tensor& x, const Tensor& weight = {}, const Tensor& bias = {}, double eps = 1e-5);
 /// RMS normalisation over the last axis (Zhang & Sennrich 2019):
 /// x / sqrt(mean(x^2) + eps) * weight (same rules as layer_norm).
