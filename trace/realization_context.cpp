@@ -1325,13 +1325,15 @@ std::shared_ptr<RealizationState> GraphRealizationContext::add_source(const Tens
   if (it != sources_.end()) {
     v = it->second;
   } else {
-    for (const Tensor& q : pinned_)
-      if (same_view(q, t)) v = sources_.at(&q.impl());  // another handle of a view already embedded
+    const auto [first, last] = pinned_at_.equal_range(t.data_ptr());
+    for (auto q = first; q != last; ++q)
+      if (same_view(q->second, t)) v = sources_.at(&q->second.impl());  // another handle of a view already embedded
   }
   if (v < 0) {
     v = graph_->add_constant(t).id;
     sources_[key] = v;
     pinned_.push_back(t);  // keep the key's address from being reused
+    pinned_at_.emplace(t.data_ptr(), t);
   }
   return std::make_shared<RealizationState>(std::vector<GraphValue>{{graph_, v}}, link_);
 }
@@ -1459,13 +1461,17 @@ std::shared_ptr<RealizationState> GraphRealizationContext::add_mutable_source(co
   // write is recorded and the compiled call's aliasing guard sees the two
   // (jit runs such a call eagerly, as before).
   const Tensor* src = &t;  // the handle kept (its impl is the key)
-  if (!sources_.count(key))
-    for (const Tensor& q : pinned_)
+  if (!sources_.count(key)) {
+    const auto [first, last] = pinned_at_.equal_range(t.data_ptr());
+    for (auto it = first; it != last; ++it) {
+      const Tensor& q = it->second;
       if (same_view(q, t) && constant_read(*this, sources_.at(&q.impl()), q, written).empty()) {
         key = &q.impl();
         src = &q;
         break;
       }
+    }
+  }
   if (auto s = sources_.find(key); s != sources_.end()) {
     const std::string why = constant_read(*this, s->second, t, written);
     if (!why.empty())
@@ -1487,7 +1493,15 @@ std::shared_ptr<RealizationState> GraphRealizationContext::add_mutable_source(co
     n.data = Tensor();
     sources_.erase(s);
     auto p = std::find_if(pinned_.begin(), pinned_.end(), [&](const Tensor& q) { return &q.impl() == key; });
-    if (p != pinned_.end()) pinned_.erase(p);  // mutable_ keeps the tensor (and so the key) alive now
+    if (p != pinned_.end()) {  // mutable_ keeps the tensor (and so the key) alive now
+      const auto [first, last] = pinned_at_.equal_range(p->data_ptr());
+      for (auto q = first; q != last; ++q)
+        if (&q->second.impl() == key) {
+          pinned_at_.erase(q);
+          break;
+        }
+      pinned_.erase(p);
+    }
     mutable_index_[key] = mutable_.size();
     mutable_.push_back(std::move(m));
     return add_source(t);

@@ -2,11 +2,13 @@
 
 #include "../tensor/realize_hook.h"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <unordered_map>
 #include <set>
 
 #include "made_in_trace.h"
@@ -265,7 +267,11 @@ StagedGraph TraceSession::finish(const std::vector<Tensor>& outs, TreeDef out_tr
 
 namespace {
 std::mutex g_made_mu;
-std::vector<std::weak_ptr<TensorImpl>> g_made;  // expired entries are dropped as new ones come
+// By address; the weak_ptr tells a later tensor at a reused address apart.
+// Expired entries are swept when the map has doubled since the last sweep
+// (a sweep per note made a trace with n constants quadratic).
+std::unordered_map<const TensorImpl*, std::weak_ptr<TensorImpl>> g_made;
+size_t g_sweep_at = 64;
 bool same_owner(const std::weak_ptr<TensorImpl>& w, const std::shared_ptr<TensorImpl>& p) {
   return !w.owner_before(p) && !p.owner_before(w);
 }
@@ -273,15 +279,17 @@ bool same_owner(const std::weak_ptr<TensorImpl>& w, const std::shared_ptr<Tensor
 
 void note_made_in_trace(const Tensor& t) {
   std::lock_guard<std::mutex> lock(g_made_mu);
-  std::erase_if(g_made, [](const std::weak_ptr<TensorImpl>& w) { return w.expired(); });
-  g_made.emplace_back(t.impl_ptr());
+  if (g_made.size() >= g_sweep_at) {
+    std::erase_if(g_made, [](const auto& e) { return e.second.expired(); });
+    g_sweep_at = std::max<size_t>(64, 2 * g_made.size());
+  }
+  g_made[t.impl_ptr().get()] = t.impl_ptr();
 }
 
 bool made_in_trace(const Tensor& t) {
   std::lock_guard<std::mutex> lock(g_made_mu);
-  for (const auto& w : g_made)
-    if (same_owner(w, t.impl_ptr())) return true;
-  return false;
+  const auto it = g_made.find(t.impl_ptr().get());
+  return it != g_made.end() && same_owner(it->second, t.impl_ptr());
 }
 
 }  // namespace kiln::detail
