@@ -784,10 +784,11 @@ CallResult CompiledCallable::call_checked(detail::TensorRefs leaves, const TreeD
       throw ValueError("compiled call: argument " + path(i) + ": expected " + layout_str(want[i]) + ", got " +
                        layout_str(t.layout()));
   }
+  if (outer) return inline_call(*outer, leaves);
   // jit's runtime numbers that met a narrower integer tensor (trace/weak_scalar.h).
   for (const StagedGraph::NumberCheck& c : staged_.number_checks)
-    if (!detail::weak_number_fits(leaves[c.leaf], c.dtype)) detail::check_weak_number(leaves[c.leaf], c.dtype, c.op, path(c.leaf));
-  if (outer) return inline_call(*outer, leaves);
+    if (!detail::weak_number_fits(leaves[c.leaf], c.dtype))
+      detail::check_weak_number(leaves[c.leaf], c.dtype, c.op, path(c.leaf));
   check_captured();
   check_aliasing(*this, leaves, "compiled call");
   CallResult r;

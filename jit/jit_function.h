@@ -21,8 +21,10 @@
 // call it stays weak in the body; to a CompiledCallable called in the trace
 // it is a 0-d tensor of the parameter's dtype, as at the top level. See
 // trace/weak_scalar.h for the rules and their one limit (a value computed
-// from integer numbers is not range-checked). A 0-d tensor passed instead is a tensor (numpy 2's
-// NEP 50: float32 x * a float64 0-d tensor is float64), cached apart. A
+// from integer numbers, `x + s * 2`, is not range-checked by a compiled
+// call: it wraps as cast() does). A 0-d tensor passed instead is a tensor
+// (numpy 2's NEP 50: float32 x * a float64 0-d tensor is float64), cached
+// apart. A
 // parameter declared as a C++ number (`double`, `int`, ...) declares the
 // argument static: its value is traced into the code and is part of the key.
 //

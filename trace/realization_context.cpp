@@ -626,8 +626,10 @@ std::vector<std::tuple<int32_t, DType, OpId>> detail::weak_number_checks(const G
 }
 
 bool detail::weak_number_fits(const Tensor& number, DType d) {
-  if (number.dtype() != DType::int64 || !number.is_realized() || !number.device().is_cpu()) return true;
-  const int64_t v = *static_cast<const int64_t*>(number.data_ptr());
+  // (per cached call: the fields read directly; data_ptr() costs more than the rest)
+  const detail::TensorImpl& im = number.impl();
+  if (im.dtype != DType::int64 || im.state.pending() || !im.device.is_cpu()) return true;
+  const int64_t v = static_cast<const int64_t*>(im.storage.data())[im.offset];
   switch (d) {
     case DType::int8: return v >= INT8_MIN && v <= INT8_MAX;
     case DType::int16: return v >= INT16_MIN && v <= INT16_MAX;

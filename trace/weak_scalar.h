@@ -17,14 +17,17 @@
 //   (argument 1) is out of range for int8"), a number whose value the trace
 //   knows (passed to a jit function called inside another trace) is checked
 //   while tracing. A value computed from numbers (`x + (s * 2)`) is not
-//   checked: its value exists only inside the compiled code, which wraps it
-//   as cast() does;
+//   checked by a compiled call: its value exists only inside the compiled
+//   code, which wraps it as cast() does (the aliasing guard's eager run,
+//   which has the value, checks it);
 // - an elementwise op of weak values only (with C++ scalars too: `s * 2.0`,
 //   `exp(s)`, `s + true`), and a view of one, is weak again; a C++ scalar of
 //   a higher kind makes the number weak of that kind, exactly (`s * 2.5`
 //   with an integer s is a weak float64, `b + 2` with a bool b a weak int64),
 //   as numpy's Python int * Python float is a Python float. (A Scalar keeps
-//   no width: `s * 2.5f` is computed in double, as `s * 2.5`);
+//   no width: `s * 2.5f` is computed in double, as `s * 2.5`, where the C++
+//   expression `3 * 2.5f` written in is a float product; they differ only
+//   where the float product rounds);
 // - passed to a subgraph call (as_subgraph, a module call), it is weak in
 //   the body too (its exact value is the body's argument, marked weak; the
 //   body's key records it, so a call with a 0-d tensor gets another body);
