@@ -171,6 +171,15 @@ void BM_kiln_jit_cached_call_1elem(benchmark::State& st) {
   for (auto _ : st) benchmark::DoNotOptimize(f(a, b).leaves[0].data_ptr());
 }
 BENCHMARK(BM_kiln_jit_cached_call_1elem);
+// The same with a number for the second Tensor parameter and an int8 tensor:
+// the number is range-checked for int8 per call (trace/weak_scalar.h).
+void BM_kiln_jit_cached_call_number_1elem(benchmark::State& st) {
+  kb::set_threads(1);
+  auto f = kiln::jit([](Tensor a, Tensor s) { return a + s; });
+  Tensor a = kiln::ones({1}, kiln::DType::int8);
+  for (auto _ : st) benchmark::DoNotOptimize(f(a, 27).leaves[0].data_ptr());
+}
+BENCHMARK(BM_kiln_jit_cached_call_number_1elem);
 void BM_kiln_jit_cached_call_write_1elem(benchmark::State& st) {
   kb::set_threads(1);
   auto f = kiln::jit([](Tensor a, Tensor b) {

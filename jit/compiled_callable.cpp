@@ -15,6 +15,7 @@
 #include "../tensor/mutation.h"
 #include "../tensor/realize_hook.h"
 #include "../trace/read_after_write.h"
+#include "../trace/weak_scalar.h"
 #include "call_plan.h"
 #include "mef.h"
 #include "mef_graph.h"
@@ -777,6 +778,23 @@ CallResult CompiledCallable::call_checked(detail::TensorRefs leaves, const TreeD
     return call_checked(leaves, tree, fixed_tree);
   }
   const auto& want = staged_.in_layouts;
+  if (outer) {
+    // A jit runtime number of the outer trace for a 0-d parameter: a 0-d
+    // tensor of the parameter's dtype from its exact value, as a number
+    // passed at the top level (numbers_as_tensors; trace/weak_scalar.h).
+    std::vector<Tensor> conv;
+    for (size_t i = 0; i < leaves.size() && i < want.size(); ++i)
+      if (auto k = detail::weak_scalar_kind(leaves[i]); k && want[i].shape.empty()) {
+        if (conv.empty()) conv = leaves.to_vector();
+        if (promote_with_scalar(want[i].dtype, *k) != want[i].dtype)
+          throw ValueError("compiled call inside a trace: argument " + arg_path(tree.leaf_paths(), i) +
+                           ": a number (a jit runtime number) for a 0-d " + std::string(name(want[i].dtype)) +
+                           " parameter would change its dtype; pass a 0-d tensor (cast it to " +
+                           std::string(name(want[i].dtype)) + ")");
+        conv[i] = detail::weak_cast(leaves[i], want[i].dtype, OpId::Cast);
+      }
+    if (!conv.empty()) return call_checked(conv, tree, fixed_tree);
+  }
   std::atomic<const TreeDef*>& seen = call_plan_->fixed_in_tree;
   if (!(fixed_tree && seen.load(std::memory_order_relaxed) == &tree)) {
     if (!(tree == staged_.in_tree)) {
@@ -808,6 +826,10 @@ CallResult CompiledCallable::call_checked(detail::TensorRefs leaves, const TreeD
                               "use jit(fn), which compiles once per layout)"));
   }
   if (outer) return inline_call(*outer, leaves);
+  // jit's runtime numbers that met a narrower integer tensor (trace/weak_scalar.h).
+  for (const StagedGraph::NumberCheck& c : staged_.number_checks)
+    if (!detail::weak_number_fits(leaves[c.leaf], c.dtype))
+      detail::check_weak_number(leaves[c.leaf], c.dtype, c.op, path(c.leaf));
   check_captured();
   check_aliasing(*this, leaves, "compiled call");
   CallResult r;

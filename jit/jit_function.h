@@ -12,10 +12,19 @@
 // kind (float32 x * s is float32, the number rounded to float32 as eagerly;
 // float64 x * s computes with the double; float16 stays float16; int32 x * 3
 // stays int32), numbers combined with each other (and with C++ constants)
-// stay weak, and read any other way (returned, reduced, passed to a call) a
-// number is the default dtype's tensor of its kind (float32, int64, bool);
-// see trace/weak_scalar.h. A 0-d tensor passed instead is a tensor (numpy 2's
-// NEP 50: float32 x * a float64 0-d tensor is float64), cached apart. A
+// stay weak (an integer number times 2.5 is a weak float64), and read any
+// other way (returned, reduced) a number is the default dtype's tensor of
+// its kind (float32, int64, bool). An integer number that meets a narrower
+// integer tensor (int8 x + s) is checked per call, before the compiled code
+// runs: out of the tensor's range it is a ValueError naming the op, the
+// number and the dtype, as eager `x + 300` raises. Passed on to a subgraph
+// call it stays weak in the body; to a CompiledCallable called in the trace
+// it is a 0-d tensor of the parameter's dtype, as at the top level. See
+// trace/weak_scalar.h for the rules and their one limit (a value computed
+// from integer numbers, `x + s * 2`, is not range-checked by a compiled
+// call: it wraps as cast() does). A 0-d tensor passed instead is a tensor
+// (numpy 2's NEP 50: float32 x * a float64 0-d tensor is float64), cached
+// apart. A
 // parameter declared as a C++ number (`double`, `int`, ...) declares the
 // argument static: its value is traced into the code and is part of the key.
 //
@@ -26,7 +35,8 @@
 // identical arguments (same memory, dtype, shape, strides) are traced as one
 // tensor, a compile of its own cached under a key that records which
 // arguments are one (JitStats::compiles counts it); any other overlap runs
-// the function eagerly (JitStats::eager_calls). Arguments that share memory
+// the function eagerly (JitStats::eager_calls), with its numbers weak as in
+// the trace (the same dtypes and checks). Arguments that share memory
 // but that the function only reads, or that do not overlap (disjoint slices
 // of one buffer), take the ordinary cached path; a function that writes no
 // argument pays nothing for the check.
@@ -239,13 +249,6 @@ Out rebuild_node(const RuntimeNumber& in, LeafSource& src) {
   mark_weak_scalar(t);
   return t;
 }
-/// The number as the eager call of jit's aliasing guard gets it: a 0-d
-/// tensor of the dtype eager would store it in beside the call's tensors
-/// (promote_with_scalar with the promoted dtype of the leaves of one or more
-/// dimensions; the default dtype of its kind when there are none).
-Tensor eager_number(const Tensor& number, std::span<const Tensor> leaves);
-template <class T> const T& eager_arg(const T& a, std::span<const Tensor>) { return a; }
-inline Tensor eager_arg(const RuntimeNumber& n, std::span<const Tensor> leaves) { return eager_number(n, leaves); }
 template <class T> void collect_number(const T&, std::vector<Tensor>&) {}
 inline void collect_number(const RuntimeNumber& n, std::vector<Tensor>& out) { out.push_back(n); }
 /// "jit: argument <path>: an undefined tensor ..." for leaf `i` of `tree`.
@@ -417,10 +420,15 @@ class JitFunction {
         return r;
       }
     }
+    // The numbers are weak in the eager run, as in the trace (trace/weak_scalar.h).
+    std::vector<Tensor> numbers;
+    (detail::collect_number(args, numbers), ...);
+    detail::WeakEagerScope weak(numbers);
     F f = fn_;
-    auto result = f(detail::eager_arg(args, leaves)...);
-    cache_->count_eager_call();
+    auto result = f(args...);
     auto [outs, out_tree] = tree_flatten(result);
+    weak.finish(outs);
+    cache_->count_eager_call();
     return CallResult{std::move(outs), std::make_shared<const TreeDef>(std::move(out_tree))};
   }
 

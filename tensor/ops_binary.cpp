@@ -10,6 +10,7 @@
 #include "ops.h"
 #include "scalar_operand.h"
 #include "scalar_store.h"
+#include "../trace/weak_scalar.h"
 
 namespace kiln {
 
@@ -100,7 +101,24 @@ Tensor with_scalar(OpId op, const Tensor& t, Scalar s, bool scalar_first) {
   if (!t.defined())
     throw ValueError(detail::op_prefix(op) + "input " + (scalar_first ? "1" : "0") + " is an undefined tensor");
   Tensor st = scalar_tensor(s, t.dtype());
-  Tensor tt = st.dtype() == t.dtype() ? t : cast(t, st.dtype());
+  Tensor tt = t;
+  if (st.dtype() != t.dtype()) {
+    if (auto k = detail::weak_scalar_kind(t)) {
+      // A jit runtime number (trace/weak_scalar.h) and a C++ scalar of a
+      // higher kind: two numbers, so the result is a weak number of that
+      // kind, exact (an integer number * 2.5 is a float64 number, as numpy's
+      // Python int * Python float is a Python float).
+      const DType exact = s.kind == ScalarKind::floating ? DType::float64 : DType::int64;
+      st = detail::make_scalar(s, exact, "scalar operand");
+      if (t.dtype() != exact) {
+        const detail::WeakRawScope raw;
+        tt = cast(t, exact);
+      }
+      detail::mark_weak_scalar(tt);
+    } else {
+      tt = cast(t, st.dtype());
+    }
+  }
   // (A trace treats st as weak beside a jit runtime number: trace/weak_scalar.h.)
   struct Mark {
     detail::ScalarOperand old = detail::t_scalar_operand;

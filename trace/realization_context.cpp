@@ -478,6 +478,12 @@ thread_local std::map<const detail::TensorImpl*, ScalarKind> t_weak_realized;
 // Set while the weak rules apply an op themselves: value_of then gives a
 // weak value as it is (float64 / int64 / bool).
 thread_local bool t_weak_raw = false;
+// Range checks of number inputs per graph (trace/weak_scalar.h): graph ->
+// (input value, dtype, op); erased with the graph's context.
+thread_local std::map<const Graph*, std::vector<std::tuple<int32_t, DType, OpId>>> t_weak_checks;
+// Set by a WeakEagerScope: realized tensors marked weak, held until the
+// scope ends (so that no other tensor reuses a marked address meanwhile).
+thread_local std::vector<Tensor>* t_weak_keep = nullptr;
 
 struct WeakRaw {
   bool old = t_weak_raw;
@@ -500,9 +506,32 @@ std::optional<ScalarKind> weak_kind_in(const RealizationContext& c, const Tensor
   return it == t_weak.end() ? std::nullopt : std::optional<ScalarKind>(it->second.kind);
 }
 void mark_weak_value(const Tensor& r) {
-  if (!r.defined() || r.is_realized() || !r.impl().state) return;
+  if (!r.defined()) return;
+  if (r.is_realized()) {  // an eager op's result in a WeakEagerScope
+    if (t_weak_keep) {
+      t_weak_realized[&r.impl()] = kind_of_dtype(r.dtype());
+      t_weak_keep->push_back(r);
+    }
+    return;
+  }
+  if (!r.impl().state) return;
   const GraphValue& v = r.impl().state->values[0];
   t_weak[{v.graph, v.id}] = WeakEntry{kind_of_dtype(r.dtype())};
+}
+
+// An integer weak value `w` cast to the integer dtype `t` by `op`: a value
+// known now (realized) is checked now; a number input of c's graph gets a
+// check per call (StagedGraph::number_checks); a computed value is not
+// checked (its value exists only in the compiled code).
+void weak_range_check(RealizationContext& c, const Tensor& w, DType t, OpId op) {
+  if (w.is_realized()) {
+    detail::check_weak_number(w, t, op, "");
+    return;
+  }
+  const GraphValue& v = w.impl().state->values[0];
+  const auto& ins = c.graph().input_ids();
+  if (v.graph == &c.graph() && std::find(ins.begin(), ins.end(), v.id) != ins.end())
+    t_weak_checks[v.graph].emplace_back(v.id, t, op);
 }
 
 // The weak rules of an op (see trace/weak_scalar.h); nullopt: the op reads
@@ -550,6 +579,11 @@ std::optional<Tensor> apply_weak(RealizationContext& c, OpId op, std::span<const
   std::vector<Tensor> args(in.begin(), in.end());
   for (size_t i = first; i < args.size(); ++i)
     if (args[i].dtype() != t) {
+      // An integer number stored into a narrower integer dtype: eager refuses
+      // a value out of its range (scalar.h), so the number is checked.
+      if (kinds[i] == ScalarKind::integer && is_integral(t) && t != DType::int64 &&
+          &args[i].impl() != detail::t_scalar_operand.impl)
+        weak_range_check(c, args[i], t, op);
       Attrs a;
       a.dtype = t;
       const Tensor one[1] = {args[i]};
@@ -569,8 +603,109 @@ DType detail::weak_default_dtype(ScalarKind k) {
 
 void detail::mark_weak_scalar(const Tensor& t) {
   if (!t.defined()) return;
-  if (t.is_realized()) t_weak_realized[&t.impl()] = kind_of_dtype(t.dtype());
+  if (t.is_realized() && !t_weak_keep) t_weak_realized[&t.impl()] = kind_of_dtype(t.dtype());
   else mark_weak_value(t);
+}
+
+Tensor detail::weak_cast(const Tensor& w, DType d, OpId op) {
+  const std::optional<ScalarKind> k = weak_scalar_kind(w);
+  if (k == ScalarKind::integer && is_integral(d) && d != DType::int64)
+    weak_range_check(current_realization_context(), w, d, op);
+  const WeakRaw raw;
+  Attrs a;
+  a.dtype = d;
+  return apply(OpId::Cast, w, a);  // a value of its own (not marked weak), even where d is w's dtype
+}
+
+detail::WeakRawScope::WeakRawScope() : old_(t_weak_raw) { t_weak_raw = true; }
+detail::WeakRawScope::~WeakRawScope() { t_weak_raw = old_; }
+
+std::vector<std::tuple<int32_t, DType, OpId>> detail::weak_number_checks(const Graph* g) {
+  auto it = t_weak_checks.find(g);
+  return it == t_weak_checks.end() ? std::vector<std::tuple<int32_t, DType, OpId>>{} : it->second;
+}
+
+bool detail::weak_number_fits(const Tensor& number, DType d) {
+  // (per cached call: the fields read directly; data_ptr() costs more than the rest)
+  const detail::TensorImpl& im = number.impl();
+  if (im.dtype != DType::int64 || im.state.pending() || !im.device.is_cpu()) return true;
+  const int64_t v = static_cast<const int64_t*>(im.storage.data())[im.offset];
+  switch (d) {
+    case DType::int8: return v >= INT8_MIN && v <= INT8_MAX;
+    case DType::int16: return v >= INT16_MIN && v <= INT16_MAX;
+    case DType::int32: return v >= INT32_MIN && v <= INT32_MAX;
+    case DType::uint8: return v >= 0 && v <= UINT8_MAX;
+    case DType::uint16: return v >= 0 && v <= UINT16_MAX;
+    case DType::uint32: return v >= 0 && v <= UINT32_MAX;
+    case DType::uint64: return v >= 0;
+    default: return true;
+  }
+}
+
+void detail::check_weak_number(const Tensor& number, DType d, OpId op, const std::string& path) {
+  if (weak_number_fits(number, d)) return;
+  // A number's leaf path ends in its tree node's ".value" (jit_function.h).
+  const std::string suffix = ".value";
+  const bool node = path.size() > suffix.size() && path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0;
+  const std::string arg = node ? path.substr(0, path.size() - suffix.size()) : path;
+  throw ValueError("jit: " + std::string(op_name(op)) + ": the number " +
+                   std::to_string(*static_cast<const int64_t*>(number.data_ptr())) +
+                   (arg.empty() ? std::string() : " (argument " + arg + ")") + " is out of range for " +
+                   std::string(name(d)) + ", the dtype of the integer tensor it meets; eager raises for the number "
+                   "written in (a tensor's integer dtype wins over a number, as in numpy 2, which raises rather "
+                   "than wrap): cast the tensor to a wider dtype first, e.g. x.to(DType::int64)");
+}
+
+// jit's eager run with weak numbers (WeakEagerScope): the weak rules of
+// apply_weak on realized tensors; any other op reads a weak input as its
+// kind's default dtype.
+namespace {
+class WeakEagerContext final : public EagerRealizationContext {
+ public:
+  Tensor apply_op(OpId op, std::span<const Tensor> in, const Attrs& attrs) override {
+    if (t_weak_raw || !any_weak()) return detail::eager_execute(op, in, attrs);
+    if (std::optional<Tensor> r = apply_weak(*this, op, in, attrs)) return *std::move(r);
+    std::vector<Tensor> args(in.begin(), in.end());
+    for (Tensor& a : args)
+      if (auto k = weak_kind_in(*this, a); k && a.dtype() != weak_default(*k)) {
+        const WeakRaw raw;
+        a = cast(a, weak_default(*k));
+      }
+    return detail::eager_execute(op, args, attrs);
+  }
+};
+}  // namespace
+
+struct detail::WeakEagerScope::State {
+  std::vector<Tensor>* old_keep = nullptr;
+  std::vector<Tensor> keep;
+  WeakEagerContext ctx;
+  std::optional<RealizationScope> scope;
+};
+
+detail::WeakEagerScope::WeakEagerScope(std::span<const Tensor> numbers) {
+  if (numbers.empty()) return;  // nothing weak: the plain eager run
+  st_ = std::make_unique<State>();
+  st_->old_keep = t_weak_keep;
+  t_weak_keep = &st_->keep;
+  for (const Tensor& n : numbers) mark_weak_value(n);
+  st_->scope.emplace(st_->ctx);
+}
+
+void detail::WeakEagerScope::finish(std::vector<Tensor>& outs) {
+  if (!st_) return;
+  for (Tensor& t : outs)
+    if (auto k = weak_kind_in(st_->ctx, t); k && t.dtype() != weak_default(*k)) {
+      const WeakRaw raw;
+      t = cast(t, weak_default(*k));
+    }
+}
+
+detail::WeakEagerScope::~WeakEagerScope() {
+  if (!st_) return;
+  st_->scope.reset();
+  for (const Tensor& t : st_->keep) t_weak_realized.erase(&t.impl());
+  t_weak_keep = st_->old_keep;
 }
 
 void detail::unmark_weak_scalar(const Tensor& t) {
@@ -1288,6 +1423,7 @@ GraphRealizationContext::~GraphRealizationContext() {
   pop(this);
   for (auto it = t_weak.lower_bound({graph_, INT32_MIN}); it != t_weak.end() && it->first.first == graph_;)
     it = t_weak.erase(it);
+  t_weak_checks.erase(graph_);
 }
 
 void GraphRealizationContext::realize_all() {

@@ -255,6 +255,9 @@ StagedGraph TraceSession::finish(const std::vector<Tensor>& outs, TreeDef out_tr
     if (c.source.impl_ptr().use_count() <= held) note_made_in_trace(c.source);
   }
   s.write_reads = write_reads(s, outs.size());
+  for (const auto& [v, d, op] : weak_number_checks(graph_.get()))  // (weak_scalar.h)
+    for (size_t i = 0; i < gin.size(); ++i)
+      if (gin[i] == v) s.number_checks.push_back({i, d, op});
   ctx_.reset();
   s.graph = graph_;
   s.in_layouts = std::move(in_layouts);

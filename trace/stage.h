@@ -81,6 +81,17 @@ struct StagedGraph {
   /// Per write (as `writes`), what the function reads after it; empty when
   /// not known (a callable rebuilt from a MEF file): every overlap counts.
   std::vector<WriteReads> write_reads;
+  /// Range checks of jit runtime numbers (trace/weak_scalar.h): an integer
+  /// number that met a tensor of a narrower integer dtype (or an unsigned
+  /// one) and was cast to it. A compiled call checks the number's value
+  /// against `dtype` first and throws ValueError naming `op`, as eager
+  /// raises for `int8_x + 300` rather than wrap.
+  struct NumberCheck {
+    size_t leaf = 0;     ///< the number's tensor leaf
+    DType dtype = DType::int64;
+    OpId op = OpId::Add;
+  };
+  std::vector<NumberCheck> number_checks;
   /// The graph's text form (subgraph definitions first).
   std::string ir() const { return graph->to_text(); }
 };

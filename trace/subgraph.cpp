@@ -6,6 +6,7 @@
 
 #include "../tensor/realize_hook.h"
 #include "text_diff.h"
+#include "weak_scalar.h"
 
 namespace kiln::detail {
 
@@ -22,6 +23,7 @@ std::string types_key(const std::vector<Tensor>& ts) {
   for (const auto& t : ts) {
     r += TensorType(t.dtype(), t.shape(), t.device()).str() + "/" +
          std::to_string(static_cast<int>(covering_stride_class(t)));
+    if (weak_scalar_kind(t)) r += "w";  // a weak number (trace/weak_scalar.h): weak in the body too
     if (auto l = traced_layout(t); l && !l->cls_known) r += "?";
     r += ";";
   }
@@ -84,8 +86,19 @@ std::vector<Tensor> call_subgraph(
     const std::vector<Tensor>& args, const std::string& prefix,
     const std::function<std::vector<Tensor>(const std::vector<Tensor>&, TreeDef&)>& trace_body, TreeDef& out_tree) {
   // Operands first, in the parent (a realized argument becomes a constant there).
+  // A weak number is passed as it is (float64, int64, bool) and is weak in
+  // the body (trace/weak_scalar.h).
   std::vector<GraphValue> vals;
-  for (const auto& a : args) vals.push_back(parent.value_of(a));
+  std::vector<char> weak(args.size(), 0);
+  for (size_t i = 0; i < args.size(); ++i) {
+    weak[i] = weak_scalar_kind(args[i]).has_value();
+    if (weak[i]) {
+      const WeakRawScope raw;
+      vals.push_back(parent.value_of(args[i]));
+    } else {
+      vals.push_back(parent.value_of(args[i]));
+    }
+  }
   auto& cache = *parent.subgraph_cache;
   auto it = cache.find(key);
   std::string name;
@@ -116,6 +129,8 @@ std::vector<Tensor> call_subgraph(
       child.bound_weights = parent.bound_weights;  // a body's parameters bind in the root trace
       std::vector<Tensor> body_args;
       for (const auto& v : body.inputs()) body_args.push_back(child.create_unrealized({v}));
+      for (size_t i = 0; i < body_args.size(); ++i)
+        if (weak[i]) mark_weak_scalar(body_args[i]);
       // Each argument's layout is the operand's (contiguous strides when
       // contiguous; the class is in the key). An operand whose class is not
       // known gives an argument whose class is not known: the body sees what
@@ -135,6 +150,9 @@ std::vector<Tensor> call_subgraph(
         set_traced_value_layout(body.input_ids()[i], l);
       }
       std::vector<Tensor> outs = trace_body(body_args, out_tree);
+      // A weak result is its kind's default dtype's tensor, as a traced function's.
+      for (Tensor& o : outs)
+        if (!o.is_realized() && weak_scalar_kind(o)) o = child.create_unrealized({child.value_of(o)});
       // In-place writes are functionalised per context: a write made inside
       // a deduplicated body could not reach the caller's tensors. Refuse it
       // rather than drop it (tracing inline, allow_subgraphs = false, works).
