@@ -164,6 +164,11 @@ void for_each_write(const PlanStep& s, F&& f) {
 /// for_each_read and for_each_write as lists.
 std::vector<int32_t> step_reads(const PlanStep& s);
 std::vector<int32_t> step_writes(const PlanStep& s);
+/// The shape and strides (elements) value `v` of `g` has when the graph's
+/// inputs, weights and constants are contiguous: a view op's result those
+/// its view chain gives (the eager rule, replayed from the chain's base),
+/// any other value contiguous ones.
+void planned_strides(const Graph& g, int32_t v, Shape& shape, Strides& strides);
 /// Whether step `s` of `g` makes a view of its input, so its value gets no
 /// memory of its own: an op step of a view op, except a reshape that must
 /// copy for the strides its input has when the graph's inputs, weights and
