@@ -349,14 +349,15 @@ void ExecutionPlan::run(detail::TensorRefs inputs, std::span<const Tensor> weigh
 }
 
 // Binds and runs one step at a time (a step's input is then a computed
-// value that bind() may copy to make contiguous); values outside the arena
-// are dropped after their last use.
+// value that bind() may copy to make contiguous; a column sum of a strided
+// view runs eager's reduce() on it instead: runs_eager_kernel); values
+// outside the arena are dropped after their last use.
 void ExecutionPlan::run_stepwise(std::vector<Tensor>& vals, const Buffer& arena, bool owner) const {
   auto destination = [&](int32_t v) { return this->destination(v, arena, owner); };
   std::vector<Tensor> args;
   for (size_t k = 0; k < steps_.size(); ++k) {
     const PlanStep& s = steps_[k];
-    if (s.kind == PlanStep::Kind::op) {
+    if (runs_eager_kernel(s, vals)) {
       args.clear();
       for (int32_t v : s.inputs) args.push_back(vals[v]);
       if (arena_offset_[s.output] >= 0) {
