@@ -99,7 +99,7 @@ std::vector<Tensor> Model::capture(uint64_t key, std::span<const Tensor> inputs)
   }
   for (size_t k = 0; k < plan.steps().size(); ++k) {
     const codegen::PlanStep& s = plan.steps()[k];
-    if (s.kind == codegen::PlanStep::Kind::op) {
+    if (codegen::runs_eager_kernel(s, vals)) {
       CapturedStep c;
       c.kind = CapturedStep::Kind::op;
       c.op = s.op;

@@ -327,7 +327,15 @@ FusionRules cpu_fusion_rules(const KernelOptions& opt) {
   };
   r.column_sum = [](const Graph& g, const Node& n) {
     PlanStep probe;
-    return build_column_sum_step(g, n, probe);
+    if (!build_column_sum_step(g, n, probe)) return false;
+    // Not of a strided view (a transposed value, say): eager's reduce()
+    // sums a view in its own order (a unit-stride reduced axis in lanes),
+    // so the sum stays an op step running it on the view. (A strided
+    // argument is met when the plan runs: ExecutionPlan::run_stepwise.)
+    Shape shape;
+    Strides strides;
+    planned_strides(g, n.inputs[0], shape, strides);
+    return is_contiguous(shape, strides);
   };
   return r;
 }

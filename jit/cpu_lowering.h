@@ -56,7 +56,10 @@ struct GemmCallMemo {
 /// `memo` (may be null): the last call planned, reused for the same problem.
 bool restore_gemm_step(const Graph& g, int32_t node, const GemmOperands& ops, const KernelOptions& opt, PlanStep& s,
                        GemmCallMemo* memo = nullptr);
-/// A column-sum step.
+/// A column-sum step. One of a strided view (written by a kiln whose
+/// plans summed views so; cpu_fusion_rules now leaves that sum an op step)
+/// is restored too: run, it sums the view as eager does
+/// (ExecutionPlan::run_stepwise).
 bool restore_column_sum_step(const Graph& g, int32_t node, PlanStep& s);
 /// The static loop of a fused step: operands (contiguous values, outputs
 /// first, at most kMaxFusedOperands; each broadcasts to `shape`) over `shape`.

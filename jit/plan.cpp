@@ -75,20 +75,17 @@ std::vector<int32_t> step_reads(const PlanStep& s) {
   return r;
 }
 
-bool step_is_view(const Graph& g, const PlanStep& s) {
-  if (s.kind != PlanStep::Kind::op || op_info(s.op).category != OpCategory::View) return false;
-  if (s.op != OpId::Reshape || s.inputs.empty()) return true;
-  // The input's strides: its view chain replayed from a contiguous base.
+void planned_strides(const Graph& g, int32_t v, Shape& shape, Strides& strides) {
+  // The view chain ending at v, replayed from its base's contiguous strides.
   std::vector<const Node*> chain;
-  int32_t v = s.inputs[0];
   for (;;) {
     const Node& n = g.node(static_cast<size_t>(g.producer(v)));
     if (n.kind != NodeKind::op || op_info(n.op).category != OpCategory::View || n.inputs.empty()) break;
     chain.push_back(&n);
     v = n.inputs[0];
   }
-  Shape shape = g.type(v).shape;
-  Strides strides = contiguous_strides(shape);
+  shape = g.type(v).shape;
+  strides = contiguous_strides(shape);
   Shape s2;
   Strides st2;
   for (size_t j = chain.size(); j-- > 0;) {
@@ -96,6 +93,14 @@ bool step_is_view(const Graph& g, const PlanStep& s) {
     shape.swap(s2);
     strides.swap(st2);
   }
+}
+
+bool step_is_view(const Graph& g, const PlanStep& s) {
+  if (s.kind != PlanStep::Kind::op || op_info(s.op).category != OpCategory::View) return false;
+  if (s.op != OpId::Reshape || s.inputs.empty()) return true;
+  Shape shape, s2;
+  Strides strides, st2;
+  planned_strides(g, s.inputs[0], shape, strides);
   return detail::view_strides(OpId::Reshape, shape, strides, s.attrs, s2, st2);
 }
 
@@ -344,14 +349,15 @@ void ExecutionPlan::run(detail::TensorRefs inputs, std::span<const Tensor> weigh
 }
 
 // Binds and runs one step at a time (a step's input is then a computed
-// value that bind() may copy to make contiguous); values outside the arena
-// are dropped after their last use.
+// value that bind() may copy to make contiguous; a column sum of a strided
+// view runs eager's reduce() on it instead: runs_eager_kernel); values
+// outside the arena are dropped after their last use.
 void ExecutionPlan::run_stepwise(std::vector<Tensor>& vals, const Buffer& arena, bool owner) const {
   auto destination = [&](int32_t v) { return this->destination(v, arena, owner); };
   std::vector<Tensor> args;
   for (size_t k = 0; k < steps_.size(); ++k) {
     const PlanStep& s = steps_[k];
-    if (s.kind == PlanStep::Kind::op) {
+    if (runs_eager_kernel(s, vals)) {
       args.clear();
       for (int32_t v : s.inputs) args.push_back(vals[v]);
       if (arena_offset_[s.output] >= 0) {

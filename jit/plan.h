@@ -161,9 +161,23 @@ void for_each_write(const PlanStep& s, F&& f) {
   if (s.reduce_operand >= 0) f(s.reduce_output);
   if (s.column_sum_output >= 0) f(s.column_sum_output);
 }
+/// Whether step `s` runs its op's eager kernel on the values `vals` holds
+/// (a one-step-at-a-time run: ExecutionPlan::run_stepwise, a capture): an
+/// op step, and a column sum of a strided view (an argument of another
+/// stride class, say), which eager's reduce() sums in the view's own order
+/// (lanes along a unit-stride reduced axis), not a contiguous copy's.
+inline bool runs_eager_kernel(const PlanStep& s, const std::vector<Tensor>& vals) {
+  return s.kind == PlanStep::Kind::op ||
+         (s.kind == PlanStep::Kind::column_sum && !vals[static_cast<size_t>(s.inputs[0])].is_contiguous());
+}
 /// for_each_read and for_each_write as lists.
 std::vector<int32_t> step_reads(const PlanStep& s);
 std::vector<int32_t> step_writes(const PlanStep& s);
+/// The shape and strides (elements) value `v` of `g` has when the graph's
+/// inputs, weights and constants are contiguous: a view op's result those
+/// its view chain gives (the eager rule, replayed from the chain's base),
+/// any other value contiguous ones.
+void planned_strides(const Graph& g, int32_t v, Shape& shape, Strides& strides);
 /// Whether step `s` of `g` makes a view of its input, so its value gets no
 /// memory of its own: an op step of a view op, except a reshape that must
 /// copy for the strides its input has when the graph's inputs, weights and

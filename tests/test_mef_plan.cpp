@@ -291,6 +291,40 @@ TEST_SUITE("mef plan") {
       }
   }
 
+  TEST_CASE("a column-sum step of a transposed value (as earlier plans made it) restores and sums as eager does") {
+    // Plans before tester t20's F9 summed sum(x.transpose(), {0}) as a
+    // column-sum step of a contiguous copy (other bits than eager's); now
+    // the sum is an op step. Such a file still reads, and its step runs
+    // eager's reduce() on the view (a run and a capture).
+    auto f = [](Tensor x) { return sum(x.transpose(), {0}); };
+    CompiledCallable run = compile(f)(f32({33, 64}));
+    mef::Contents c = contents_of(run);
+    const auto& steps = run.engine_model().artifact().plan().steps();
+    REQUIRE(steps.size() == 2);  // the permute and the sum, op steps
+    REQUIRE(steps[1].op == OpId::Sum);
+    std::string pat;  // u8 kind, u32 node for each
+    for (const auto& st : steps) {
+      REQUIRE(st.kind == codegen::PlanStep::Kind::op);
+      pat += '\0';
+      for (int b = 0; b < 4; ++b) pat += static_cast<char>((static_cast<uint32_t>(st.node) >> (8 * b)) & 0xff);
+    }
+    const size_t at = c.plan.find(pat);
+    REQUIRE(at != std::string::npos);
+    c.plan[at + 5] = static_cast<char>(codegen::PlanStep::Kind::column_sum);
+    const Read r = read(mef::encode(c));
+    CHECK(r.art->plan().read_note() == "");
+    REQUIRE(r.art->plan().steps()[1].kind == codegen::PlanStep::Kind::column_sum);
+    const Tensor x = random::normal({33, 64}, 0.0, 20.0);
+    const Tensor want = f(x);
+    CHECK_FALSE(kt::same_bits(want, sum(x.transpose().contiguous(), {0})));  // the two orders differ here
+    CHECK(kt::same_bits(run_model(r.art, {x})[0], want));
+    engine::Model m(r.art, {});
+    const std::vector<Tensor> captured = m.capture(7, std::vector<Tensor>{x});
+    CHECK(kt::same_bits(captured[0], want));
+    m.replay(7, std::vector<Tensor>{x});
+    CHECK(kt::same_bits(captured[0], want));
+  }
+
   TEST_CASE("another key, another layout version or no PLAN section: the graph is planned, the note says why") {
     const Case k = cases()[2];
     CompiledCallable run = k.make();

@@ -431,6 +431,35 @@ TEST_SUITE("compile") {
         }
       }
   }
+
+  TEST_CASE("column sums: the sum of a strided view runs eager's reduce() on the view") {
+    // Eager sums a transposed view's unit-stride columns in lanes, the
+    // column-sum kernel row after row: summed as a contiguous copy the bits
+    // differed (tester t20 F8, F9). More layouts: test_reduce_views.cpp.
+    auto ft = [](Tensor x) { return sum(x.transpose(), {0}); };                // a view in the graph: an op step
+    auto fs = [](Tensor x) { return sum(x.index({Slice(0, 20)}), {0}); };    // leading rows: contiguous, a column sum
+    auto fa = [](Tensor x) { return sum(x, {0}); };                            // of the argument
+    for (DType dt : {DType::float32, DType::float64})
+      for (bool strict : {false, true}) {
+        CAPTURE(dt);
+        CAPTURE(strict);
+        const Tensor x = kt::random_tensor({33, 64}, DType::float64, 40, false, 20.0).to(dt);
+        CompiledCallable rt = compile(ft, with({.strict = strict}))(x.layout());
+        CHECK(count(plan_of(rt), PlanStep::Kind::column_sum) == 0);
+        CHECK(count(plan_of(rt), PlanStep::Kind::op, OpId::Sum) == 1);
+        CHECK(same_bits(rt(x).as<Tensor>(), ft(x)));
+        CompiledCallable rs = compile(fs, with({.strict = strict}))(x.layout());
+        CHECK(count(plan_of(rs), PlanStep::Kind::column_sum) == 1);
+        CHECK(same_bits(rs(x).as<Tensor>(), fs(x)));
+        // A transposed argument: its strides are met when the plan runs; the
+        // column-sum step then runs eager's reduce() on it.
+        const Tensor xt = x.transpose();
+        CompiledCallable ra = compile(fa, with({.strict = strict}))(xt.layout());
+        CHECK(count(plan_of(ra), PlanStep::Kind::column_sum) == 1);
+        CHECK(same_bits(ra(xt).as<Tensor>(), fa(xt)));
+        CHECK_FALSE(same_bits(fa(xt), fa(xt.contiguous())));  // the orders differ for these values
+      }
+  }
 }
 
 TEST_SUITE("compile") {
