@@ -440,6 +440,21 @@ void gemm(const GemmCall& g, const void* a, const void* b, void* c, const void* 
            static_cast<const float*>(bias));
 }
 
+void gemm_strided(const GemmCall& g, const Tensor& a_in, const Tensor& b_in, void* c, const void* bias) {
+  auto run = [&](auto zero) {
+    using T = decltype(zero);
+    // as gemm_float: the operands matmul() reads in place, or its copies
+    const Tensor a = gemm_ready<T>(a_in), b = gemm_ready<T>(b_in);
+    const GemmArg ga = gemm_arg(g.m, g.k, a.strides()[0], a.strides()[1]);
+    const GemmArg gb = gemm_arg(g.k, g.n, b.strides()[0], b.strides()[1]);
+    GemmCall e = gemm_call(g.f64, ga.trans, gb.trans, g.m, g.n, g.k, ga.ld, gb.ld, g.ldc);
+    e.bias = g.bias;
+    gemm(e, a.data_ptr(), b.data_ptr(), c, bias);
+  };
+  if (g.f64) run(double{});
+  else run(float{});
+}
+
 void matmul(const Tensor& a, const Tensor& b, const Tensor& out) {
   const int64_t nd = out.ndim();
   if (out.numel() == 0) return;

@@ -69,6 +69,19 @@ std::optional<GemmCall> plan_gemm(bool f64, int64_t m, int64_t n, int64_t k, int
 /// result is bitwise eager's.
 void gemm(const GemmCall& g, const void* a, const void* b, void* c, const void* bias = nullptr);
 
+/// Runs the GEMM of g's problem (f64, m, n, k, ldc, bias) on A and B given
+/// as tensors of any strides (a: m x k, b: k x n, of g's dtype), making the
+/// call matmul() makes for those layouts, whatever g's ta, tb, lda and ldb
+/// say: a transposed or row-strided matrix is read in place with its own
+/// transpose flag and leading dimension (float32: with eager's generated
+/// GEMM for that layout), any other layout is copied first, as matmul()
+/// copies it; pack_b is not applied. Bitwise matmul() on the same views (then
+/// the bias added, as gemm()). A compiled plan's GEMM step runs this when an
+/// operand is a strided view at run time (an argument passed transposed or
+/// sliced): the call for a contiguous copy of it would sum in another order
+/// in the BLAS.
+void gemm_strided(const GemmCall& g, const Tensor& a, const Tensor& b, void* c, const void* bias = nullptr);
+
 /// Whether pack_b is worth it for `g` (a transposed B, small k) with this
 /// BLAS.
 bool gemm_pack_b_pays(const GemmCall& g);
