@@ -8,6 +8,7 @@
 #include "../jit/engine.h"
 #include "../jit/plan.h"
 #include "../backends/cpu/matmul.h"
+#include "../backends/cpu/jit/small_gemm.h"
 
 namespace {
 using namespace kiln;
@@ -697,4 +698,28 @@ TEST_SUITE("compile") {
             CHECK(same_bits(compile(f_batch, strict)(ab.layout(), bt.layout())(ab, bt).as<Tensor>(), f_batch(ab, bt)));
           }
   }
+
+  TEST_CASE("gemm steps: a float32 operand strided past the generated GEMM's leading dimension, bitwise eager") {
+    // The generated GEMM takes leading dimensions up to 2^20: eager copies an
+    // operand strided further first where the shape runs it (the shape alone
+    // picks the GEMM), so a plan's GEMM with an epilogue, which reads a
+    // contiguous copy, and its plain gemm step, which reads the view, give
+    // eager's bits (eager ran the BLAS on such a view before).
+    const auto strict = with({.strict = true});
+    auto mm = [](Tensor a, Tensor b) { return matmul(a, b); };
+    auto f_epi = [](Tensor a, Tensor b) { return relu(matmul(a, b)) * 0.5; };
+    const int64_t ld = codegen::kSmallGemmMaxDim + 16;
+    for (int64_t k : {33, 200}) {
+      INFO("k=" << k);
+      const Tensor big = kt::random_tensor({4, ld}, DType::float32, uint64_t(k), false, 1.0);
+      const Tensor a = slice(big, 1, 0, k);  // [4, k], rows ld apart
+      const Tensor b = kt::random_tensor({k, 40}, DType::float32, uint64_t(k + 1), false, 1.0);
+      const Tensor want = mm(a, b);
+      check_reference(want, a, b, "eager");
+      if (codegen::eager_small_gemm_shape(4, 40, k)) CHECK(same_bits(want, mm(a.contiguous(), b)));
+      CHECK(same_bits(compile(mm, strict)(a.layout(), b.layout())(a, b).as<Tensor>(), want));
+      CHECK(same_bits(compile(f_epi, strict)(a.layout(), b.layout())(a, b).as<Tensor>(), f_epi(a, b)));
+    }
+  }
 }
+

@@ -17,11 +17,12 @@ namespace kiln::cpu {
 /// out's dtype. float32/float64 go to the BLAS (OpenBLAS when built with it,
 /// else Eigen's GEMM); float16/bfloat16 compute in float32; integer dtypes
 /// accumulate in int64 (wrapping), bool is the OR of ANDs. The GEMM chosen
-/// depends on the shapes only; kiln's own GEMMs (generated up to 256^3
-/// multiply-adds, 2^28 for x W^T with few rows: codegen::small_gemm_eager_size;
-/// Eigen's per batch item) give the same bits at any thread
-/// count, a BLAS call gives the BLAS's (OpenBLAS's Haswell/Zen sgemm differs
-/// at rounding level between thread counts).
+/// depends on the shapes only (a float32 operand strided past the generated
+/// GEMM's leading dimension, 2^20, is copied first where the shape runs it);
+/// kiln's own GEMMs (generated up to 256^3 multiply-adds, 2^28 for x W^T with
+/// few rows: codegen::small_gemm_eager_size; Eigen's per batch item) give the
+/// same bits at any thread count, a BLAS call gives the BLAS's (OpenBLAS's
+/// Haswell/Zen sgemm differs at rounding level between thread counts).
 void matmul(const Tensor& a, const Tensor& b, const Tensor& out);
 
 /// "OpenBLAS" or "Eigen".
