@@ -3,7 +3,8 @@
 // 32..256 (where the plan's size threshold kSmallGemmMaxMacs is chosen), the
 // five GEMMs of the digits step at batch 64 (with their transposes; together
 // and each alone), and a
-// compiled matmul (what a plan picks: the generated GEMM or the BLAS call).
+// compiled matmul (what a plan picks: the generated GEMM or the BLAS call),
+// also with B passed as a transposed view.
 // The CPU target follows KILN_JIT_TARGET (avx2 / avx512).
 #include <cblas.h>
 
@@ -88,6 +89,25 @@ void BM_compiled_matmul(benchmark::State& st) {
   for (auto _ : st) benchmark::DoNotOptimize(f(a, b).leaves[0].data_ptr());
   st.SetItemsProcessed(st.iterations() * 2 * n * n * n);
 }
+// a @ b^T with b^T passed as a transposed view, strict: the plan makes
+// eager's call for the view (the BLAS's NT call, or the generated GEMM for a
+// transposed B, reading it in place); range(2) = 1: float64
+void BM_compiled_matmul_bt_view(benchmark::State& st) {
+  const int64_t n = st.range(0);
+  kb::set_threads(int(st.range(1)));
+  const kiln::DType dt = st.range(2) ? kiln::DType::float64 : kiln::DType::float32;
+  kiln::Tensor a = kiln::random::normal({n, n}, 0.0, 1.0, dt), bt = kiln::random::normal({n, n}, 0.0, 1.0, dt).transpose();
+  kiln::CompileOptions o;
+  o.session = std::make_shared<kiln::InferenceSession>(kiln::KernelOptions{.strict = true});
+  kiln::CompiledCallable f =
+      kiln::compile([](kiln::Tensor x, kiln::Tensor y) { return kiln::matmul(x, y); }, o)(a.layout(), bt.layout());
+  f(a, bt);  // warm-up
+  for (auto _ : st) benchmark::DoNotOptimize(f(a, bt).leaves[0].data_ptr());
+  st.SetItemsProcessed(st.iterations() * 2 * n * n * n);
+}
+BENCHMARK(BM_compiled_matmul_bt_view)
+    ->Args({16, 1, 0})->Args({64, 1, 0})->Args({256, 1, 0})->Args({16, 1, 1})->Args({64, 1, 1})->Args({256, 1, 1})
+    ->Unit(benchmark::kMicrosecond);
 // eager matmul of a @ b: the generated GEMM from eager's kernel cache plus
 // the op's dispatch (against BM_generated_sgemm: the dispatch and cache
 // lookup per call)

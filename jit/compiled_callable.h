@@ -13,10 +13,10 @@
 // correctly rounded float64 value, except gelu just below x = -1.3037 (where
 // it switches to its erfc form): <= 5 ulp there (measured over every float
 // of [-1.4, -1.25]: 4.65 ulp on AVX2/AVX-512, 5.02 on SSE2). Reductions and row kernels run the eager
-// kernels' arithmetic (bit-exact); a 2-d matmul is eager's BLAS call, except
-// that a transposed operand with k < 32 may be copied first (the same dot
-// products in another OpenBLAS kernel: bitwise eager's in practice, not
-// promised). With KernelOptions::strict, compiled and eager results are
+// kernels' arithmetic (bit-exact); a 2-d matmul is the call eager makes for its operands' layouts at run time
+// (a transposed or sliced argument is read as eager reads it), except that the transpose of a contiguous value
+// with k < 32 may be copied first (the same dot products in another OpenBLAS kernel: bitwise eager's in practice,
+// not promised). With KernelOptions::strict, compiled and eager results are
 // bitwise equal for every op (any NaN matching any NaN: a NaN's sign and
 // payload depend on operand order inside a kernel and are not promised).
 #pragma once

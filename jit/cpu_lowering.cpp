@@ -160,9 +160,11 @@ bool build_row_step(const Graph& g, const Node& n, const KernelOptions& opt, Pla
 }
 
 // A 2-d float32/float64 matmul node as one bound BLAS call: each operand is
-// a value (contiguous at run time: bind() makes it so) or a transposing
-// permute of one, folded into the call's transpose flag (match_gemm in
-// fusion.cpp found them). Returns false when the node keeps its op step
+// a value (contiguous, as the graph types it) or a transposing permute of
+// one, folded into the call's transpose flag (match_gemm in fusion.cpp
+// found them). A value that is a strided view at run time (an argument
+// passed transposed or sliced) does not run this call: the step then makes
+// eager's call for the view (ExecutionPlan::run_stepwise, cpu::gemm_strided). Returns false when the node keeps its op step
 // (layouts the BLAS call cannot take). `s` must be a fresh PlanStep.
 bool build_gemm_step(const Graph& g, const Node& n, const GemmOperands& ops, const KernelOptions& opt, PlanStep& s,
                      GemmCallMemo* memo = nullptr) {

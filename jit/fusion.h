@@ -19,7 +19,8 @@
 namespace kiln::codegen {
 
 /// The operands of a 2-d matmul as one GEMM call: base[j] is the value whose
-/// memory operand j reads (contiguous at run time); transposed[j] when that
+/// memory operand j reads (contiguous as the graph types it; a strided view
+/// at run time gets eager's call for the view: cpu::gemm_strided); transposed[j] when that
 /// value is the input of a transposing permute (permute {1, 0}) that the call
 /// folds into its transpose flag, so the permute need not run.
 struct GemmOperands {

@@ -350,8 +350,9 @@ void ExecutionPlan::run(detail::TensorRefs inputs, std::span<const Tensor> weigh
 
 // Binds and runs one step at a time (a step's input is then a computed
 // value that bind() may copy to make contiguous; a column sum of a strided
-// view runs eager's reduce() on it instead: runs_eager_kernel); values
-// outside the arena are dropped after their last use.
+// view runs eager's reduce() on it instead (runs_eager_kernel), and a gemm
+// step makes eager's call for a strided operand); values outside the arena
+// are dropped after their last use.
 void ExecutionPlan::run_stepwise(std::vector<Tensor>& vals, const Buffer& arena, bool owner) const {
   auto destination = [&](int32_t v) { return this->destination(v, arena, owner); };
   std::vector<Tensor> args;
@@ -370,6 +371,27 @@ void ExecutionPlan::run_stepwise(std::vector<Tensor>& vals, const Buffer& arena,
       } else {
         vals[s.output] = detail::eager_execute(s.op, args, s.attrs);
       }
+    } else if (s.kind == PlanStep::Kind::gemm &&
+               (!vals[s.inputs[0]].is_contiguous() || !vals[s.inputs[1]].is_contiguous())) {
+      // An operand that is a strided view now (an argument passed
+      // transposed or sliced, a view step's result): the call eager's
+      // matmul makes for the view, read in place where eager reads it so
+      // (bind() would copy it contiguous, and the BLAS sums another
+      // layout's product in another order: float64, and float32 without
+      // the generated GEMM).
+      auto operand = [&](int j) {  // the matmul's operand: the value, or its transpose (a folded permute)
+        const Tensor& t = vals[s.inputs[static_cast<size_t>(j)]];
+        if (!s.gemm_transposed[j]) return t;
+        return Tensor(t.buffer(), t.dtype(), {t.shape()[1], t.shape()[0]}, {t.strides()[1], t.strides()[0]}, t.offset());
+      };
+      const void* bias = nullptr;
+      if (s.gemm.bias) {
+        Tensor& b = vals[s.inputs[2]];
+        if (!b.is_contiguous()) b = b.contiguous();
+        bias = b.data_ptr();
+      }
+      vals[s.output] = destination(s.output);
+      cpu::gemm_strided(s.gemm, operand(0), operand(1), vals[s.output].data_ptr(), bias);
     } else {
       execute(bind(k, vals, destination));
     }

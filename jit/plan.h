@@ -355,8 +355,9 @@ class ExecutionPlan {
 
   // A call with every step bound up front (jit/plan_bind.cpp): no
   // allocation or dispatch between steps. false when a generated or BLAS
-  // step's input is a strided view that bind() would have to copy (run()
-  // then goes step by step). A view step that copies (a reshape of a
+  // step's input is a strided view (run() then goes step by step: bind()
+  // copies it contiguous, except that a gemm step makes eager's call for
+  // the view: run_stepwise). A view step that copies (a reshape of a
   // permuted value, say) runs in its place like an op step (run_view).
   struct Bound {
     // Per step; op steps: out = the planned tensor. Kept between calls on

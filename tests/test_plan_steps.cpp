@@ -8,6 +8,7 @@
 #include "../jit/engine.h"
 #include "../jit/plan.h"
 #include "../backends/cpu/matmul.h"
+#include "../backends/cpu/jit/small_gemm.h"
 
 namespace {
 using namespace kiln;
@@ -32,6 +33,51 @@ CompileOptions with(KernelOptions k) {
   CompileOptions o;
   o.session = std::make_shared<InferenceSession>(k);
   return o;
+}
+
+// Operands of every layout eager matmul meets: a GEMM step (and an op
+// step) must issue eager's call for the layout the argument has at run
+// time (eager reads a transposed or row-strided matrix in place, with the
+// BLAS's transposed kernels or the generated GEMM for that layout, and
+// copies other layouts), not the call for a contiguous copy of it.
+// float64 with k >= 32 and float32 under KILN_JIT_TARGET=sse2 (OpenBLAS
+// for both) differed by up to thousands of ulp before.
+enum class Lay { contiguous, transposed, row_step, col_step, padded, transposed_padded };
+std::string lay_name(Lay l) {
+  static const char* names[] = {"contiguous", "transposed", "row_step", "col_step", "padded", "transposed_padded"};
+  return names[int(l)];
+}
+// A rows x cols matrix of `dt` with the given layout (random values).
+Tensor operand(int64_t rows, int64_t cols, Lay l, DType dt, uint64_t seed) {
+  auto r = [&](Shape s) { return kt::random_tensor(s, DType::float64, seed, false, 1.0).to(dt); };
+  switch (l) {
+    case Lay::contiguous: return r({rows, cols});
+    case Lay::transposed: return transpose(r({cols, rows}));                                     // strides (1, rows)
+    case Lay::row_step: return slice(r({2 * rows, cols}), 0, 0, std::nullopt, 2);                // (2 cols, 1)
+    case Lay::col_step: return slice(r({rows, 2 * cols}), 1, 0, std::nullopt, 2);                // (2 cols, 2): copied
+    case Lay::padded: return slice(r({rows, cols + 3}), 1, 0, cols);                             // (cols + 3, 1)
+    case Lay::transposed_padded: return transpose(slice(r({cols, rows + 5}), 1, 0, rows));       // (1, rows + 5)
+  }
+  return {};
+}
+// |c - a b| within twice the rounding bound k eps sum_q |a_iq b_qj| (c and the
+// float64 reference both round).
+void check_reference(const Tensor& c, const Tensor& a, const Tensor& b, const std::string& what) {
+  const int64_t m = a.shape()[0], k = a.shape()[1], n = b.shape()[1];
+  const std::vector<double> av = kt::values(a), bv = kt::values(b), cv = kt::values(c);
+  const double eps = c.dtype() == DType::float64 ? 0x1p-53 : 0x1p-24;
+  int bad = 0;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double ref = 0, mag = 0;
+      for (int64_t q = 0; q < k; ++q) {
+        ref += av[size_t(i * k + q)] * bv[size_t(q * n + j)];
+        mag += std::abs(av[size_t(i * k + q)] * bv[size_t(q * n + j)]);
+      }
+      bad += !(std::abs(cv[size_t(i * n + j)] - ref) <= 2.0 * double(k + 2) * eps * mag);
+    }
+  INFO(what);
+  CHECK(bad == 0);
 }
 }  // namespace
 
@@ -579,4 +625,130 @@ TEST_SUITE("compile") {
       }
     }
   }
+
+
+  TEST_CASE("gemm steps: transposed, sliced and broadcast operands get eager's call, bitwise (strict compile and jit)") {
+    const auto strict = with({.strict = true});
+    auto mm = [](Tensor a, Tensor b) { return matmul(a, b); };
+    // (A, B) layouts: B^T and A^T as arguments, both, row steps (read in
+    // place), column steps (copied), padded rows (general stride class)
+    const std::pair<Lay, Lay> pairs[] = {{Lay::contiguous, Lay::transposed},  {Lay::transposed, Lay::contiguous},
+                                         {Lay::transposed, Lay::transposed},  {Lay::row_step, Lay::transposed},
+                                         {Lay::col_step, Lay::padded},        {Lay::transposed_padded, Lay::row_step},
+                                         {Lay::padded, Lay::transposed_padded}};
+    struct Size {
+      int64_t m, n;
+    };
+    for (DType dt : {DType::float32, DType::float64}) {
+      auto jmm = jit(mm, JitOptions{.compile = strict});
+      for (int64_t k : {31, 32, 33, 64})
+        for (Size sz : {Size{1, 1}, Size{1, 130}, Size{9, 13}, Size{130, 1}, Size{64, 96}, Size{127, 130}})
+          for (auto [la, lb] : pairs) {
+            const std::string what = std::string(name(dt)) + " m=" + std::to_string(sz.m) + " n=" +
+                                     std::to_string(sz.n) + " k=" + std::to_string(k) + " A " + lay_name(la) +
+                                     ", B " + lay_name(lb);
+            INFO(what);
+            const Tensor a = operand(sz.m, k, la, dt, uint64_t(k * 131 + sz.m)), b = operand(k, sz.n, lb, dt, uint64_t(k * 137 + sz.n));
+            const Tensor want = matmul(a, b);
+            check_reference(want, a, b, "eager " + what);
+            CHECK(same_bits(compile(mm, strict)(a.layout(), b.layout())(a, b).as<Tensor>(), want));
+            CHECK(same_bits(jmm(a, b), want));
+            // default mode: eager's call too (within the float bound at least)
+            check_reference(compile(mm)(a.layout(), b.layout())(a, b).as<Tensor>(), a, b, "default " + what);
+          }
+    }
+  }
+
+  TEST_CASE("gemm steps: one compiled callable for the general stride class takes each call's layout, bitwise eager") {
+    // The key holds the stride class only: a callable traced for a padded
+    // argument also runs column-strided and padded transposed ones.
+    const auto strict = with({.strict = true});
+    auto mm = [](Tensor a, Tensor b) { return matmul(a, b); };
+    for (DType dt : {DType::float32, DType::float64})
+      for (int64_t k : {31, 33, 64}) {
+        const Tensor a0 = operand(9, k, Lay::padded, dt, 1), b0 = operand(k, 13, Lay::padded, dt, 2);
+        REQUIRE(a0.stride_class() == StrideClass::general);
+        const CompiledCallable run = compile(mm, strict)(a0.layout(), b0.layout());
+        for (Lay la : {Lay::padded, Lay::col_step, Lay::transposed_padded})
+          for (Lay lb : {Lay::padded, Lay::col_step, Lay::transposed_padded}) {
+            INFO(name(dt) << " k=" << k << " A " << lay_name(la) << ", B " << lay_name(lb));
+            const Tensor a = operand(9, k, la, dt, uint64_t(k + 3)), b = operand(k, 13, lb, dt, uint64_t(k + 4));
+            REQUIRE(b.stride_class() == StrideClass::general);
+            const Tensor want = matmul(a, b);
+            check_reference(want, a, b, "eager");
+            CHECK(same_bits(run(a, b).as<Tensor>(), want));
+          }
+      }
+  }
+
+  TEST_CASE("gemm steps: view ops inside the function on strided arguments, bias rows, epilogues and batches, bitwise eager") {
+    const auto strict = with({.strict = true});
+    // bt: [n, k]; at: [k, m]: transposed inside the function, so a
+    // transposed-view argument is read contiguous by eager
+    auto f_bt = [](Tensor a, Tensor bt) { return matmul(a, transpose(bt)); };
+    auto f_atbt = [](Tensor at, Tensor bt) { return matmul(transpose(at), transpose(bt)); };
+    auto f_bias = [](Tensor a, Tensor b, Tensor c) { return matmul(a, b) + c; };
+    auto f_epi = [](Tensor a, Tensor b) { return relu(matmul(a, b)) * 0.5; };
+    auto f_batch = [](Tensor a3, Tensor bt) { return matmul(a3, transpose(bt)); };
+    // every second row of a2 [2m, k] (a view step: eager reads it in place, ld 2k)
+    auto f_rows = [](Tensor a2, Tensor b) { return matmul(slice(a2, 0, 0, std::nullopt, 2), b); };
+    for (DType dt : {DType::float32, DType::float64})
+      for (int64_t k : {31, 32, 33, 64})
+        for (int64_t m : {1, 9, 130})
+          for (Lay l : {Lay::contiguous, Lay::transposed, Lay::row_step, Lay::col_step}) {
+            const int64_t n = m == 1 ? 130 : 13;
+            INFO(name(dt) << " m=" << m << " n=" << n << " k=" << k << " layout " << lay_name(l));
+            const Tensor a = operand(m, k, l, dt, uint64_t(k + m)), bt = operand(n, k, l, dt, uint64_t(k + m + 1));
+            const Tensor at = operand(k, m, l, dt, uint64_t(k + m + 2)), b = operand(k, n, l, dt, uint64_t(k + m + 3));
+            const Tensor c = kt::random_tensor({n}, DType::float64, uint64_t(k + m + 4), false, 1.0).to(dt);
+            const Tensor want_bt = f_bt(a, bt);
+            check_reference(want_bt, a, transpose(bt), "eager a bt^T");
+            CHECK(same_bits(compile(f_bt, strict)(a.layout(), bt.layout())(a, bt).as<Tensor>(), want_bt));
+            CHECK(same_bits(jit(f_bt, JitOptions{.compile = strict})(a, bt), want_bt));
+            CHECK(same_bits(compile(f_atbt, strict)(at.layout(), bt.layout())(at, bt).as<Tensor>(), f_atbt(at, bt)));
+            CHECK(same_bits(compile(f_bias, strict)(a.layout(), b.layout(), c.layout())(a, b, c).as<Tensor>(), f_bias(a, b, c)));
+            CHECK(same_bits(compile(f_epi, strict)(a.layout(), b.layout())(a, b).as<Tensor>(), f_epi(a, b)));
+            const Tensor a2 = operand(2 * m, k, l, dt, uint64_t(k + m + 6));
+            CHECK(same_bits(compile(f_rows, strict)(a2.layout(), b.layout())(a2, b).as<Tensor>(), f_rows(a2, b)));
+            // batched [2, m, k] with matrix 1 = a, B^T broadcast over the batch: contiguous,
+            // transposed matrices, a batch step, a row step
+            const Tensor a3 = stack({operand(m, k, l, dt, uint64_t(k + m + 5)), a});
+            const Tensor a3t = transpose(stack({transpose(a), transpose(a)}));
+            const Tensor a3b = slice(stack({a, a, a, a}), 0, 1, std::nullopt, 2);
+            const Tensor a2i = reshape(stack({a, a}, 1), {2 * m, k});  // rows 2i and 2i + 1: a's row i
+            const Tensor a3r = slice(stack({a2i, a2i}), 1, 0, std::nullopt, 2);
+            for (const Tensor& x3 : {a3, a3t, a3b, a3r}) {
+              const Tensor want3 = f_batch(x3, bt);
+              check_reference(reshape(slice(want3, 0, 1, 2), {m, n}), a, transpose(bt), "eager batched");
+              CHECK(same_bits(compile(f_batch, strict)(x3.layout(), bt.layout())(x3, bt).as<Tensor>(), want3));
+            }
+            // a batch axis of stride 0 (broadcast argument) times a transposed B
+            const Tensor ab = broadcast_to(a, {3, m, k});
+            CHECK(same_bits(compile(f_batch, strict)(ab.layout(), bt.layout())(ab, bt).as<Tensor>(), f_batch(ab, bt)));
+          }
+  }
+
+  TEST_CASE("gemm steps: a float32 operand strided past the generated GEMM's leading dimension, bitwise eager") {
+    // The generated GEMM takes leading dimensions up to 2^20: eager copies an
+    // operand strided further first where the shape runs it (the shape alone
+    // picks the GEMM), so a plan's GEMM with an epilogue, which reads a
+    // contiguous copy, and its plain gemm step, which reads the view, give
+    // eager's bits (eager ran the BLAS on such a view before).
+    const auto strict = with({.strict = true});
+    auto mm = [](Tensor a, Tensor b) { return matmul(a, b); };
+    auto f_epi = [](Tensor a, Tensor b) { return relu(matmul(a, b)) * 0.5; };
+    const int64_t ld = codegen::kSmallGemmMaxDim + 16;
+    for (int64_t k : {33, 200}) {
+      INFO("k=" << k);
+      const Tensor big = kt::random_tensor({4, ld}, DType::float32, uint64_t(k), false, 1.0);
+      const Tensor a = slice(big, 1, 0, k);  // [4, k], rows ld apart
+      const Tensor b = kt::random_tensor({k, 40}, DType::float32, uint64_t(k + 1), false, 1.0);
+      const Tensor want = mm(a, b);
+      check_reference(want, a, b, "eager");
+      if (codegen::eager_small_gemm_shape(4, 40, k)) CHECK(same_bits(want, mm(a.contiguous(), b)));
+      CHECK(same_bits(compile(mm, strict)(a.layout(), b.layout())(a, b).as<Tensor>(), want));
+      CHECK(same_bits(compile(f_epi, strict)(a.layout(), b.layout())(a, b).as<Tensor>(), f_epi(a, b)));
+    }
+  }
 }
+

@@ -76,12 +76,24 @@ Tensor compact_copy(const Tensor& t, DType dt) {
   return Tensor(c.buffer(), dt, t.shape(), cs, 0);
 }
 
-// An operand ready for a GEMM of element type T.
+// The largest leading dimension a float32 operand is read in place with, in
+// a batch of `batch` m x n x k products: eager's generated GEMM takes up to
+// kSmallGemmMaxDim, so where the shape runs it (a single product, or a batch
+// of small ones: gemm_float) an operand strided further is copied; the shape
+// alone then decides between the generated GEMM and the BLAS.
+int64_t max_gemm_ld(bool f32, int64_t batch, int64_t m, int64_t n, int64_t k) {
+  const bool generated = f32 && codegen::eager_small_gemm_shape(m, n, k) &&
+                         (batch == 1 || double(m) * double(n) * double(k) < codegen::kSmallGemmParallelMacs);
+  return generated ? codegen::kSmallGemmMaxDim : INT_MAX;
+}
+
+// An operand ready for a GEMM of element type T, its leading dimension at
+// most max_ld.
 template <class T>
-Tensor gemm_ready(const Tensor& t) {
+Tensor gemm_ready(const Tensor& t, int64_t max_ld) {
   const int64_t nd = t.ndim();
   const GemmArg g = gemm_arg(t.shape()[nd - 2], t.shape()[nd - 1], t.strides()[nd - 2], t.strides()[nd - 1]);
-  if (t.dtype() == dtype_v<T> && g.ok && g.ld <= INT_MAX) return t;
+  if (t.dtype() == dtype_v<T> && g.ok && g.ld <= max_ld) return t;
   return compact_copy(t, dtype_v<T>);
 }
 
@@ -220,9 +232,10 @@ void blas_gemm(const Gemm<T>& g) {
 
 template <class T>
 void gemm_float(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
-  const Tensor a = gemm_ready<T>(a_in), b = gemm_ready<T>(b_in);
   const int64_t nd = out.ndim();
-  const int64_t M = out.shape()[nd - 2], N = out.shape()[nd - 1], K = a.shape()[nd - 1];
+  const int64_t M = out.shape()[nd - 2], N = out.shape()[nd - 1], K = a_in.shape()[nd - 1];
+  const int64_t max_ld = max_gemm_ld(std::is_same_v<T, float>, out.numel() / (M * N), M, N, K);
+  const Tensor a = gemm_ready<T>(a_in, max_ld), b = gemm_ready<T>(b_in, max_ld);
   const GemmArg ga = gemm_arg(M, K, a.strides()[nd - 2], a.strides()[nd - 1]);
   const GemmArg gb = gemm_arg(K, N, b.strides()[nd - 2], b.strides()[nd - 1]);
   const Batch B = batch_of(a, b, out);
@@ -438,6 +451,22 @@ void gemm(const GemmCall& g, const void* a, const void* b, void* c, const void* 
   else
     gemm_t(g, static_cast<const float*>(a), static_cast<const float*>(b), static_cast<float*>(c),
            static_cast<const float*>(bias));
+}
+
+void gemm_strided(const GemmCall& g, const Tensor& a_in, const Tensor& b_in, void* c, const void* bias) {
+  auto run = [&](auto zero) {
+    using T = decltype(zero);
+    // as gemm_float: the operands matmul() reads in place, or its copies
+    const int64_t max_ld = max_gemm_ld(!g.f64, 1, g.m, g.n, g.k);
+    const Tensor a = gemm_ready<T>(a_in, max_ld), b = gemm_ready<T>(b_in, max_ld);
+    const GemmArg ga = gemm_arg(g.m, g.k, a.strides()[0], a.strides()[1]);
+    const GemmArg gb = gemm_arg(g.k, g.n, b.strides()[0], b.strides()[1]);
+    GemmCall e = gemm_call(g.f64, ga.trans, gb.trans, g.m, g.n, g.k, ga.ld, gb.ld, g.ldc);
+    e.bias = g.bias;
+    gemm(e, a.data_ptr(), b.data_ptr(), c, bias);
+  };
+  if (g.f64) run(double{});
+  else run(float{});
 }
 
 void matmul(const Tensor& a, const Tensor& b, const Tensor& out) {

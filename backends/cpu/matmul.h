@@ -17,11 +17,12 @@ namespace kiln::cpu {
 /// out's dtype. float32/float64 go to the BLAS (OpenBLAS when built with it,
 /// else Eigen's GEMM); float16/bfloat16 compute in float32; integer dtypes
 /// accumulate in int64 (wrapping), bool is the OR of ANDs. The GEMM chosen
-/// depends on the shapes only; kiln's own GEMMs (generated up to 256^3
-/// multiply-adds, 2^28 for x W^T with few rows: codegen::small_gemm_eager_size;
-/// Eigen's per batch item) give the same bits at any thread
-/// count, a BLAS call gives the BLAS's (OpenBLAS's Haswell/Zen sgemm differs
-/// at rounding level between thread counts).
+/// depends on the shapes only (a float32 operand strided past the generated
+/// GEMM's leading dimension, 2^20, is copied first where the shape runs it);
+/// kiln's own GEMMs (generated up to 256^3 multiply-adds, 2^28 for x W^T with
+/// few rows: codegen::small_gemm_eager_size; Eigen's per batch item) give the
+/// same bits at any thread count, a BLAS call gives the BLAS's (OpenBLAS's
+/// Haswell/Zen sgemm differs at rounding level between thread counts).
 void matmul(const Tensor& a, const Tensor& b, const Tensor& out);
 
 /// "OpenBLAS" or "Eigen".
@@ -68,6 +69,19 @@ std::optional<GemmCall> plan_gemm(bool f64, int64_t m, int64_t n, int64_t k, int
 /// pack_b this is the call matmul() makes for the same 2-d problem, so the
 /// result is bitwise eager's.
 void gemm(const GemmCall& g, const void* a, const void* b, void* c, const void* bias = nullptr);
+
+/// Runs the GEMM of g's problem (f64, m, n, k, ldc, bias) on A and B given
+/// as tensors of any strides (a: m x k, b: k x n, of g's dtype), making the
+/// call matmul() makes for those layouts, whatever g's ta, tb, lda and ldb
+/// say: a transposed or row-strided matrix is read in place with its own
+/// transpose flag and leading dimension (float32: with eager's generated
+/// GEMM for that layout), any other layout is copied first, as matmul()
+/// copies it; pack_b is not applied. Bitwise matmul() on the same views (then
+/// the bias added, as gemm()). A compiled plan's GEMM step runs this when an
+/// operand is a strided view at run time (an argument passed transposed or
+/// sliced): the call for a contiguous copy of it would sum in another order
+/// in the BLAS.
+void gemm_strided(const GemmCall& g, const Tensor& a, const Tensor& b, void* c, const void* bias = nullptr);
 
 /// Whether pack_b is worth it for `g` (a transposed B, small k) with this
 /// BLAS.

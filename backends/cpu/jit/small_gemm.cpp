@@ -840,7 +840,7 @@ SmallGemmKey plain_gemm_key(CpuTarget t, int64_t m, int64_t n, int64_t k, bool t
 std::string small_gemm_why_not(const SmallGemmKey& key) {
   if (key.target < CpuTarget::avx2) return std::string("target ") + cpu_target_name(key.target) + " (needs avx2 or avx512)";
   if (key.target > host_cpu_target()) return std::string("target ") + cpu_target_name(key.target) + " is not supported by this CPU";
-  constexpr int64_t kMax = int64_t(1) << 20;
+  constexpr int64_t kMax = kSmallGemmMaxDim;
   if (key.m < 1 || key.n < 1 || key.k < 1 || key.m > kMax || key.n > kMax || key.k > kMax)
     return "sizes m, n, k must be in 1..2^20 (got " + std::to_string(key.m) + ", " + std::to_string(key.n) + ", " +
            std::to_string(key.k) + ")";
@@ -936,6 +936,11 @@ void seed_eager_small_gemm(int64_t m, int64_t n, int64_t k, bool ta, bool tb, in
       return nullptr;  // a malformed image: generated on first use instead
     }
   });
+}
+
+bool eager_small_gemm_shape(int64_t m, int64_t n, int64_t k) {
+  return small_gemm_eager_size(m, n, k) && eager_target() >= CpuTarget::avx2 && m >= 1 && n >= 1 && k >= 1 &&
+         m <= kSmallGemmMaxDim && n <= kSmallGemmMaxDim && k <= kSmallGemmMaxDim;
 }
 
 std::shared_ptr<const SmallGemm> eager_small_gemm(int64_t m, int64_t n, int64_t k, bool ta, bool tb, int64_t lda,

@@ -180,6 +180,9 @@ inline constexpr double kSmallGemmSwapMaxMacs = double(1 << 28);
 /// shape alone decides, not B's layout: a plan may bind a transposed-view
 /// argument contiguous, and must run what eager runs for the view.
 bool small_gemm_eager_size(int64_t m, int64_t n, int64_t k);
+/// The largest m, n, k and leading dimension (elements) a generated GEMM
+/// takes (small_gemm_why_not).
+inline constexpr int64_t kSmallGemmMaxDim = int64_t(1) << 20;
 /// From this many multiply-adds (128^3) run() splits the row blocks among
 /// the OpenMP threads.
 inline constexpr double kSmallGemmParallelMacs = double(1 << 21);
@@ -201,6 +204,13 @@ inline constexpr double kSmallGemmParallelMacs = double(1 << 21);
 std::shared_ptr<const SmallGemm> eager_small_gemm(int64_t m, int64_t n, int64_t k, bool ta, bool tb, int64_t lda,
                                                   int64_t ldb, int64_t ldc);
 inline constexpr size_t kEagerGemmCacheMax = 512;
+/// Whether eager_small_gemm gives a GEMM for this shape when the leading
+/// dimensions are at most kSmallGemmMaxDim: the target is AVX2 or better,
+/// small_gemm_eager_size holds and m, n, k are in 1..kSmallGemmMaxDim. Eager
+/// matmul copies an operand strided past kSmallGemmMaxDim first for such a
+/// shape, so that the shape alone decides between the generated GEMM and
+/// the BLAS (a plan reading a contiguous copy of the view runs the same).
+bool eager_small_gemm_shape(int64_t m, int64_t n, int64_t k);
 /// The eager cache's entries now and its evictions so far (tests).
 struct EagerGemmCacheStats {
   size_t size = 0, evictions = 0;
