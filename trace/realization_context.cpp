@@ -1463,13 +1463,14 @@ std::shared_ptr<RealizationState> GraphRealizationContext::add_source(const Tens
   } else {
     const auto [first, last] = pinned_at_.equal_range(t.data_ptr());
     for (auto q = first; q != last; ++q)
-      if (same_view(q->second, t)) v = sources_.at(&q->second.impl());  // another handle of a view already embedded
+      if (same_view(pinned_[q->second], t))
+        v = sources_.at(&pinned_[q->second].impl());  // another handle of a view already embedded
   }
   if (v < 0) {
     v = graph_->add_constant(t).id;
     sources_[key] = v;
+    pinned_at_.emplace(t.data_ptr(), pinned_.size());
     pinned_.push_back(t);  // keep the key's address from being reused
-    pinned_at_.emplace(t.data_ptr(), t);
   }
   return std::make_shared<RealizationState>(std::vector<GraphValue>{{graph_, v}}, link_);
 }
@@ -1600,7 +1601,7 @@ std::shared_ptr<RealizationState> GraphRealizationContext::add_mutable_source(co
   if (!sources_.count(key)) {
     const auto [first, last] = pinned_at_.equal_range(t.data_ptr());
     for (auto it = first; it != last; ++it) {
-      const Tensor& q = it->second;
+      const Tensor& q = pinned_[it->second];
       if (same_view(q, t) && constant_read(*this, sources_.at(&q.impl()), q, written).empty()) {
         key = &q.impl();
         src = &q;
@@ -1630,13 +1631,9 @@ std::shared_ptr<RealizationState> GraphRealizationContext::add_mutable_source(co
     sources_.erase(s);
     auto p = std::find_if(pinned_.begin(), pinned_.end(), [&](const Tensor& q) { return &q.impl() == key; });
     if (p != pinned_.end()) {  // mutable_ keeps the tensor (and so the key) alive now
-      const auto [first, last] = pinned_at_.equal_range(p->data_ptr());
-      for (auto q = first; q != last; ++q)
-        if (&q->second.impl() == key) {
-          pinned_at_.erase(q);
-          break;
-        }
       pinned_.erase(p);
+      pinned_at_.clear();  // the indices after it moved (rare: a constant turned mutable)
+      for (size_t i = 0; i < pinned_.size(); ++i) pinned_at_.emplace(pinned_[i].data_ptr(), i);
     }
     mutable_index_[key] = mutable_.size();
     mutable_.push_back(std::move(m));

@@ -364,10 +364,12 @@ class GraphRealizationContext : public RealizationContext {
   std::string prefix_;
   std::map<const detail::TensorImpl*, int32_t> sources_;
   std::vector<Tensor> pinned_;
-  // pinned_ by the address of their first element, in pinning order: the
-  // candidates of same_view (a scan of pinned_ per source made long traces
-  // quadratic: 10,000 ops with a constant each compiled in 2.3 s).
-  std::multimap<const void*, Tensor> pinned_at_;
+  // Indices into pinned_ by the address of their first element, in pinning
+  // order: the candidates of same_view (a scan of pinned_ per source made
+  // long traces quadratic: 10,000 ops with a constant each compiled in
+  // 2.3 s). Indices, not handles: a source's use count tells whether the
+  // traced function made it (trace/made_in_trace.h).
+  std::multimap<const void*, size_t> pinned_at_;
   std::vector<MutableSource> mutable_;
   std::map<const detail::TensorImpl*, size_t> mutable_index_;  // impl -> index into mutable_
   std::map<int32_t, detail::TracedLayout> layouts_;             // root value -> its layout (value_layout)
