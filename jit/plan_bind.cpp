@@ -81,10 +81,15 @@ Tensor ExecutionPlan::output_tensor(int32_t v, const TensorType& t) const {
 
 namespace {
 // Every plan alive, for empty_cache (tensor/cpu_memory_pools.h's hook).
-std::mutex g_plans_mu;
+// Never destroyed: a plan held by a static object dies after every
+// function-local static (a static MiniLM encoder did, under ASan).
+std::mutex& plans_mu() {
+  static auto* mu = new std::mutex;
+  return *mu;
+}
 std::vector<const ExecutionPlan*>& live_plans() {
-  static std::vector<const ExecutionPlan*> plans;
-  return plans;
+  static auto* plans = new std::vector<const ExecutionPlan*>;
+  return *plans;
 }
 }  // namespace
 
@@ -99,12 +104,12 @@ void ExecutionPlan::release_kept_memory() const {
 }
 
 void ExecutionPlan::release_kept_memory_of_all_plans() {
-  std::lock_guard<std::mutex> lock(g_plans_mu);
+  std::lock_guard<std::mutex> lock(plans_mu());
   for (const ExecutionPlan* p : live_plans()) p->release_kept_memory();
 }
 
 ExecutionPlan::~ExecutionPlan() {
-  std::lock_guard<std::mutex> lock(g_plans_mu);
+  std::lock_guard<std::mutex> lock(plans_mu());
   auto& plans = live_plans();
   if (auto it = std::find(plans.begin(), plans.end(), this); it != plans.end()) plans.erase(it);
 }
@@ -113,7 +118,7 @@ void ExecutionPlan::init_run_tables() {
   static const bool hooked = (kiln::detail::add_empty_cache_hook(&release_kept_memory_of_all_plans), true);
   (void)hooked;
   {
-    std::lock_guard<std::mutex> lock(g_plans_mu);
+    std::lock_guard<std::mutex> lock(plans_mu());
     live_plans().push_back(this);
   }
   id_ = next_plan_id.fetch_add(1, std::memory_order_relaxed);

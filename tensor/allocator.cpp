@@ -224,16 +224,20 @@ void reset_peak_memory() { for_each_pool(reset_peak); }
 void reset_peak_memory(Device d) { reset_peak(checked_pool(d, "reset_peak_memory")); }
 
 namespace {
-// empty_cache's hooks (detail::add_empty_cache_hook).
-std::mutex g_hooks_mu;
+// empty_cache's hooks (detail::add_empty_cache_hook). Never destroyed, as
+// the pools: buffers may be freed during static destruction.
+std::mutex& hooks_mu() {
+  static auto* mu = new std::mutex;
+  return *mu;
+}
 std::vector<void (*)()>& empty_cache_hooks() {
-  static std::vector<void (*)()> hooks;
-  return hooks;
+  static auto* hooks = new std::vector<void (*)()>;
+  return *hooks;
 }
 void run_empty_cache_hooks() {
   std::vector<void (*)()> hooks;
   {
-    std::lock_guard<std::mutex> lk(g_hooks_mu);
+    std::lock_guard<std::mutex> lk(hooks_mu());
     hooks = empty_cache_hooks();
   }
   for (void (*release)() : hooks) release();
@@ -241,7 +245,7 @@ void run_empty_cache_hooks() {
 }  // namespace
 
 void detail::add_empty_cache_hook(void (*release)()) {
-  std::lock_guard<std::mutex> lk(g_hooks_mu);
+  std::lock_guard<std::mutex> lk(hooks_mu());
   empty_cache_hooks().push_back(release);
 }
 
